@@ -1,0 +1,3 @@
+package main
+
+func cli(args []string) int { panic("not written yet") }

@@ -1,0 +1,3 @@
+package main
+
+func client(args []string) int { panic("not written yet") }

@@ -1,0 +1,41 @@
+// Command flint is Flint's single binary: the server, its clients and tools.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// subcommands maps each subcommand to its entry point, which gets the
+// arguments after the subcommand's name and returns the exit status.
+var subcommands = map[string]func(args []string) int{
+	"serve":  serve,
+	"cli":    cli,
+	"client": client,
+}
+
+const usage = `usage: flint <command> [flags]
+
+commands:
+  serve    run a server
+  cli      interactive command line, like redis-cli
+  client   line-protocol client (PUT/SWAP/GET/DELETE/SCAN/STOP on stdin)
+
+Run 'flint <command> --help' for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	run, ok := subcommands[os.Args[1]]
+	if !ok {
+		if os.Args[1] != "help" && os.Args[1] != "-h" && os.Args[1] != "--help" {
+			fmt.Fprintf(os.Stderr, "flint: unknown command %q\n\n", os.Args[1])
+		}
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	os.Exit(run(os.Args[2:]))
+}

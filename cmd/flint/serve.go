@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/store"
+)
+
+// serve runs `flint serve`.
+func serve(args []string) int {
+	d := server.DefaultConfig
+	cfg := server.Config{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.Addr, "addr", d.Addr, "address to listen on (host:port)")
+	fs.StringVar(&cfg.RequirePass, "requirepass", "", "password clients must AUTH with (default: $FLINT_PASSWORD; empty: none)")
+	fs.IntVar(&cfg.MaxClients, "maxclients", d.MaxClients, "most client connections open at once")
+	fs.IntVar(&cfg.MaxBulk, "max-bulk", d.MaxBulk, "longest bulk string (key or value) a client may send, bytes")
+	fs.IntVar(&cfg.MaxArgs, "max-args", d.MaxArgs, "most arguments in one command")
+	fs.IntVar(&cfg.MaxInline, "max-inline", d.MaxInline, "longest inline command, bytes")
+	fs.IntVar(&cfg.MaxQueryBuffer, "max-query-buffer", d.MaxQueryBuffer, "most unparsed input buffered per client, bytes")
+	fs.IntVar(&cfg.MaxOutputBuffer, "max-output-buffer", d.MaxOutputBuffer, "reply bytes buffered per client before they are written out, bytes")
+	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
+	shards := fs.Int("shards", 64, "lock shards in the store (rounded up to a power of two)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "flint serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if err := validate(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "flint serve: bad --log-level %q\n", *logLevel)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.RequirePass == "" {
+		cfg.RequirePass = os.Getenv("FLINT_PASSWORD")
+	}
+	st := store.New(store.Options{Shards: *shards, MaxValue: cfg.MaxBulk})
+	srv := server.New(cfg, server.Local{S: st})
+	return run(srv, cfg.Logger)
+}
+
+func validate(cfg server.Config) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"maxclients", cfg.MaxClients}, {"max-bulk", cfg.MaxBulk}, {"max-args", cfg.MaxArgs},
+		{"max-inline", cfg.MaxInline}, {"max-query-buffer", cfg.MaxQueryBuffer}, {"max-output-buffer", cfg.MaxOutputBuffer}} {
+		if f.v <= 0 {
+			return fmt.Errorf("--%s must be positive, got %d", f.name, f.v)
+		}
+	}
+	if cfg.MaxQueryBuffer < cfg.MaxBulk {
+		return fmt.Errorf("--max-query-buffer (%d) must be at least --max-bulk (%d)", cfg.MaxQueryBuffer, cfg.MaxBulk)
+	}
+	if cfg.OutputTimeout <= 0 || cfg.IdleTimeout < 0 {
+		return errors.New("--output-timeout must be positive and --idle-timeout not negative")
+	}
+	return nil
+}
+
+// run serves until SIGINT or SIGTERM, then shuts down gracefully.
+func run(srv *server.Server, log *slog.Logger) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		log.Error("server failed", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown timed out; closed remaining clients", "err", err)
+	}
+	<-errc
+	log.Info("stopped")
+	return 0
+}

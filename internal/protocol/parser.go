@@ -1,0 +1,342 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// Limits bound what a Parser accepts. Every length field is checked against
+// them before memory is set aside for it.
+type Limits struct {
+	MaxBulk   int // longest bulk string argument, in bytes
+	MaxArgs   int // most arguments in one command, the command name included
+	MaxInline int // longest inline command line, in bytes
+}
+
+// DefaultLimits are the limits a server uses unless configured otherwise.
+var DefaultLimits = Limits{
+	MaxBulk:   64 << 20,
+	MaxArgs:   1 << 20,
+	MaxInline: 64 << 10,
+}
+
+// ErrIncomplete means the buffer ends before the command does: read more
+// bytes and call Next again with the same unconsumed prefix.
+var ErrIncomplete = errors.New("protocol: incomplete command")
+
+// Error is a malformed or over-limit request. After one, the stream cannot be
+// resynchronised: the server replies "-ERR Protocol error: ..." and closes.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return "Protocol error: " + e.Msg }
+
+func protoErr(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
+
+// span is the position of one parsed argument in the caller's buffer.
+type span struct{ off, end int }
+
+// Parser splits a byte stream into commands. The zero value is not usable;
+// make one with NewParser. A Parser belongs to one connection and one
+// goroutine.
+//
+// A multi-bulk command that arrives in pieces is resumed where parsing
+// stopped, so a command with many arguments costs linear time however it is
+// split. State is kept as offsets, so the caller may move or grow its buffer
+// between calls as long as the unconsumed bytes stay at its start.
+type Parser struct {
+	lim Limits
+
+	// State of a multi-bulk command that is partially parsed.
+	// Invariant: len(spans) <= nargs when nargs > 0; pos is where the next
+	// argument header starts, relative to the start of the command.
+	nargs int
+	pos   int
+	spans []span
+}
+
+// NewParser returns a Parser enforcing lim.
+func NewParser(lim Limits) *Parser { return &Parser{lim: lim} }
+
+// Next parses the command at the start of buf. It returns the arguments,
+// which alias buf and are valid until buf is modified, and the number of
+// bytes the command took. An empty command (a blank inline line or "*0")
+// returns no arguments and a positive n: skip it. ErrIncomplete asks for more
+// bytes; an *Error means the stream is malformed. The args slice is reused by
+// the next call.
+func (p *Parser) Next(buf []byte, args [][]byte) ([][]byte, int, error) {
+	if len(buf) == 0 {
+		return args[:0], 0, ErrIncomplete
+	}
+	if p.nargs == 0 && buf[0] != '*' {
+		return p.inline(buf, args)
+	}
+	return p.multiBulk(buf, args)
+}
+
+func (p *Parser) multiBulk(buf []byte, args [][]byte) ([][]byte, int, error) {
+	if p.nargs == 0 {
+		n, next, err := p.header(buf, 0, '*', p.lim.MaxArgs, "multibulk")
+		if err != nil {
+			return args[:0], 0, err
+		}
+		if n <= 0 {
+			return args[:0], next, nil
+		}
+		p.nargs, p.pos, p.spans = n, next, p.spans[:0]
+	}
+	for len(p.spans) < p.nargs {
+		size, next, err := p.header(buf, p.pos, '$', p.lim.MaxBulk, "bulk")
+		if err != nil {
+			if err != ErrIncomplete {
+				p.reset()
+			}
+			return args[:0], 0, err
+		}
+		if size < 0 {
+			p.reset()
+			return args[:0], 0, protoErr("invalid bulk length")
+		}
+		end := next + size
+		if len(buf) < end+2 {
+			return args[:0], 0, ErrIncomplete
+		}
+		if buf[end] != '\r' || buf[end+1] != '\n' {
+			p.reset()
+			return args[:0], 0, protoErr("expected CRLF after bulk string")
+		}
+		p.spans = append(p.spans, span{next, end})
+		p.pos = end + 2
+	}
+	args = args[:0]
+	for _, s := range p.spans {
+		args = append(args, buf[s.off:s.end:s.end])
+	}
+	n := p.pos
+	p.reset()
+	return args, n, nil
+}
+
+func (p *Parser) reset() { p.nargs, p.pos, p.spans = 0, 0, p.spans[:0] }
+
+// header reads "<prefix><decimal>\r\n" at buf[at:]. It returns the number,
+// which may be -1 and is at most max, and the offset just past the CRLF.
+func (p *Parser) header(buf []byte, at int, prefix byte, max int, what string) (int, int, error) {
+	if at >= len(buf) {
+		return 0, 0, ErrIncomplete
+	}
+	if buf[at] != prefix {
+		return 0, 0, protoErr("expected '%c', got '%s'", prefix, printable(buf[at]))
+	}
+	// A length line is short; an endless one is an attack, not a number.
+	const maxLine = 32
+	line := buf[at+1:]
+	i := bytes.IndexByte(line[:min(len(line), maxLine)], '\r')
+	if i < 0 {
+		if len(line) >= maxLine {
+			return 0, 0, protoErr("invalid %s length", what)
+		}
+		return 0, 0, ErrIncomplete
+	}
+	if i+1 >= len(line) {
+		return 0, 0, ErrIncomplete
+	}
+	if line[i+1] != '\n' {
+		return 0, 0, protoErr("invalid %s length", what)
+	}
+	n, ok := ParseInt(line[:i])
+	if !ok || n < -1 {
+		return 0, 0, protoErr("invalid %s length", what)
+	}
+	if n > int64(max) {
+		return 0, 0, protoErr("invalid %s length", what)
+	}
+	return int(n), at + 1 + i + 2, nil
+}
+
+// inline parses one line of space-separated words. Double and single quotes
+// group words as redis-cli sends them; inside double quotes the escapes \n,
+// \r, \t, \", \\ and \xHH are understood.
+func (p *Parser) inline(buf []byte, args [][]byte) ([][]byte, int, error) {
+	nl := bytes.IndexByte(buf[:min(len(buf), p.lim.MaxInline+2)], '\n')
+	if nl < 0 {
+		if len(buf) > p.lim.MaxInline {
+			return args[:0], 0, protoErr("too big inline request")
+		}
+		return args[:0], 0, ErrIncomplete
+	}
+	line := buf[:nl]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	if len(line) > p.lim.MaxInline {
+		return args[:0], 0, protoErr("too big inline request")
+	}
+	args, err := SplitArgs(line, args[:0], p.lim.MaxArgs)
+	if err != nil {
+		return args[:0], 0, err
+	}
+	return args, nl + 1, nil
+}
+
+// SplitArgs splits an inline command line into words, appending to args.
+// Words without quotes or escapes alias line; others are fresh copies.
+func SplitArgs(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
+	i := 0
+	for {
+		for i < len(line) && isSpace(line[i]) {
+			i++
+		}
+		if i == len(line) {
+			return args, nil
+		}
+		if len(args) >= maxArgs {
+			return args, protoErr("too many arguments in inline request")
+		}
+		var word []byte
+		var err error
+		switch line[i] {
+		case '"':
+			word, i, err = doubleQuoted(line, i+1)
+		case '\'':
+			word, i, err = singleQuoted(line, i+1)
+		default:
+			j := i
+			for j < len(line) && !isSpace(line[j]) {
+				j++
+			}
+			word, i = line[i:j:j], j
+		}
+		if err != nil {
+			return args, err
+		}
+		args = append(args, word)
+	}
+}
+
+func doubleQuoted(line []byte, i int) ([]byte, int, error) {
+	var w []byte
+	for ; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '"':
+			if i+1 < len(line) && !isSpace(line[i+1]) {
+				return nil, 0, protoErr("unbalanced quotes in request")
+			}
+			if w == nil {
+				w = []byte{}
+			}
+			return w, i + 1, nil
+		case c == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
+			w = append(w, unhex(line[i+2])<<4|unhex(line[i+3]))
+			i += 3
+		case c == '\\' && i+1 < len(line):
+			i++
+			w = append(w, unescape(line[i]))
+		default:
+			w = append(w, c)
+		}
+	}
+	return nil, 0, protoErr("unbalanced quotes in request")
+}
+
+func singleQuoted(line []byte, i int) ([]byte, int, error) {
+	var w []byte
+	for ; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			if i+1 < len(line) && !isSpace(line[i+1]) {
+				return nil, 0, protoErr("unbalanced quotes in request")
+			}
+			if w == nil {
+				w = []byte{}
+			}
+			return w, i + 1, nil
+		case c == '\\' && i+1 < len(line) && line[i+1] == '\'':
+			w = append(w, '\'')
+			i++
+		default:
+			w = append(w, c)
+		}
+	}
+	return nil, 0, protoErr("unbalanced quotes in request")
+}
+
+func unescape(c byte) byte {
+	switch c {
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	case 'b':
+		return '\b'
+	case 'a':
+		return '\a'
+	}
+	return c
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+func printable(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return string(c)
+	}
+	return fmt.Sprintf("\\x%02x", c)
+}
+
+// ParseInt parses a base-10 signed 64-bit integer the way Redis does: no
+// sign on zero-padded or empty input, no spaces, no overflow.
+func ParseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+		if len(b) == 0 {
+			return 0, false
+		}
+	}
+	if b[0] == '0' && (len(b) > 1 || neg) {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if u > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		u = u*10 + d
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > 1<<63-1 {
+		return 0, false
+	}
+	return int64(u), true
+}

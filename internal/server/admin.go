@@ -1,0 +1,190 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/store"
+)
+
+// adminCommands describe and manage the server.
+var adminCommands = []*command{
+	{name: "command", arity: -1, flags: "loading stale", run: (*conn).commandCmd},
+	{name: "info", arity: -1, flags: "loading stale", run: (*conn).infoCmd},
+	{name: "dbsize", arity: 1, flags: "readonly fast", run: (*conn).dbsize},
+	{name: "flushdb", arity: -1, flags: "write", run: (*conn).flushdb},
+	{name: "flushall", arity: -1, flags: "write", run: (*conn).flushdb},
+}
+
+func (c *conn) dbsize([][]byte) {
+	if s, ok := c.read(); ok {
+		c.int(s.Len())
+	}
+}
+
+// flushdb is FLUSHDB and FLUSHALL [ASYNC|SYNC]; both run synchronously.
+func (c *conn) flushdb(args [][]byte) {
+	if len(args) > 2 {
+		c.errSyntax()
+		return
+	}
+	if len(args) == 2 && !strings.EqualFold(string(args[1]), "async") && !strings.EqualFold(string(args[1]), "sync") {
+		c.errSyntax()
+		return
+	}
+	if _, ok := c.apply(store.OpFlush, 0); ok {
+		c.ok()
+	}
+}
+
+// commandCmd is COMMAND, COMMAND COUNT, COMMAND INFO [name ...] and
+// COMMAND DOCS [name ...] (docs are empty: enough for redis-cli).
+func (c *conn) commandCmd(args [][]byte) {
+	if len(args) == 1 {
+		c.commandInfo(sortedCommands())
+		return
+	}
+	switch sub := strings.ToLower(string(args[1])); sub {
+	case "count":
+		c.int(int64(len(commands)))
+	case "info", "docs":
+		list := sortedCommands()
+		if len(args) > 2 {
+			list = list[:0]
+			for _, a := range args[2:] {
+				list = append(list, commands[strings.ToLower(string(a))]) // nil if unknown
+			}
+		}
+		if sub == "info" {
+			c.commandInfo(list)
+			return
+		}
+		c.out = protocol.AppendMap(c.out, 0, c.proto)
+	default:
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try COMMAND HELP.", truncate(args[1])))
+	}
+}
+
+func sortedCommands() []*command {
+	list := make([]*command, 0, len(commands))
+	for _, cmd := range commands {
+		list = append(list, cmd)
+	}
+	slices.SortFunc(list, func(a, b *command) int { return strings.Compare(a.name, b.name) })
+	return list
+}
+
+// commandInfo writes Redis 7's ten-element description of each command;
+// a nil entry is written as a null for an unknown name.
+func (c *conn) commandInfo(list []*command) {
+	c.out = protocol.AppendArray(c.out, len(list))
+	for _, cmd := range list {
+		if cmd == nil {
+			c.out = protocol.AppendNullArray(c.out, c.proto)
+			continue
+		}
+		c.out = protocol.AppendArray(c.out, 10)
+		c.bulkString(cmd.name)
+		c.int(int64(cmd.arity))
+		flags := strings.Fields(cmd.flags)
+		c.out = protocol.AppendSet(c.out, len(flags), c.proto)
+		for _, f := range flags {
+			c.out = protocol.AppendSimple(c.out, f)
+		}
+		c.int(int64(cmd.first))
+		c.int(int64(cmd.last))
+		c.int(int64(cmd.step))
+		for range 4 { // ACL categories, tips, key specs, subcommands
+			c.out = protocol.AppendArray(c.out, 0)
+		}
+	}
+}
+
+// infoSections are the sections of INFO, in order.
+var infoSections = []struct {
+	name  string
+	write func(c *conn, b *strings.Builder)
+}{
+	{"server", (*conn).infoServer},
+	{"clients", (*conn).infoClients},
+	{"memory", (*conn).infoMemory},
+	{"stats", (*conn).infoStats},
+	{"keyspace", (*conn).infoKeyspace},
+}
+
+// infoCmd is INFO [section ...]; "all", "default" and "everything" name every section.
+func (c *conn) infoCmd(args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if all || want[sec.name] {
+			if b.Len() > 0 {
+				b.WriteString("\r\n")
+			}
+			fmt.Fprintf(&b, "# %s%s\r\n", strings.ToUpper(sec.name[:1]), sec.name[1:])
+			sec.write(c, &b)
+		}
+	}
+	c.out = protocol.AppendVerbatim(c.out, b.String(), c.proto)
+}
+
+func (c *conn) infoServer(b *strings.Builder) {
+	s := c.srv
+	up := time.Since(s.start)
+	fmt.Fprintf(b, "redis_version:%s\r\nflint_version:%s\r\nredis_mode:standalone\r\nos:%s %s\r\n"+
+		"arch_bits:64\r\ngo_version:%s\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
+		redisVersion, Version, runtime.GOOS, runtime.GOARCH, runtime.Version(), os.Getpid(),
+		port(s), int64(up.Seconds()), int64(up.Hours()/24))
+}
+
+// Version is Flint's version.
+const Version = "0.1.0"
+
+func port(s *Server) string {
+	if a := s.Addr(); a != nil {
+		if i := strings.LastIndexByte(a.String(), ':'); i >= 0 {
+			return a.String()[i+1:]
+		}
+	}
+	return ""
+}
+
+func (c *conn) infoClients(b *strings.Builder) {
+	s := c.srv
+	s.mu.Lock()
+	n := len(s.mu.conns)
+	s.mu.Unlock()
+	fmt.Fprintf(b, "connected_clients:%d\r\nmaxclients:%d\r\n", n, s.cfg.MaxClients)
+}
+
+func (c *conn) infoMemory(b *strings.Builder) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st := c.srv.kv.Store()
+	fmt.Fprintf(b, "used_memory:%d\r\nused_memory_heap:%d\r\nused_memory_sys:%d\r\ndataset_bytes:%d\r\n"+
+		"gc_cycles:%d\r\nmaxmemory:0\r\n",
+		ms.HeapAlloc, ms.HeapInuse, ms.Sys, st.Bytes(), ms.NumGC)
+}
+
+func (c *conn) infoStats(b *strings.Builder) {
+	st := &c.srv.stats
+	fmt.Fprintf(b, "total_connections_received:%d\r\ntotal_commands_processed:%d\r\nrejected_connections:%d\r\n"+
+		"keyspace_hits:%d\r\nkeyspace_misses:%d\r\ntotal_net_input_bytes:%d\r\ntotal_net_output_bytes:%d\r\n",
+		st.connections.Load(), st.commands.Load(), st.rejected.Load(),
+		st.hits.Load(), st.misses.Load(), st.netIn.Load(), st.netOut.Load())
+}
+
+func (c *conn) infoKeyspace(b *strings.Builder) {
+	if n := c.srv.kv.Store().Len(); n > 0 {
+		fmt.Fprintf(b, "db0:keys=%d,expires=0,avg_ttl=0\r\n", n)
+	}
+}

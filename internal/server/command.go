@@ -1,0 +1,164 @@
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/flintkv/flint/internal/protocol"
+)
+
+// command describes one command the server knows.
+type command struct {
+	name  string
+	arity int // as Redis: n means exactly n arguments with the name; -n means at least n
+	flags string
+	// first, last, step locate the keys among the arguments, as COMMAND reports them.
+	first, last, step int
+	run               func(c *conn, args [][]byte)
+}
+
+// Command flags (space-separated in command.flags), as COMMAND INFO shows them.
+const (
+	flagWrite    = "write"
+	flagReadonly = "readonly"
+	flagNoAuth   = "no-auth"
+)
+
+// commands is the command table, keyed by lower-case name. It is filled in
+// init because some handlers (COMMAND) refer to it.
+var commands map[string]*command
+
+func init() {
+	commands = make(map[string]*command)
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands} {
+		for _, cmd := range list {
+			commands[cmd.name] = cmd
+		}
+	}
+}
+
+// unsupported names commands that Redis has and Flint deliberately does not,
+// with the reason given to the client.
+var unsupported = map[string]string{}
+
+func init() {
+	const ttl = "keys have no TTLs in Flint"
+	for _, n := range strings.Fields("expire pexpire expireat pexpireat ttl pttl persist setex psetex getex expiretime pexpiretime") {
+		unsupported[n] = ttl
+	}
+	const types = "Flint stores only string values"
+	for _, n := range strings.Fields(`lpush rpush lpop rpop llen lrange lindex lset lrem linsert ltrim blpop brpop lmove
+		hset hget hmset hmget hdel hgetall hexists hincrby hkeys hvals hlen hsetnx
+		sadd srem smembers sismember scard spop srandmember sinter sunion sdiff
+		zadd zrem zrange zrangebyscore zscore zcard zincrby zrank zrevrange
+		xadd xread xrange xlen pfadd pfcount pfmerge setbit getbit bitcount bitop geoadd
+		publish subscribe psubscribe`) {
+		unsupported[n] = types
+	}
+	const tx = "Flint has no MULTI/EXEC transactions yet; multi-key commands (MSET, MSETNX, DEL) are atomic"
+	for _, n := range strings.Fields("multi exec discard watch unwatch") {
+		unsupported[n] = tx
+	}
+}
+
+// exec runs one command and appends its reply.
+func (c *conn) exec(args [][]byte) {
+	c.commands++
+	name := c.lowerName(args[0])
+	cmd, ok := commands[string(name)]
+	switch {
+	case !ok:
+		c.unknown(string(name), args)
+	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
+		c.err("NOAUTH Authentication required.")
+	case (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity):
+		c.errArity(cmd.name)
+	default:
+		cmd.run(c, args)
+	}
+	c.maybeFlush()
+}
+
+// lowerName returns the lower-cased command name in scratch space valid
+// until the next command. It allocates only for names longer than the
+// scratch buffer.
+func (c *conn) lowerName(b []byte) []byte {
+	if len(b) > len(c.lower) {
+		return []byte(strings.ToLower(string(b)))
+	}
+	l := c.lower[:len(b)]
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		l[i] = ch
+	}
+	return l
+}
+
+func (c *conn) unknown(name string, args [][]byte) {
+	if !c.authed {
+		c.err("NOAUTH Authentication required.")
+		return
+	}
+	if why, ok := unsupported[name]; ok {
+		c.err(fmt.Sprintf("ERR '%s' is not supported: %s", name, why))
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", truncate(args[0]))
+	for _, a := range args[1:] {
+		if b.Len() > 512 {
+			break
+		}
+		fmt.Fprintf(&b, "'%s' ", truncate(a))
+	}
+	c.err(b.String())
+}
+
+// truncate shortens an argument quoted in an error message, as Redis does.
+func truncate(a []byte) string {
+	const max = 128
+	if len(a) > max {
+		return string(a[:max]) + "..."
+	}
+	return string(a)
+}
+
+// Reply helpers.
+
+func (c *conn) err(msg string)      { c.out = protocol.AppendError(c.out, msg) }
+func (c *conn) ok()                 { c.out = protocol.AppendOK(c.out) }
+func (c *conn) int(n int64)         { c.out = protocol.AppendInt(c.out, n) }
+func (c *conn) null()               { c.out = protocol.AppendNull(c.out, c.proto) }
+func (c *conn) bulkString(s string) { c.out = protocol.AppendBulkString(c.out, s) }
+func (c *conn) bool(b bool) {
+	if b {
+		c.int(1)
+	} else {
+		c.int(0)
+	}
+}
+
+// value replies with a bulk string, or null when the key was not found.
+func (c *conn) value(v []byte, found bool) {
+	if !found {
+		c.null()
+		return
+	}
+	c.writeLarge(v)
+}
+
+func (c *conn) errArity(name string) {
+	c.err("ERR wrong number of arguments for '" + name + "' command")
+}
+
+func (c *conn) errSyntax() { c.err("ERR syntax error") }
+
+func (c *conn) errNotInt() { c.err("ERR value is not an integer or out of range") }
+
+// intArg parses a command argument as an int64, Redis-style.
+func intArg(b []byte) (int64, bool) { return protocol.ParseInt(b) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,237 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flintkv/flint/internal/protocol"
+)
+
+// connCommands manage the connection itself.
+var connCommands = []*command{
+	{name: "ping", arity: -1, flags: "fast", run: (*conn).ping},
+	{name: "echo", arity: 2, flags: "fast", run: (*conn).echo},
+	{name: "hello", arity: -1, flags: "no-auth fast", run: (*conn).hello},
+	{name: "auth", arity: -2, flags: "no-auth fast", run: (*conn).auth},
+	{name: "select", arity: 2, flags: "fast", run: (*conn).selectDB},
+	{name: "quit", arity: -1, flags: "no-auth fast", run: (*conn).quitCmd},
+	{name: "client", arity: -2, flags: "", run: (*conn).client},
+}
+
+func (c *conn) ping(args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.out = protocol.AppendSimple(c.out, "PONG")
+	case 2:
+		c.out = protocol.AppendBulk(c.out, args[1])
+	default:
+		c.errArity("ping")
+	}
+}
+
+func (c *conn) echo(args [][]byte) { c.out = protocol.AppendBulk(c.out, args[1]) }
+
+func (c *conn) quitCmd([][]byte) {
+	c.ok()
+	c.quit = true
+}
+
+func (c *conn) selectDB(args [][]byte) {
+	n, ok := intArg(args[1])
+	switch {
+	case !ok:
+		c.errNotInt()
+	case n != 0:
+		c.err("ERR DB index is out of range")
+	default:
+		c.ok()
+	}
+}
+
+// auth is AUTH [username] password; the only user is "default".
+func (c *conn) auth(args [][]byte) {
+	if len(args) > 3 {
+		c.errSyntax()
+		return
+	}
+	if c.srv.cfg.RequirePass == "" {
+		c.err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return
+	}
+	user, pass := []byte("default"), args[len(args)-1]
+	if len(args) == 3 {
+		user = args[1]
+	}
+	if !c.login(user, pass) {
+		c.err("WRONGPASS invalid username-password pair or user is disabled.")
+		return
+	}
+	c.ok()
+}
+
+func (c *conn) login(user, pass []byte) bool {
+	ok := c.srv.checkPass(pass) && string(user) == "default"
+	if ok {
+		c.authed = true
+	}
+	return ok
+}
+
+// hello is HELLO [protover [AUTH username password] [SETNAME clientname]].
+func (c *conn) hello(args [][]byte) {
+	proto := c.proto
+	if len(args) >= 2 {
+		v, ok := intArg(args[1])
+		if !ok {
+			c.err("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			c.err("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = protocol.Version(v)
+	}
+	var name []byte
+	for i := 2; i < len(args); i++ {
+		switch opt := strings.ToLower(string(args[i])); {
+		case opt == "auth" && i+2 < len(args):
+			if !c.login(args[i+1], args[i+2]) {
+				c.err("WRONGPASS invalid username-password pair or user is disabled.")
+				return
+			}
+			i += 2
+		case opt == "setname" && i+1 < len(args):
+			name = args[i+1]
+			if !validName(name) {
+				c.err("ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+			i++
+		default:
+			c.err(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", truncate(args[i])))
+			return
+		}
+	}
+	if !c.authed {
+		c.err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	if name != nil {
+		c.setName(name)
+	}
+	c.proto = proto
+	c.out = protocol.AppendMap(c.out, 7, c.proto)
+	c.bulkString("server")
+	c.bulkString("flint")
+	c.bulkString("version")
+	c.bulkString(redisVersion)
+	c.bulkString("proto")
+	c.int(int64(c.proto))
+	c.bulkString("id")
+	c.int(c.id)
+	c.bulkString("mode")
+	c.bulkString("standalone")
+	c.bulkString("role")
+	c.bulkString("master")
+	c.bulkString("modules")
+	c.out = protocol.AppendArray(c.out, 0)
+}
+
+// redisVersion is the Redis version whose commands Flint answers like, for
+// clients that check it.
+const redisVersion = "7.0.0"
+
+// validName reports whether a client name has no spaces or control characters.
+func validName(b []byte) bool {
+	for _, ch := range b {
+		if ch <= ' ' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *conn) setName(name []byte) {
+	s := string(name)
+	c.info.name.Store(&s)
+}
+
+func load(p interface{ Load() *string }) string {
+	if s := p.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// client is CLIENT ID | GETNAME | SETNAME name | INFO | LIST | SETINFO attr value.
+func (c *conn) client(args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "id" && len(args) == 2:
+		c.int(c.id)
+	case sub == "getname" && len(args) == 2:
+		if n := load(&c.info.name); n != "" {
+			c.bulkString(n)
+		} else {
+			c.null()
+		}
+	case sub == "setname" && len(args) == 3:
+		if !validName(args[2]) {
+			c.err("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.setName(args[2])
+		c.ok()
+	case sub == "setinfo" && len(args) == 4:
+		c.setInfo(args[2], args[3])
+	case sub == "info" && len(args) == 2:
+		c.out = protocol.AppendVerbatim(c.out, c.describe(time.Now()), c.proto)
+	case sub == "list" && len(args) == 2:
+		c.out = protocol.AppendVerbatim(c.out, c.srv.clientList(), c.proto)
+	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info" || sub == "list":
+		c.err(fmt.Sprintf("ERR wrong number of arguments for 'client|%s' command", sub))
+	default:
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(args[1])))
+	}
+}
+
+func (c *conn) setInfo(attr, val []byte) {
+	if !validName(val) {
+		c.err("ERR lib-name and lib-ver cannot contain spaces, newlines or special characters.")
+		return
+	}
+	v := string(val)
+	switch strings.ToLower(string(attr)) {
+	case "lib-name":
+		c.info.libName.Store(&v)
+	case "lib-ver":
+		c.info.libVer.Store(&v)
+	default:
+		c.err(fmt.Sprintf("ERR Unrecognized option '%s'", truncate(attr)))
+		return
+	}
+	c.ok()
+}
+
+// describe renders the connection as one line of CLIENT LIST. It may be
+// called from any goroutine.
+func (c *conn) describe(now time.Time) string {
+	idle := now.Sub(time.Unix(0, c.info.active.Load()))
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d db=0 lib-name=%s lib-ver=%s\n",
+		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), load(&c.info.name),
+		int64(now.Sub(c.info.created).Seconds()), int64(idle.Seconds()),
+		load(&c.info.libName), load(&c.info.libVer))
+}
+
+func (s *Server) clientList() string {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, c := range s.mu.conns {
+		b.WriteString(c.describe(now))
+	}
+	return b.String()
+}

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/store"
+)
+
+// keyCommands read and write keys.
+var keyCommands = []*command{
+	{name: "get", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).get},
+	{name: "mget", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, run: (*conn).mget},
+	{name: "exists", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, run: (*conn).exists},
+	{name: "strlen", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).strlen},
+	{name: "range", arity: -3, flags: "readonly", first: 1, last: 2, step: 1, run: (*conn).rangeCmd},
+	{name: "set", arity: -3, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).set},
+	{name: "setnx", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).setnx},
+	{name: "getset", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).swap},
+	{name: "swap", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).swap},
+	{name: "cas", arity: 4, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).cas},
+	{name: "mset", arity: -3, flags: "write denyoom", first: 1, last: -1, step: 2, run: (*conn).mset},
+	{name: "msetnx", arity: -3, flags: "write denyoom", first: 1, last: -1, step: 2, run: (*conn).msetnx},
+	{name: "del", arity: -2, flags: "write", first: 1, last: -1, step: 1, run: (*conn).del},
+	{name: "incr", arity: 2, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).incr},
+	{name: "decr", arity: 2, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).decr},
+	{name: "incrby", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).incrby},
+	{name: "decrby", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).decrby},
+	{name: "append", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).append},
+}
+
+// read runs the backend's read barrier; it replies and returns false if the
+// read cannot be served.
+func (c *conn) read() (*store.Store, bool) {
+	if err := c.srv.kv.ReadBarrier(); err != nil {
+		c.err("ERR " + err.Error())
+		return nil, false
+	}
+	return c.srv.kv.Store(), true
+}
+
+// apply encodes a write, applies it and returns its result; on failure it
+// has replied and returns false.
+func (c *conn) apply(op store.Op, flags byte, args ...[]byte) (store.Result, bool) {
+	c.entry = store.AppendEntry(c.entry[:0], op, flags, args...)
+	res, err := c.srv.kv.Apply(c.entry)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		c.writeErr(err)
+		return res, false
+	}
+	return res, true
+}
+
+// writeErr replies with the Redis form of a store or backend error.
+func (c *conn) writeErr(err error) {
+	switch {
+	case errors.Is(err, store.ErrNotInteger):
+		c.errNotInt()
+	case errors.Is(err, store.ErrOverflow):
+		c.err("ERR increment or decrement would overflow")
+	case errors.Is(err, store.ErrTooLarge):
+		c.err("ERR string exceeds maximum allowed size (max-bulk)")
+	default:
+		c.err("ERR " + err.Error())
+	}
+}
+
+func (c *conn) get(args [][]byte) {
+	s, ok := c.read()
+	if !ok {
+		return
+	}
+	v, found := s.Get(args[1])
+	c.hitOrMiss(found)
+	c.value(v, found)
+}
+
+func (c *conn) hitOrMiss(found bool) {
+	if found {
+		c.hits++
+	} else {
+		c.misses++
+	}
+}
+
+func (c *conn) mget(args [][]byte) {
+	s, ok := c.read()
+	if !ok {
+		return
+	}
+	c.out = protocol.AppendArray(c.out, len(args)-1)
+	s.MGet(args[1:], func(_ int, v []byte, found bool) {
+		c.hitOrMiss(found)
+		c.value(v, found)
+	})
+}
+
+func (c *conn) exists(args [][]byte) {
+	if s, ok := c.read(); ok {
+		c.int(s.Exists(args[1:]))
+	}
+}
+
+func (c *conn) strlen(args [][]byte) {
+	if s, ok := c.read(); ok {
+		v, _ := s.Get(args[1])
+		c.int(int64(len(v)))
+	}
+}
+
+// rangeCmd is RANGE start end [LIMIT n]: every pair with start <= key <= end
+// in byte order, as a flat array key, value, key, value, ...
+func (c *conn) rangeCmd(args [][]byte) {
+	limit := 0
+	switch {
+	case len(args) == 3:
+	case len(args) == 5 && strings.EqualFold(string(args[3]), "limit"):
+		n, ok := intArg(args[4])
+		if !ok || n < 0 {
+			c.err("ERR LIMIT must be a non-negative integer")
+			return
+		}
+		if n == 0 {
+			c.out = protocol.AppendArray(c.out, 0)
+			return
+		}
+		limit = int(min(n, 1<<31))
+	default:
+		c.errSyntax()
+		return
+	}
+	s, ok := c.read()
+	if !ok {
+		return
+	}
+	snap := s.Snapshot()
+	n := snap.Count(args[1], args[2], limit)
+	c.out = protocol.AppendArray(c.out, 2*n)
+	snap.Range(args[1], args[2], n, func(k string, v []byte) bool {
+		c.bulkString(k)
+		c.writeLarge(v)
+		return !c.quit
+	})
+}
+
+// set is SET key value [NX|XX] [GET] [KEEPTTL].
+func (c *conn) set(args [][]byte) {
+	var flags byte
+	for _, a := range args[3:] {
+		switch strings.ToLower(string(a)) {
+		case "nx":
+			flags |= store.SetNX
+		case "xx":
+			flags |= store.SetXX
+		case "get":
+			flags |= store.SetGet
+		case "keepttl": // no key has a TTL, so keeping it changes nothing
+		case "ex", "px", "exat", "pxat":
+			c.err("ERR TTLs are not supported: keys have no TTLs in Flint")
+			return
+		default:
+			c.errSyntax()
+			return
+		}
+	}
+	if flags&store.SetNX != 0 && flags&store.SetXX != 0 {
+		c.errSyntax()
+		return
+	}
+	res, ok := c.apply(store.OpSet, flags, args[1], args[2])
+	switch {
+	case !ok:
+	case flags&store.SetGet != 0:
+		c.value(res.Val, res.Found)
+	case res.Done:
+		c.ok()
+	default:
+		c.null()
+	}
+}
+
+func (c *conn) setnx(args [][]byte) {
+	if res, ok := c.apply(store.OpSet, store.SetNX, args[1], args[2]); ok {
+		c.bool(res.Done)
+	}
+}
+
+// swap is SWAP (and GETSET): set the value, reply with the old one or nil.
+func (c *conn) swap(args [][]byte) {
+	if res, ok := c.apply(store.OpSet, store.SetGet, args[1], args[2]); ok {
+		c.value(res.Val, res.Found)
+	}
+}
+
+func (c *conn) cas(args [][]byte) {
+	if res, ok := c.apply(store.OpCAS, 0, args[1], args[2], args[3]); ok {
+		c.bool(res.Done)
+	}
+}
+
+func (c *conn) mset(args [][]byte) {
+	if len(args)%2 == 0 {
+		c.errArity("mset")
+		return
+	}
+	if _, ok := c.apply(store.OpMSet, 0, args[1:]...); ok {
+		c.ok()
+	}
+}
+
+func (c *conn) msetnx(args [][]byte) {
+	if len(args)%2 == 0 {
+		c.errArity("msetnx")
+		return
+	}
+	if res, ok := c.apply(store.OpMSetNX, 0, args[1:]...); ok {
+		c.bool(res.Done)
+	}
+}
+
+func (c *conn) del(args [][]byte) {
+	if res, ok := c.apply(store.OpDel, 0, args[1:]...); ok {
+		c.int(res.Int)
+	}
+}
+
+func (c *conn) incr(args [][]byte) { c.incrBy(args[1], 1) }
+func (c *conn) decr(args [][]byte) { c.incrBy(args[1], -1) }
+
+func (c *conn) incrby(args [][]byte) {
+	if n, ok := intArg(args[2]); ok {
+		c.incrBy(args[1], n)
+	} else {
+		c.errNotInt()
+	}
+}
+
+func (c *conn) decrby(args [][]byte) {
+	n, ok := intArg(args[2])
+	switch {
+	case !ok:
+		c.errNotInt()
+	case n == -1<<63:
+		c.err("ERR decrement would overflow")
+	default:
+		c.incrBy(args[1], -n)
+	}
+}
+
+func (c *conn) incrBy(key []byte, delta int64) {
+	if res, ok := c.apply(store.OpIncrBy, 0, key, store.DeltaArg(delta)); ok {
+		c.int(res.Int)
+	}
+}
+
+func (c *conn) append(args [][]byte) {
+	if res, ok := c.apply(store.OpAppend, 0, args[1], args[2]); ok {
+		c.int(res.Int)
+	}
+}

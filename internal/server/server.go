@@ -1,0 +1,268 @@
+// Package server accepts Redis-protocol connections and executes their
+// commands against a Backend.
+//
+// Each connection has one goroutine. It reads everything the client has sent,
+// parses the whole batch, executes the commands in order and writes all their
+// replies with one write, so a pipelining client costs one read and one write
+// per batch rather than per command. Replies leave in the order the commands
+// came. Commands on different connections run in parallel on every core; the
+// store below decides what they contend on.
+//
+// Every buffer a connection owns is bounded by Config: the query buffer by
+// MaxQueryBuffer, the reply buffer by MaxOutputBuffer (it is written out
+// whenever it reaches that size, so a client that does not read stalls only
+// its own connection, and is dropped after OutputTimeout).
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/store"
+)
+
+// Config is the server's configuration. Zero fields take the defaults of
+// DefaultConfig.
+type Config struct {
+	Addr            string        // listen address
+	RequirePass     string        // password of the default user; empty: no AUTH needed
+	MaxClients      int           // most connections open at once
+	MaxBulk         int           // longest bulk string argument, bytes
+	MaxArgs         int           // most arguments in one command
+	MaxInline       int           // longest inline command, bytes
+	MaxQueryBuffer  int           // most unparsed input buffered per connection, bytes
+	MaxOutputBuffer int           // reply bytes buffered per connection before writing them out
+	OutputTimeout   time.Duration // drop a client that accepts no output for this long
+	IdleTimeout     time.Duration // drop a client idle for this long; 0: never
+	Logger          *slog.Logger
+}
+
+// DefaultConfig holds the defaults.
+var DefaultConfig = Config{
+	Addr:            "127.0.0.1:7379",
+	MaxClients:      10000,
+	MaxBulk:         protocol.DefaultLimits.MaxBulk,
+	MaxArgs:         protocol.DefaultLimits.MaxArgs,
+	MaxInline:       protocol.DefaultLimits.MaxInline,
+	MaxQueryBuffer:  1 << 30,
+	MaxOutputBuffer: 1 << 20,
+	OutputTimeout:   60 * time.Second,
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig
+	setDefault(&c.Addr, d.Addr)
+	setDefault(&c.MaxClients, d.MaxClients)
+	setDefault(&c.MaxBulk, d.MaxBulk)
+	setDefault(&c.MaxArgs, d.MaxArgs)
+	setDefault(&c.MaxInline, d.MaxInline)
+	setDefault(&c.MaxQueryBuffer, d.MaxQueryBuffer)
+	setDefault(&c.MaxOutputBuffer, d.MaxOutputBuffer)
+	setDefault(&c.OutputTimeout, d.OutputTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// Backend is what commands run against. The single-node backend applies
+// entries to a store directly; the raft glue will propose them to a group.
+type Backend interface {
+	// Apply makes one encoded entry (see store.AppendEntry) take effect and
+	// returns its result. It does not retain entry. An error means the entry
+	// may not have been applied; it is reported to the client.
+	Apply(entry []byte) (store.Result, error)
+	// ReadBarrier returns once Store reflects every write acknowledged
+	// before the call, making the reads that follow linearizable.
+	ReadBarrier() error
+	// Store is the state machine that reads are served from.
+	Store() *store.Store
+}
+
+// Local is the Backend of a single node without a log: writes apply to the
+// store at once, and every read already sees them.
+type Local struct{ S *store.Store }
+
+// Apply applies entry to the store.
+func (l Local) Apply(entry []byte) (store.Result, error) { return l.S.Apply(entry) }
+
+// ReadBarrier returns at once: applied writes are visible to every reader.
+func (l Local) ReadBarrier() error { return nil }
+
+// Store returns the store.
+func (l Local) Store() *store.Store { return l.S }
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("server: closed")
+
+// Server serves one Backend to many connections.
+type Server struct {
+	cfg     Config
+	kv      Backend
+	log     *slog.Logger
+	passSum [sha256.Size]byte
+	start   time.Time
+	lim     protocol.Limits
+
+	nextID  atomic.Int64
+	closing atomic.Bool
+	stats   stats
+
+	mu struct {
+		sync.Mutex
+		ln    net.Listener
+		conns map[int64]*conn
+	}
+	wg sync.WaitGroup // one per open connection
+}
+
+// stats are server-wide counters, updated once per batch.
+type stats struct {
+	connections atomic.Int64 // accepted, ever
+	rejected    atomic.Int64 // refused for MaxClients
+	commands    atomic.Int64
+	hits        atomic.Int64
+	misses      atomic.Int64
+	netIn       atomic.Int64
+	netOut      atomic.Int64
+}
+
+// New returns a Server for kv.
+func New(cfg Config, kv Backend) *Server {
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, kv: kv, log: cfg.Logger, start: time.Now(),
+		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
+	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
+	s.mu.conns = make(map[int64]*conn)
+	return s
+}
+
+// checkPass compares in constant time, hashing first so that the length of
+// the password does not leak either.
+func (s *Server) checkPass(pass []byte) bool {
+	sum := sha256.Sum256(pass)
+	return subtle.ConstantTimeCompare(sum[:], s.passSum[:]) == 1
+}
+
+// ListenAndServe listens on cfg.Addr and serves until Shutdown.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln until Shutdown. It always returns an
+// error: ErrServerClosed after Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.mu.ln = ln
+	s.mu.Unlock()
+	s.log.Info("serving", "addr", ln.Addr().String())
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				// Out of descriptors or similar: back off and retry.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.accept(nc)
+	}
+}
+
+func (s *Server) accept(nc net.Conn) {
+	s.stats.connections.Add(1)
+	s.mu.Lock()
+	if len(s.mu.conns) >= s.cfg.MaxClients || s.closing.Load() {
+		s.mu.Unlock()
+		s.stats.rejected.Add(1)
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc, s.nextID.Add(1))
+	s.mu.conns[c.id] = c
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go c.serve()
+}
+
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.mu.conns, c.id)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Addr returns the listening address, or nil before Serve.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ln == nil {
+		return nil
+	}
+	return s.mu.ln.Addr()
+}
+
+// Shutdown stops accepting, lets every connection finish the batch it is
+// executing and write its replies, then closes them. It returns when all are
+// closed or ctx ends, in which case the rest are closed at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.mu.Lock()
+	if s.mu.ln != nil {
+		s.mu.ln.Close()
+	}
+	for _, c := range s.mu.conns {
+		c.nc.SetReadDeadline(time.Now()) // wake readers; writers finish the batch
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for _, c := range s.mu.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}

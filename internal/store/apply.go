@@ -1,0 +1,197 @@
+package store
+
+import (
+	"encoding/binary"
+	"strconv"
+)
+
+// Result is the outcome of applying one entry. Which fields are meaningful
+// depends on the op:
+//
+//	OpSet     Done: whether the value was written (NX/XX); Found, Val: old value
+//	OpMSet    Done is true
+//	OpMSetNX  Done: whether all keys were written
+//	OpDel     Int: number of keys removed
+//	OpIncrBy  Int: new value
+//	OpAppend  Int: new length
+//	OpCAS     Done: whether the swap happened; Found: whether the key existed
+//	OpFlush   Done is true
+//
+// Err is set, and nothing changed, when the command failed on the data
+// (ErrNotInteger, ErrOverflow, ErrTooLarge). Val is shared with the store and
+// must not be modified.
+type Result struct {
+	Done  bool
+	Found bool
+	Val   []byte
+	Int   int64
+	Err   error
+}
+
+// Apply decodes and applies one entry. It does not retain entry: stored
+// values are copied out of it. A malformed entry returns an error wrapping
+// ErrBadEntry and changes nothing.
+func (s *Store) Apply(entry []byte) (Result, error) {
+	var scratch [8][]byte
+	e, err := decodeEntry(entry, scratch[:0])
+	if err != nil {
+		return Result{}, err
+	}
+	switch e.op {
+	case OpSet:
+		return s.set(e.args[0], e.args[1], e.flags), nil
+	case OpMSet:
+		return s.mset(e.args), nil
+	case OpMSetNX:
+		return s.msetnx(e.args), nil
+	case OpDel:
+		return s.del(e.args), nil
+	case OpIncrBy:
+		return s.incrBy(e.args[0], int64(binary.BigEndian.Uint64(e.args[1]))), nil
+	case OpAppend:
+		return s.append(e.args[0], e.args[1]), nil
+	case OpCAS:
+		return s.cas(e.args[0], e.args[1], e.args[2]), nil
+	case OpFlush:
+		return s.flush(), nil
+	}
+	return Result{}, ErrBadEntry
+}
+
+func clone(b []byte) []byte { return append(make([]byte, 0, len(b)), b...) }
+
+func (s *Store) set(key, val []byte, flags byte) Result {
+	sh := &s.shards[s.shardOf(key)]
+	val = clone(val)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, found := sh.getLocked(key)
+	r := Result{Found: found}
+	if flags&SetGet != 0 {
+		r.Val = old
+	}
+	if (flags&SetNX != 0 && found) || (flags&SetXX != 0 && !found) {
+		return r
+	}
+	sh.putLocked(key, val)
+	r.Done = true
+	return r
+}
+
+func (s *Store) mset(args [][]byte) Result {
+	vals := make([][]byte, len(args)/2)
+	for i := range vals {
+		vals[i] = clone(args[2*i+1])
+	}
+	ls := s.lockSetOf(args, 2)
+	s.lock(ls)
+	defer s.unlock(ls)
+	for i := 0; i < len(args); i += 2 {
+		s.shards[s.shardOf(args[i])].putLocked(args[i], vals[i/2])
+	}
+	return Result{Done: true}
+}
+
+func (s *Store) msetnx(args [][]byte) Result {
+	ls := s.lockSetOf(args, 2)
+	s.lock(ls)
+	defer s.unlock(ls)
+	for i := 0; i < len(args); i += 2 {
+		if _, ok := s.shards[s.shardOf(args[i])].getLocked(args[i]); ok {
+			return Result{}
+		}
+	}
+	for i := 0; i < len(args); i += 2 {
+		s.shards[s.shardOf(args[i])].putLocked(args[i], clone(args[i+1]))
+	}
+	return Result{Done: true}
+}
+
+func (s *Store) del(keys [][]byte) Result {
+	ls := s.lockSetOf(keys, 1)
+	s.lock(ls)
+	defer s.unlock(ls)
+	var n int64
+	for _, k := range keys {
+		if s.shards[s.shardOf(k)].deleteLocked(k) {
+			n++
+		}
+	}
+	return Result{Int: n}
+}
+
+func (s *Store) incrBy(key []byte, delta int64) Result {
+	sh := &s.shards[s.shardOf(key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var n int64
+	if old, ok := sh.getLocked(key); ok {
+		var valid bool
+		if n, valid = parseInt(old); !valid {
+			return Result{Err: ErrNotInteger}
+		}
+	}
+	if (delta > 0 && n > maxInt64-delta) || (delta < 0 && n < minInt64-delta) {
+		return Result{Err: ErrOverflow}
+	}
+	n += delta
+	sh.putLocked(key, strconv.AppendInt(nil, n, 10))
+	return Result{Int: n}
+}
+
+const (
+	maxInt64 = 1<<63 - 1
+	minInt64 = -1 << 63
+)
+
+func (s *Store) append(key, suffix []byte) Result {
+	sh := &s.shards[s.shardOf(key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, _ := sh.getLocked(key)
+	if len(old)+len(suffix) > s.maxValue {
+		return Result{Err: ErrTooLarge}
+	}
+	// append may fill old's spare capacity in place: that is safe because no
+	// reader sees past len(old), and only the current value of a key is ever
+	// appended to.
+	v := append(old[:len(old):cap(old)], suffix...)
+	sh.putLocked(key, v)
+	return Result{Int: int64(len(v))}
+}
+
+func (s *Store) cas(key, expected, val []byte) Result {
+	sh := &s.shards[s.shardOf(key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, found := sh.getLocked(key)
+	if !found || !equal(old, expected) {
+		return Result{Found: found}
+	}
+	sh.putLocked(key, clone(val))
+	return Result{Done: true, Found: true}
+}
+
+func (s *Store) flush() Result {
+	ls := s.all()
+	s.lock(ls)
+	defer s.unlock(ls)
+	for i := range s.shards {
+		s.shards[i].resetLocked()
+	}
+	return Result{Done: true}
+}
+
+// parseInt parses b as Redis does for INCR: a base-10 int64 in canonical
+// form, with no sign on zero, no '+', no leading zeros and no spaces.
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	var buf [20]byte
+	return n, string(strconv.AppendInt(buf[:0], n, 10)) == string(b)
+}

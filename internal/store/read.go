@@ -1,0 +1,53 @@
+package store
+
+// Get returns the value of key. The returned slice is shared with the store
+// and must not be modified.
+func (s *Store) Get(key []byte) ([]byte, bool) {
+	sh := &s.shards[s.shardOf(key)]
+	sh.mu.RLock()
+	v, ok := sh.getLocked(key)
+	sh.mu.RUnlock()
+	return v, ok
+}
+
+// MGet calls fn with the value of each key, in order, all read at one
+// instant. found is false for a missing key. Values must not be modified.
+func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
+	if len(keys) == 1 {
+		v, ok := s.Get(keys[0])
+		fn(0, v, ok)
+		return
+	}
+	vals := make([][]byte, len(keys))
+	found := make([]bool, len(keys))
+	ls := s.lockSetOf(keys, 1)
+	s.rlock(ls)
+	for i, k := range keys {
+		vals[i], found[i] = s.shards[s.shardOf(k)].getLocked(k)
+	}
+	s.runlock(ls)
+	for i := range keys {
+		fn(i, vals[i], found[i])
+	}
+}
+
+// Exists returns how many of keys exist, counting a repeated key each time.
+func (s *Store) Exists(keys [][]byte) int64 {
+	ls := s.lockSetOf(keys, 1)
+	s.rlock(ls)
+	defer s.runlock(ls)
+	var n int64
+	for _, k := range keys {
+		if _, ok := s.shards[s.shardOf(k)].getLocked(k); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// Range calls fn for each pair with start <= key <= end in byte order, at
+// most limit pairs when limit > 0, until fn returns false. The pairs come
+// from one instant; no lock is held while fn runs, so fn may block.
+func (s *Store) Range(start, end []byte, limit int, fn func(key string, val []byte) bool) {
+	s.Snapshot().Range(start, end, limit, fn)
+}

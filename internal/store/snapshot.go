@@ -1,0 +1,66 @@
+package store
+
+import "github.com/google/btree"
+
+// Snapshot is a consistent read-only view of the store at one instant. It
+// holds copy-on-write clones of the shards' trees: taking one costs O(shards)
+// under the locks, and writes after it pay for the nodes they copy. A
+// Snapshot may be read from any goroutine, for as long as needed.
+type Snapshot struct {
+	trees []*btree.BTreeG[item]
+}
+
+// Snapshot returns a view of the store as it is now.
+func (s *Store) Snapshot() *Snapshot { return &Snapshot{trees: s.clone()} }
+
+// Count returns how many pairs have start <= key <= end, at most limit when
+// limit > 0.
+func (sn *Snapshot) Count(start, end []byte, limit int) int {
+	n := 0
+	for _, t := range sn.trees {
+		t.AscendGreaterOrEqual(item{key: string(start)}, func(it item) bool {
+			if it.key > string(end) || (limit > 0 && n >= limit) {
+				return false
+			}
+			n++
+			return true
+		})
+	}
+	return n
+}
+
+// Range calls fn for each pair with start <= key <= end in byte order, at
+// most limit pairs when limit > 0, until fn returns false. Values must not be
+// modified.
+func (sn *Snapshot) Range(start, end []byte, limit int, fn func(key string, val []byte) bool) {
+	if string(start) > string(end) {
+		return
+	}
+	m := newMerge(sn.trees, string(start), string(end), false)
+	for n := 0; limit <= 0 || n < limit; n++ {
+		it, ok := m.next()
+		if !ok || !fn(it.key, it.val) {
+			return
+		}
+	}
+}
+
+// Len returns the number of pairs in the snapshot.
+func (sn *Snapshot) Len() int {
+	n := 0
+	for _, t := range sn.trees {
+		n += t.Len()
+	}
+	return n
+}
+
+// Ascend calls fn for every pair in key order until fn returns false.
+func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
+	m := newMerge(sn.trees, "", "", true)
+	for {
+		it, ok := m.next()
+		if !ok || !fn(it.key, it.val) {
+			return
+		}
+	}
+}

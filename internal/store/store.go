@@ -1,0 +1,212 @@
+// Package store is Flint's state machine: an in-memory map from binary keys
+// to binary values with an ordered index for range reads.
+//
+// It changes only by applying entries (see AppendEntry for their format), the
+// same bytes the raft log carries, and answers reads directly. It has no
+// network, disk, clock or goroutines of its own, and the outcome of applying a
+// sequence of entries depends on nothing else.
+//
+// The map is split into shards, each with its own lock, so that commands on
+// different keys run on different cores without contending. A command that
+// touches several keys locks their shards in ascending order and is atomic as
+// a whole. Each shard keeps a hash map for point reads and a copy-on-write
+// B-tree for ordered reads; cloning every B-tree under the locks gives a
+// consistent view that range reads and snapshots iterate without holding any
+// lock, so neither stalls writes for longer than the clones take.
+package store
+
+import (
+	"bytes"
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/btree"
+)
+
+// Errors returned in Result.Err. They are the client's fault, not the store's.
+var (
+	ErrNotInteger = errors.New("store: value is not an integer or out of range")
+	ErrOverflow   = errors.New("store: increment or decrement would overflow")
+	ErrTooLarge   = errors.New("store: string exceeds maximum allowed size")
+)
+
+// Options configure a Store.
+type Options struct {
+	Shards   int // number of shards, rounded up to a power of two; default 64
+	MaxValue int // longest value APPEND may build, in bytes; default 64 MiB
+}
+
+// Store is the state machine. All methods are safe for concurrent use.
+type Store struct {
+	seed     maphash.Seed
+	mask     uint64
+	maxValue int
+	shards   []shard
+}
+
+// shard owns the keys that hash to it.
+type shard struct {
+	mu struct {
+		sync.RWMutex
+		// Invariant: m and tree hold the same pairs. Bytes within len of a
+		// stored value are never modified: readers and snapshots share them.
+		m    map[string][]byte
+		tree *btree.BTreeG[item]
+	}
+	keys  atomic.Int64 // number of keys, written under mu
+	bytes atomic.Int64 // sum of key and value lengths, written under mu
+	_     [64]byte     // keep neighbouring shards' locks off one cache line
+}
+
+// item is one pair in the ordered index.
+type item struct {
+	key string
+	val []byte
+}
+
+func itemLess(a, b item) bool { return a.key < b.key }
+
+// New returns an empty Store.
+func New(opt Options) *Store {
+	if opt.Shards <= 0 {
+		opt.Shards = 64
+	}
+	if opt.MaxValue <= 0 {
+		opt.MaxValue = 64 << 20
+	}
+	n := 1 << bits.Len(uint(opt.Shards-1))
+	s := &Store{seed: maphash.MakeSeed(), mask: uint64(n - 1), maxValue: opt.MaxValue, shards: make([]shard, n)}
+	for i := range s.shards {
+		s.shards[i].resetLocked()
+	}
+	return s
+}
+
+func (sh *shard) resetLocked() {
+	sh.mu.m = make(map[string][]byte)
+	sh.mu.tree = btree.NewG(32, itemLess)
+	sh.keys.Store(0)
+	sh.bytes.Store(0)
+}
+
+func (s *Store) shardOf(key []byte) int { return int(maphash.Bytes(s.seed, key) & s.mask) }
+
+// Len returns the number of keys.
+func (s *Store) Len() int64 {
+	var n int64
+	for i := range s.shards {
+		n += s.shards[i].keys.Load()
+	}
+	return n
+}
+
+// Bytes returns the total length of all keys and values.
+func (s *Store) Bytes() int64 {
+	var n int64
+	for i := range s.shards {
+		n += s.shards[i].bytes.Load()
+	}
+	return n
+}
+
+// getLocked returns the value of key; the shard's lock must be held.
+func (sh *shard) getLocked(key []byte) ([]byte, bool) {
+	v, ok := sh.mu.m[string(key)]
+	return v, ok
+}
+
+// putLocked stores val, which the store now owns, under key.
+func (sh *shard) putLocked(key, val []byte) {
+	old, ok := sh.mu.m[string(key)]
+	if !ok {
+		k := string(key)
+		sh.mu.m[k] = val
+		sh.mu.tree.ReplaceOrInsert(item{k, val})
+		sh.keys.Add(1)
+		sh.bytes.Add(int64(len(k) + len(val)))
+		return
+	}
+	// Reuse the stored key string so that an overwrite allocates nothing
+	// but the value.
+	it, _ := sh.mu.tree.Get(item{key: string(key)})
+	sh.mu.m[it.key] = val
+	sh.mu.tree.ReplaceOrInsert(item{it.key, val})
+	sh.bytes.Add(int64(len(val) - len(old)))
+}
+
+// deleteLocked removes key and reports whether it existed.
+func (sh *shard) deleteLocked(key []byte) bool {
+	old, ok := sh.mu.m[string(key)]
+	if !ok {
+		return false
+	}
+	delete(sh.mu.m, string(key))
+	sh.mu.tree.Delete(item{key: string(key)})
+	sh.keys.Add(-1)
+	sh.bytes.Add(-int64(len(key) + len(old)))
+	return true
+}
+
+// lockSet is a sorted, duplicate-free set of shard indexes.
+type lockSet []int
+
+func (s *Store) lockSetOf(keys [][]byte, stride int) lockSet {
+	ls := make(lockSet, 0, len(keys)/stride)
+	for i := 0; i < len(keys); i += stride {
+		ls = append(ls, s.shardOf(keys[i]))
+	}
+	slices.Sort(ls)
+	return slices.Compact(ls)
+}
+
+func (s *Store) lock(ls lockSet) {
+	for _, i := range ls {
+		s.shards[i].mu.Lock()
+	}
+}
+
+func (s *Store) unlock(ls lockSet) {
+	for _, i := range ls {
+		s.shards[i].mu.Unlock()
+	}
+}
+
+func (s *Store) rlock(ls lockSet) {
+	for _, i := range ls {
+		s.shards[i].mu.RLock()
+	}
+}
+
+func (s *Store) runlock(ls lockSet) {
+	for _, i := range ls {
+		s.shards[i].mu.RUnlock()
+	}
+}
+
+// all returns the lock set of every shard.
+func (s *Store) all() lockSet {
+	ls := make(lockSet, len(s.shards))
+	for i := range ls {
+		ls[i] = i
+	}
+	return ls
+}
+
+// clone returns copy-on-write clones of every shard's tree, taken at one
+// instant. Cost: O(shards); later writes copy the nodes they touch.
+func (s *Store) clone() []*btree.BTreeG[item] {
+	ls := s.all()
+	s.rlock(ls)
+	defer s.runlock(ls)
+	trees := make([]*btree.BTreeG[item], len(s.shards))
+	for i := range s.shards {
+		trees[i] = s.shards[i].mu.tree.Clone()
+	}
+	return trees
+}
+
+func equal(a, b []byte) bool { return bytes.Equal(a, b) }
