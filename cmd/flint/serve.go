@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // registers the profiling handlers served by --pprof
 	"os"
 	"os/signal"
 	"syscall"
@@ -31,6 +33,7 @@ func serve(args []string) int {
 	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
 	shards := fs.Int("shards", 64, "lock shards in the store (rounded up to a power of two)")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol.\n\nflags:\n")
@@ -55,6 +58,9 @@ func serve(args []string) int {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if cfg.RequirePass == "" {
 		cfg.RequirePass = os.Getenv("FLINT_PASSWORD")
+	}
+	if *pprofAddr != "" {
+		go servePprof(*pprofAddr, cfg.Logger)
 	}
 	st := store.New(store.Options{Shards: *shards, MaxValue: cfg.MaxBulk})
 	srv := server.New(cfg, server.Local{S: st})
@@ -101,4 +107,12 @@ func run(srv *server.Server, log *slog.Logger) int {
 	<-errc
 	log.Info("stopped")
 	return 0
+}
+
+// servePprof serves the profiling handlers; a failure is logged, not fatal.
+func servePprof(addr string, log *slog.Logger) {
+	log.Info("serving profiles", "addr", addr)
+	if err := http.ListenAndServe(addr, nil); err != nil {
+		log.Error("pprof server failed", "err", err)
+	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/flintkv/flint/internal/protocol"
@@ -160,5 +159,3 @@ func (c *conn) errNotInt() { c.err("ERR value is not an integer or out of range"
 
 // intArg parses a command argument as an int64, Redis-style.
 func intArg(b []byte) (int64, bool) { return protocol.ParseInt(b) }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

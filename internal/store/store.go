@@ -54,7 +54,7 @@ type shard struct {
 		sync.RWMutex
 		// Invariant: m and tree hold the same pairs. Bytes within len of a
 		// stored value are never modified: readers and snapshots share them.
-		m    map[string][]byte
+		m    map[string]item
 		tree *btree.BTreeG[item]
 	}
 	keys  atomic.Int64 // number of keys, written under mu
@@ -62,7 +62,8 @@ type shard struct {
 	_     [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
-// item is one pair in the ordered index.
+// item is one pair. The map holds it too, so that an overwrite finds the
+// stored key string there and need not search the tree for it.
 type item struct {
 	key string
 	val []byte
@@ -87,7 +88,7 @@ func New(opt Options) *Store {
 }
 
 func (sh *shard) resetLocked() {
-	sh.mu.m = make(map[string][]byte)
+	sh.mu.m = make(map[string]item)
 	sh.mu.tree = btree.NewG(32, itemLess)
 	sh.keys.Store(0)
 	sh.bytes.Store(0)
@@ -115,27 +116,26 @@ func (s *Store) Bytes() int64 {
 
 // getLocked returns the value of key; the shard's lock must be held.
 func (sh *shard) getLocked(key []byte) ([]byte, bool) {
-	v, ok := sh.mu.m[string(key)]
-	return v, ok
+	it, ok := sh.mu.m[string(key)]
+	return it.val, ok
 }
 
 // putLocked stores val, which the store now owns, under key.
 func (sh *shard) putLocked(key, val []byte) {
 	old, ok := sh.mu.m[string(key)]
 	if !ok {
-		k := string(key)
-		sh.mu.m[k] = val
-		sh.mu.tree.ReplaceOrInsert(item{k, val})
+		it := item{string(key), val}
+		sh.mu.m[it.key] = it
+		sh.mu.tree.ReplaceOrInsert(it)
 		sh.keys.Add(1)
-		sh.bytes.Add(int64(len(k) + len(val)))
+		sh.bytes.Add(int64(len(it.key) + len(val)))
 		return
 	}
-	// Reuse the stored key string so that an overwrite allocates nothing
-	// but the value.
-	it, _ := sh.mu.tree.Get(item{key: string(key)})
-	sh.mu.m[it.key] = val
-	sh.mu.tree.ReplaceOrInsert(item{it.key, val})
-	sh.bytes.Add(int64(len(val) - len(old)))
+	// Reuse the stored key string: an overwrite allocates only the value.
+	it := item{old.key, val}
+	sh.mu.m[it.key] = it
+	sh.mu.tree.ReplaceOrInsert(it)
+	sh.bytes.Add(int64(len(val) - len(old.val)))
 }
 
 // deleteLocked removes key and reports whether it existed.
@@ -147,7 +147,7 @@ func (sh *shard) deleteLocked(key []byte) bool {
 	delete(sh.mu.m, string(key))
 	sh.mu.tree.Delete(item{key: string(key)})
 	sh.keys.Add(-1)
-	sh.bytes.Add(-int64(len(key) + len(old)))
+	sh.bytes.Add(-int64(len(key) + len(old.val)))
 	return true
 }
 

@@ -1,0 +1,38 @@
+# Flint's build and test entry points. `make test` is what CI runs.
+
+GO        ?= go
+BIN       := bin/flint
+ADDR      ?= 127.0.0.1:7379
+FUZZTIME  ?= 10s
+# Fuzz targets run briefly by `make test`; `make fuzz FUZZTIME=1h` runs them long.
+FUZZ      := ./internal/protocol:FuzzParser ./internal/protocol:FuzzReader
+
+.PHONY: build run test lint unit fuzz bench clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/flint
+
+run: build
+	./$(BIN) serve --addr $(ADDR)
+
+test: lint unit fuzz
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	$(GO) mod tidy -diff
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+fuzz:
+	@for t in $(FUZZ); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+clean:
+	rm -rf bin

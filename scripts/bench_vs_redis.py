@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Side-by-side throughput of Flint and redis-server with the same client.
+
+Runs redis-benchmark against a fresh `flint serve` and a fresh `redis-server`
+alternately (A B A B ...), for --pairs pairs, and prints per-pair ratios and
+medians of throughput, p99 latency and server CPU time per operation (utime +
+stime of the server process from /proc, divided by requests served).
+
+Needs redis-server and redis-benchmark (apt-get install redis-server
+redis-tools) and a built bin/flint. Example:
+
+    scripts/bench_vs_redis.py --pairs 3 -- -P 64 -c 50 -t get,set -r 1000000 -n 2000000
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def wait_port(port, proc, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not start listening")
+
+
+def start(kind, port, flint_bin, extra):
+    if kind == "flint":
+        cmd = [flint_bin, "serve", "--addr", f"127.0.0.1:{port}", "--log-level", "warn"] + extra
+    else:
+        cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"] + extra
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc)
+    return proc
+
+
+def run_once(kind, args, bench_args):
+    port = free_port()
+    extra = args.flint_args.split() if kind == "flint" else args.redis_args.split()
+    proc = start(kind, port, args.flint, extra)
+    try:
+        cpu0 = cpu_seconds(proc.pid)
+        out = subprocess.run(["redis-benchmark", "-p", str(port), "--csv", "-q"] + bench_args,
+                             check=True, capture_output=True, text=True).stdout
+        cpu = cpu_seconds(proc.pid) - cpu0
+    finally:
+        proc.terminate()
+        proc.wait()
+    rows = list(csv.DictReader(io.StringIO(out)))
+    total = sum(requests(bench_args) for _ in rows)
+    return {r["test"]: {"rps": float(r["rps"]), "p50": float(r["p50_latency_ms"]),
+                        "p99": float(r["p99_latency_ms"])} for r in rows}, cpu, total
+
+
+def requests(bench_args):
+    n = 100000
+    if "-n" in bench_args:
+        n = int(bench_args[bench_args.index("-n") + 1])
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--flint", default="bin/flint")
+    ap.add_argument("--flint-args", default="")
+    ap.add_argument("--redis-args", default="")
+    ap.add_argument("--json", help="write all results to this file")
+    ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="arguments for redis-benchmark after --")
+    args = ap.parse_args()
+    bench_args = [a for a in args.bench_args if a != "--"]
+    results = []
+    for i in range(args.pairs):
+        pair = {}
+        for kind in ("flint", "redis"):
+            tests, cpu, total = run_once(kind, args, bench_args)
+            pair[kind] = {"tests": tests, "cpu_s": cpu, "requests": total,
+                          "cpu_us_per_op": 1e6 * cpu / total}
+        results.append(pair)
+        line = [f"pair {i + 1}:"]
+        for t in pair["flint"]["tests"]:
+            f, r = pair["flint"]["tests"][t], pair["redis"]["tests"][t]
+            line.append(f"{t} flint {f['rps']:.0f}/s redis {r['rps']:.0f}/s ratio {f['rps'] / r['rps']:.2f}")
+        line.append(f"cpu/op flint {pair['flint']['cpu_us_per_op']:.2f}us redis {pair['redis']['cpu_us_per_op']:.2f}us")
+        print("  ".join(line), flush=True)
+    print(f"\nmedians over {args.pairs} pairs, redis-benchmark {' '.join(bench_args)}")
+    print(f"{'test':8} {'flint ops/s':>12} {'redis ops/s':>12} {'ratio':>6} {'flint p99':>10} {'redis p99':>10}")
+    for t in results[0]["flint"]["tests"]:
+        f = statistics.median(p["flint"]["tests"][t]["rps"] for p in results)
+        r = statistics.median(p["redis"]["tests"][t]["rps"] for p in results)
+        ratio = statistics.median(p["flint"]["tests"][t]["rps"] / p["redis"]["tests"][t]["rps"] for p in results)
+        fp = statistics.median(p["flint"]["tests"][t]["p99"] for p in results)
+        rp = statistics.median(p["redis"]["tests"][t]["p99"] for p in results)
+        print(f"{t:8} {f:12.0f} {r:12.0f} {ratio:6.2f} {fp:8.3f}ms {rp:8.3f}ms")
+    fc = statistics.median(p["flint"]["cpu_us_per_op"] for p in results)
+    rc = statistics.median(p["redis"]["cpu_us_per_op"] for p in results)
+    print(f"server CPU per op (all tests): flint {fc:.3f}us redis {rc:.3f}us ratio {fc / rc:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"bench_args": bench_args, "pairs": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
