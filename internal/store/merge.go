@@ -57,7 +57,7 @@ func newMerge(trees []*btree.BTreeG[item], start, end string, unbounded bool) *m
 func (m *merge) fill(c *cursor, from string, inclusive bool) bool {
 	c.items = c.items[:0]
 	c.more = false
-	m.trees[c.tree].AscendGreaterOrEqual(item{key: from}, func(it item) bool {
+	m.trees[c.tree].AscendGreaterOrEqual(newItem(from, nil), func(it item) bool {
 		if it.key > m.end && !m.unbounded {
 			return false
 		}

@@ -18,7 +18,7 @@ func (s *Store) Snapshot() *Snapshot { return &Snapshot{trees: s.clone()} }
 func (sn *Snapshot) Count(start, end []byte, limit int) int {
 	n := 0
 	for _, t := range sn.trees {
-		t.AscendGreaterOrEqual(item{key: string(start)}, func(it item) bool {
+		t.AscendGreaterOrEqual(newItem(string(start), nil), func(it item) bool {
 			if it.key > string(end) || (limit > 0 && n >= limit) {
 				return false
 			}

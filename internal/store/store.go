@@ -17,6 +17,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"hash/maphash"
 	"math/bits"
@@ -64,12 +65,35 @@ type shard struct {
 
 // item is one pair. The map holds it too, so that an overwrite finds the
 // stored key string there and need not search the tree for it.
+//
+// Invariant: pre is the first 16 bytes of key, zero-padded, as big-endian
+// integers. Comparing pre first orders items as their keys would be ordered,
+// but without following the key pointer for most comparisons: the B-tree
+// search then stays inside its node's memory.
 type item struct {
+	pre [2]uint64
 	key string
 	val []byte
 }
 
-func itemLess(a, b item) bool { return a.key < b.key }
+func newItem(key string, val []byte) item { return item{pre: prefix(key), key: key, val: val} }
+
+// prefix packs the first 16 bytes of key, zero-padded, big-endian.
+func prefix(key string) [2]uint64 {
+	var b [16]byte
+	copy(b[:], key)
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+}
+
+func itemLess(a, b item) bool {
+	if a.pre[0] != b.pre[0] {
+		return a.pre[0] < b.pre[0]
+	}
+	if a.pre[1] != b.pre[1] {
+		return a.pre[1] < b.pre[1]
+	}
+	return a.key < b.key // equal padded prefixes: only the full keys can tell
+}
 
 // New returns an empty Store.
 func New(opt Options) *Store {
@@ -124,7 +148,7 @@ func (sh *shard) getLocked(key []byte) ([]byte, bool) {
 func (sh *shard) putLocked(key, val []byte) {
 	old, ok := sh.mu.m[string(key)]
 	if !ok {
-		it := item{string(key), val}
+		it := newItem(string(key), val)
 		sh.mu.m[it.key] = it
 		sh.mu.tree.ReplaceOrInsert(it)
 		sh.keys.Add(1)
@@ -132,7 +156,7 @@ func (sh *shard) putLocked(key, val []byte) {
 		return
 	}
 	// Reuse the stored key string: an overwrite allocates only the value.
-	it := item{old.key, val}
+	it := item{old.pre, old.key, val}
 	sh.mu.m[it.key] = it
 	sh.mu.tree.ReplaceOrInsert(it)
 	sh.bytes.Add(int64(len(val) - len(old.val)))
@@ -145,7 +169,7 @@ func (sh *shard) deleteLocked(key []byte) bool {
 		return false
 	}
 	delete(sh.mu.m, string(key))
-	sh.mu.tree.Delete(item{key: string(key)})
+	sh.mu.tree.Delete(newItem(string(key), nil))
 	sh.keys.Add(-1)
 	sh.bytes.Add(-int64(len(key) + len(old.val)))
 	return true
