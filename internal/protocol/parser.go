@@ -160,7 +160,9 @@ func (p *Parser) header(buf []byte, at int, prefix byte, max int, what string) (
 func (p *Parser) inline(buf []byte, args [][]byte) ([][]byte, int, error) {
 	nl := bytes.IndexByte(buf[:min(len(buf), p.lim.MaxInline+2)], '\n')
 	if nl < 0 {
-		if len(buf) > p.lim.MaxInline {
+		// A line of MaxInline bytes may have arrived with its CR but not
+		// yet its LF: that is incomplete, not too big.
+		if len(buf) > p.lim.MaxInline+1 || (len(buf) == p.lim.MaxInline+1 && buf[p.lim.MaxInline] != '\r') {
 			return args[:0], 0, protoErr("too big inline request")
 		}
 		return args[:0], 0, ErrIncomplete

@@ -71,7 +71,22 @@ func NewReader(r *bufio.Reader, lim ReaderLimits) *Reader { return &Reader{r: r,
 // wrap ErrBadReply; after either the stream is unusable.
 func (rd *Reader) Read() (Value, error) { return rd.read(0) }
 
+// read decodes the reply at depth, dropping the attributes before it. They
+// are skipped in a loop, not by recursion, so that a long run of them cannot
+// exhaust the stack; the reply they annotate is still due, so EOF after one
+// is unexpected.
 func (rd *Reader) read(depth int) (Value, error) {
+	v, err := rd.value(depth)
+	for err == nil && v.Kind == KindAttr {
+		v, err = rd.value(depth)
+		err = noEOF(err)
+	}
+	return v, err
+}
+
+// value decodes one element at depth. An attribute is decoded and returned
+// as an empty Value of KindAttr.
+func (rd *Reader) value(depth int) (Value, error) {
 	if depth > rd.lim.MaxDepth {
 		return Value{}, fmt.Errorf("%w: nested too deep", ErrBadReply)
 	}
@@ -155,12 +170,12 @@ func (rd *Reader) aggregate(k Kind, body []byte, depth int) (Value, error) {
 	for i := int64(0); i < n; i++ {
 		e, err := rd.read(depth + 1)
 		if err != nil {
-			return Value{}, err
+			return Value{}, noEOF(err) // the aggregate has begun
 		}
 		elems = append(elems, e)
 	}
 	if k == KindAttr { // attributes annotate the reply that follows them
-		return rd.read(depth)
+		return Value{Kind: KindAttr}, nil
 	}
 	return Value{Kind: k, Elems: elems}, nil
 }

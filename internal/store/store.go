@@ -223,9 +223,12 @@ func (s *Store) all() lockSet {
 // clone returns copy-on-write clones of every shard's tree, taken at one
 // instant. Cost: O(shards); later writes copy the nodes they touch.
 func (s *Store) clone() []*btree.BTreeG[item] {
+	// Clone writes to the tree it clones (it gives it a fresh copy-on-write
+	// context), so it needs the write locks: two snapshots taken under read
+	// locks raced on that field.
 	ls := s.all()
-	s.rlock(ls)
-	defer s.runlock(ls)
+	s.lock(ls)
+	defer s.unlock(ls)
 	trees := make([]*btree.BTreeG[item], len(s.shards))
 	for i := range s.shards {
 		trees[i] = s.shards[i].mu.tree.Clone()

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// The benchmark workload follows the users' YCSB setup (design/SEEDS.md):
+// 1,000,000 records with keys "0" .. "999999", 128-byte values, key
+// popularity Zipfian with theta 0.99 and key "0" the hottest, or uniform.
+const (
+	benchRecords = 1_000_000
+	benchTheta   = 0.99
+)
+
+// benchData is loaded once per test binary and shared by the benchmarks:
+// loading takes a few seconds. The SET benchmarks overwrite values with
+// values of the same size, so every benchmark sees the same store shape.
+var benchData struct {
+	once sync.Once
+	s    *Store
+	keys [][]byte
+	val  []byte
+	zipf *zipfian
+}
+
+func loadBench(b *testing.B) {
+	benchData.once.Do(func() {
+		keys := make([][]byte, benchRecords)
+		for i := range keys {
+			keys[i] = strconv.AppendInt(nil, int64(i), 10)
+		}
+		val := bytes.Repeat([]byte{'v'}, 128)
+		s := New(Options{})
+		var args [][]byte
+		var e []byte
+		for i := 0; i < benchRecords; i += 1000 {
+			args = args[:0]
+			for _, k := range keys[i:min(i+1000, benchRecords)] {
+				args = append(args, k, val)
+			}
+			e = AppendEntry(e[:0], OpMSet, 0, args...)
+			if _, err := s.Apply(e); err != nil {
+				panic(err)
+			}
+		}
+		benchData.s, benchData.keys, benchData.val = s, keys, val
+		benchData.zipf = newZipfian(benchRecords, benchTheta)
+	})
+	if benchData.s.Len() != benchRecords {
+		b.Fatalf("store has %d keys, want %d", benchData.s.Len(), benchRecords)
+	}
+}
+
+// BenchmarkStore measures point operations on the state machine alone,
+// from all cores (b.RunParallel: one goroutine per GOMAXPROCS):
+// the YCSB-B mix of 95% GET and 5% SET, and SET alone, under Zipfian and
+// uniform key popularity.
+func BenchmarkStore(b *testing.B) {
+	for _, dist := range []string{"zipfian", "uniform"} {
+		b.Run("get95set5/"+dist, func(b *testing.B) { benchPoint(b, dist, 5) })
+	}
+	for _, dist := range []string{"zipfian", "uniform"} {
+		b.Run("set/"+dist, func(b *testing.B) { benchPoint(b, dist, 100) })
+	}
+}
+
+func benchPoint(b *testing.B, dist string, setPercent int) {
+	loadBench(b)
+	s, keys, val, z := benchData.s, benchData.keys, benchData.val, benchData.zipf
+	var workers atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := workers.Add(1) // each worker seeds its own generator
+		rng := rand.New(rand.NewPCG(w, 0x5eed))
+		var e []byte
+		for pb.Next() {
+			var i int
+			if dist == "zipfian" {
+				i = z.next(rng.Float64())
+			} else {
+				i = rng.IntN(benchRecords)
+			}
+			if setPercent == 100 || rng.IntN(100) < setPercent {
+				e = AppendEntry(e[:0], OpSet, 0, keys[i], val)
+				if _, err := s.Apply(e); err != nil {
+					b.Error(err)
+					return
+				}
+			} else if _, ok := s.Get(keys[i]); !ok {
+				b.Errorf("key %q missing", keys[i])
+				return
+			}
+		}
+	})
+}
