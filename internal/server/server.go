@@ -206,7 +206,12 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) accept(nc net.Conn) {
 	s.stats.connections.Add(1)
 	s.mu.Lock()
-	if len(s.mu.conns) >= s.cfg.MaxClients || s.closing.Load() {
+	if s.closing.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(s.mu.conns) >= s.cfg.MaxClients {
 		s.mu.Unlock()
 		s.stats.rejected.Add(1)
 		nc.SetWriteDeadline(time.Now().Add(time.Second))

@@ -1,0 +1,78 @@
+package client
+
+import "context"
+
+// Batch collects commands to send together: Exec writes them all at once,
+// on one connection, and returns all their replies. Nothing else is written
+// between them, but they are not a transaction: each takes effect on its
+// own, in order, and another client's commands may run in between.
+//
+// A Batch belongs to one goroutine.
+type Batch struct {
+	c   *Client
+	cmd []byte // the encoded commands
+	n   int    // how many
+	err error  // the first argument Do could not encode
+}
+
+// Batch returns an empty batch for c.
+func (c *Client) Batch() *Batch { return &Batch{c: c} }
+
+// Len returns the number of commands in the batch.
+func (b *Batch) Len() int { return b.n }
+
+// Get adds GET key.
+func (b *Batch) Get(key string) { b.add(encGet(b.cmd, key)) }
+
+// Set adds SET key value.
+func (b *Batch) Set(key string, value []byte) { b.add(encSet(b.cmd, key, value)) }
+
+// Swap adds SWAP key value.
+func (b *Batch) Swap(key string, value []byte) { b.add(encSwap(b.cmd, key, value)) }
+
+// CAS adds CAS key expected value.
+func (b *Batch) CAS(key string, expected, value []byte) { b.add(encCAS(b.cmd, key, expected, value)) }
+
+// Delete adds DEL keys...; with no keys its reply is an error.
+func (b *Batch) Delete(keys ...string) { b.add(encDel(b.cmd, keys)) }
+
+// Incr adds INCR key.
+func (b *Batch) Incr(key string) { b.add(encIncr(b.cmd, key)) }
+
+// Range adds RANGE start end, with LIMIT limit if limit > 0.
+func (b *Batch) Range(start, end string, limit int) { b.add(encRange(b.cmd, start, end, limit)) }
+
+// Do adds any command, with arguments as Client.Do takes them. A bad
+// argument makes Exec fail without sending anything.
+func (b *Batch) Do(args ...any) {
+	cmd, err := encAny(b.cmd, args)
+	if err != nil {
+		if b.err == nil {
+			b.err = err
+		}
+		return
+	}
+	b.add(cmd)
+}
+
+func (b *Batch) add(cmd []byte) {
+	b.cmd = cmd
+	b.n++
+}
+
+// Exec sends the batch and returns one reply per command, in order, and
+// empties the batch for reuse. Error replies are Values of KindError in the
+// slice, not errors; nil replies are Values of KindNull. The error is about
+// the batch as a whole, as for any call: if it wraps ErrUnknownOutcome, any
+// prefix of the commands may have taken effect.
+func (b *Batch) Exec(ctx context.Context) ([]Value, error) {
+	cmd, n, err := b.cmd, b.n, b.err
+	*b = Batch{c: b.c}
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return b.c.send(ctx, cmd, n)
+}

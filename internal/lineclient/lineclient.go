@@ -1,0 +1,182 @@
+// Package lineclient runs the line protocol through which test harnesses
+// drive a key-value store (SEEDS.md, family 2): commands on one input
+// stream, one at a time, results on an output stream.
+//
+//	input line        output
+//	PUT <k> <v>       PUT <k> found        |  PUT <k> not_found
+//	SWAP <k> <v>      SWAP <k> <old>       |  SWAP <k> null
+//	GET <k>           GET <k> <v>          |  GET <k> null
+//	DELETE <k>        DELETE <k> found     |  DELETE <k> not_found
+//	SCAN <k1> <k2>    SCAN <k1> <k2> BEGIN
+//	                    <k> <v>            (each pair with k1 <= k <= k2, in order)
+//	                  SCAN END
+//	STOP              STOP                 (and stop reading)
+//
+// Tokens are separated by any whitespace and blank lines are skipped. The
+// output is flushed after every response. The end of the input acts as
+// STOP: it too prints STOP. A malformed line (an unknown command or the
+// wrong number of tokens) is reported on the diagnostic stream and skipped,
+// writing nothing to the output, so the output holds only responses.
+//
+// Each command is one Flint command, so it is atomic and linearizable as the
+// server's commands are: PUT is SET k v GET (never GET then SET), SWAP is
+// SWAP, GET is GET, DELETE is DEL and SCAN is RANGE k1 k2.
+package lineclient
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/flintkv/flint/client"
+)
+
+// Run reads commands from in and runs each against c, writing the responses
+// to out and reports of malformed lines to diag. It returns nil after STOP
+// or at the end of the input, and an error if reading, writing or a command
+// fails (a command that fails may or may not have taken effect).
+func Run(ctx context.Context, c *client.Client, in io.Reader, out, diag io.Writer) error {
+	s := session{c: c, out: bufio.NewWriter(out), diag: diag}
+	r := bufio.NewReader(in)
+	for lineNo := 1; ; lineNo++ {
+		line, rerr := r.ReadString('\n')
+		if rerr != nil && rerr != io.EOF {
+			return fmt.Errorf("reading input: %w", rerr)
+		}
+		stop, err := s.line(ctx, lineNo, line)
+		if err != nil {
+			return err
+		}
+		if stop || rerr == io.EOF {
+			return s.stop()
+		}
+	}
+}
+
+// session is one run's connection and output streams.
+type session struct {
+	c    *client.Client
+	out  *bufio.Writer
+	diag io.Writer
+}
+
+// arity is the number of tokens of each command, its name included.
+var arity = map[string]int{"PUT": 3, "SWAP": 3, "GET": 2, "DELETE": 2, "SCAN": 3, "STOP": 1}
+
+// usage shows each command's form in messages about malformed lines.
+var usage = map[string]string{
+	"PUT": "PUT <key> <value>", "SWAP": "SWAP <key> <value>", "GET": "GET <key>",
+	"DELETE": "DELETE <key>", "SCAN": "SCAN <start> <end>", "STOP": "STOP",
+}
+
+// line runs one input line and reports whether it was STOP.
+func (s *session) line(ctx context.Context, lineNo int, line string) (stop bool, err error) {
+	tok := strings.Fields(line)
+	if len(tok) == 0 {
+		return false, nil
+	}
+	want, ok := arity[tok[0]]
+	switch {
+	case !ok:
+		s.malformed(lineNo, "unknown command %q; the commands are PUT, SWAP, GET, DELETE, SCAN and STOP, in upper case", tok[0])
+		return false, nil
+	case len(tok) != want:
+		s.malformed(lineNo, "%s takes %d tokens, got %d; use: %s", tok[0], want, len(tok), usage[tok[0]])
+		return false, nil
+	case tok[0] == "STOP":
+		return true, nil
+	}
+	if err := s.run(ctx, tok); err != nil {
+		return false, fmt.Errorf("line %d: %s: %w", lineNo, strings.Join(tok, " "), err)
+	}
+	if err := s.out.Flush(); err != nil {
+		return false, fmt.Errorf("writing output: %w", err)
+	}
+	return false, nil
+}
+
+func (s *session) malformed(lineNo int, format string, args ...any) {
+	fmt.Fprintf(s.diag, "line %d ignored: %s\n", lineNo, fmt.Sprintf(format, args...))
+}
+
+func (s *session) stop() error {
+	s.out.WriteString("STOP\n")
+	if err := s.out.Flush(); err != nil {
+		return fmt.Errorf("writing output: %w", err)
+	}
+	return nil
+}
+
+// run executes a well-formed command other than STOP and buffers its
+// response.
+func (s *session) run(ctx context.Context, tok []string) error {
+	switch tok[0] {
+	case "PUT":
+		old, err := s.c.Do(ctx, "SET", tok[1], tok[2], "GET")
+		if err != nil {
+			return err
+		}
+		s.respond(tok[:2], foundWord(old.Kind != client.KindNull))
+	case "SWAP":
+		old, err := s.c.Swap(ctx, tok[1], []byte(tok[2]))
+		return s.value(tok[:2], old, err)
+	case "GET":
+		v, err := s.c.Get(ctx, tok[1])
+		return s.value(tok[:2], v, err)
+	case "DELETE":
+		n, err := s.c.Delete(ctx, tok[1])
+		if err != nil {
+			return err
+		}
+		s.respond(tok, foundWord(n == 1))
+	case "SCAN":
+		return s.scan(ctx, tok)
+	}
+	return nil
+}
+
+func foundWord(found bool) string {
+	if found {
+		return "found"
+	}
+	return "not_found"
+}
+
+// value responds with v, or null for ErrNil.
+func (s *session) value(prefix []string, v []byte, err error) error {
+	switch {
+	case errors.Is(err, client.ErrNil):
+		s.respond(prefix, "null")
+	case err != nil:
+		return err
+	default:
+		s.respond(prefix, string(v))
+	}
+	return nil
+}
+
+func (s *session) scan(ctx context.Context, tok []string) error {
+	kvs, err := s.c.Range(ctx, tok[1], tok[2], 0)
+	if err != nil {
+		return err
+	}
+	s.respond(tok, "BEGIN")
+	for _, kv := range kvs {
+		fmt.Fprintf(s.out, "  %s %s\n", kv.Key, kv.Value)
+	}
+	s.out.WriteString("SCAN END\n")
+	return nil
+}
+
+// respond buffers one response line: the words of prefix, then last.
+func (s *session) respond(prefix []string, last string) {
+	for _, w := range prefix {
+		s.out.WriteString(w)
+		s.out.WriteByte(' ')
+	}
+	s.out.WriteString(last)
+	s.out.WriteByte('\n')
+}
