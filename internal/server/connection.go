@@ -55,7 +55,7 @@ func (c *conn) auth(args [][]byte) {
 		c.errSyntax()
 		return
 	}
-	if c.srv.cfg.RequirePass == "" {
+	if c.srv.cfg.RequirePass == "" && len(args) == 2 {
 		c.err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return
 	}
@@ -70,8 +70,10 @@ func (c *conn) auth(args [][]byte) {
 	c.ok()
 }
 
+// login checks credentials as Redis does for its default user: with no
+// password configured, any password is accepted.
 func (c *conn) login(user, pass []byte) bool {
-	ok := c.srv.checkPass(pass) && string(user) == "default"
+	ok := string(user) == "default" && (c.srv.cfg.RequirePass == "" || c.srv.checkPass(pass))
 	if ok {
 		c.authed = true
 	}
