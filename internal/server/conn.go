@@ -60,13 +60,39 @@ func newConn(s *Server, nc net.Conn, id int64) *conn {
 // or the server shuts down.
 func (c *conn) serve() {
 	defer c.srv.forget(c)
-	defer c.nc.Close()
+	defer c.close()
 	for !c.quit && !c.srv.closing.Load() {
 		if err := c.fill(); err != nil {
 			c.readFailed(err)
 			return
 		}
 		if err := c.runBatch(); err != nil {
+			return
+		}
+	}
+}
+
+// How long a closing connection waits for input to stop: closing a socket
+// with unread input makes the kernel send a reset and drop the output it has
+// not sent yet.
+const (
+	lingerQuiet = 50 * time.Millisecond // no input for this long: close
+	lingerMax   = time.Second           // close after this long regardless
+)
+
+// close closes the connection so that the replies already written reach the
+// client; without this, a client that pipelines lost replies to commands
+// the server had executed (TestGracefulShutdown). It sends FIN after the
+// replies and discards input until the client closes too or goes quiet.
+func (c *conn) close() {
+	defer c.nc.Close()
+	tc, ok := c.nc.(*net.TCPConn)
+	if !ok || tc.CloseWrite() != nil {
+		return
+	}
+	for end := time.Now().Add(lingerMax); time.Now().Before(end); {
+		tc.SetReadDeadline(time.Now().Add(lingerQuiet))
+		if _, err := tc.Read(c.in); err != nil {
 			return
 		}
 	}
