@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/flintkv/flint/internal/protocol"
@@ -18,26 +19,30 @@ const (
 )
 
 // conn is one client connection. Its fields belong to its goroutine, except
-// those under info, which CLIENT LIST reads from other connections.
+// output's locked fields, shared with the writer goroutine, and info, which
+// CLIENT LIST reads from other connections.
 type conn struct {
 	srv    *Server
 	nc     net.Conn
 	id     int64
 	parser *protocol.Parser
 
-	in    []byte // unparsed input is in[:inLen]
-	inLen int
-	args  [][]byte
-	out   []byte   // replies not yet written
-	lower [32]byte // scratch for lower-casing command names
-	entry []byte   // scratch for encoding entries
+	in      []byte // unparsed input is in[:inLen]
+	inLen   int
+	readErr error // why reading stopped; input already read is still executed
+	args    [][]byte
+	out     []byte   // replies of the current batch, not yet sent
+	lower   [32]byte // scratch for lower-casing command names
+	entry   []byte   // scratch for encoding entries
 
 	proto  protocol.Version
 	authed bool
-	quit   bool // close after writing the replies so far
+	quit   bool // close after sending the replies so far
 
 	// Per-batch counters, added to the server's stats once per batch.
 	commands, hits, misses int64
+
+	output output
 
 	info struct {
 		created time.Time
@@ -51,25 +56,26 @@ type conn struct {
 func newConn(s *Server, nc net.Conn, id int64) *conn {
 	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim),
 		in: make([]byte, inInitial), proto: protocol.RESP2, authed: s.cfg.RequirePass == ""}
+	c.output.init(nc)
 	c.info.created = time.Now()
 	c.info.active.Store(c.info.created.UnixNano())
 	return c
 }
 
 // serve runs the connection until the client leaves, breaks the protocol,
-// or the server shuts down.
+// or the server shuts down; then it delivers the replies still queued and
+// closes.
 func (c *conn) serve() {
 	defer c.srv.forget(c)
 	defer c.close()
-	for !c.quit && !c.srv.closing.Load() {
-		if err := c.fill(); err != nil {
-			c.readFailed(err)
-			return
-		}
+	for !c.quit && c.readErr == nil && !c.srv.closing.Load() {
+		c.fill()
 		if err := c.runBatch(); err != nil {
-			return
+			break
 		}
 	}
+	c.readFailed()
+	c.finishOutput()
 }
 
 // How long a closing connection waits for input to stop: closing a socket
@@ -99,45 +105,68 @@ func (c *conn) close() {
 }
 
 // fill reads whatever the client has sent, growing the input buffer when a
-// single command does not fit, up to MaxQueryBuffer.
-func (c *conn) fill() error {
+// single command does not fit, up to MaxQueryBuffer. A read error is kept
+// in readErr.
+func (c *conn) fill() {
 	if c.inLen == len(c.in) {
 		if len(c.in) >= c.srv.cfg.MaxQueryBuffer {
-			return errQueryBuffer
+			c.readErr = errQueryBuffer
+			return
 		}
 		grown := make([]byte, min(2*len(c.in), c.srv.cfg.MaxQueryBuffer))
 		copy(grown, c.in[:c.inLen])
 		c.in = grown
 	}
-	if d := c.srv.cfg.IdleTimeout; d > 0 && !c.srv.closing.Load() {
+	if d := c.srv.cfg.IdleTimeout; d > 0 {
 		c.nc.SetReadDeadline(time.Now().Add(d))
+		if c.srv.closing.Load() { // Shutdown's wake-up may have been overwritten
+			c.nc.SetReadDeadline(time.Now())
+		}
 	}
 	n, err := c.nc.Read(c.in[c.inLen:])
 	c.inLen += n
 	c.srv.stats.netIn.Add(int64(n))
-	if n > 0 {
-		return nil
+	if n == 0 {
+		c.readErr = err
 	}
-	return err
 }
 
 var errQueryBuffer = errors.New("query buffer limit exceeded")
 
-func (c *conn) readFailed(err error) {
-	switch {
+// readFailed reports why reading stopped, with a reply where the client
+// can act on it.
+func (c *conn) readFailed() {
+	switch err := c.readErr; {
 	case errors.Is(err, errQueryBuffer):
 		c.srv.log.Warn("closing client that reached the query buffer limit", "id", c.id,
 			"addr", c.nc.RemoteAddr().String(), "limit", c.srv.cfg.MaxQueryBuffer)
-		c.out = protocol.AppendError(c.out[:0], "ERR Protocol error: query buffer limit exceeded")
-		c.flush()
+		c.out = protocol.AppendError(c.out, "ERR Protocol error: query buffer limit exceeded")
 	case errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.closing.Load():
 		c.srv.log.Info("closing idle client", "id", c.id, "addr", c.nc.RemoteAddr().String())
 	}
 }
 
-// runBatch executes every complete command in the input buffer and writes
-// all the replies. It returns an error when the connection must close.
+// runBatch executes every complete command in the input buffer and sends
+// all the replies. Input that arrives while it waits for replies to drain
+// is executed too, before it returns. It returns an error when the
+// connection must close.
 func (c *conn) runBatch() error {
+	for {
+		perr := c.execBuffered()
+		before := c.inLen
+		if err := c.flush(); err != nil {
+			return err
+		}
+		if perr != nil || c.quit || c.inLen == before {
+			return perr
+		}
+	}
+}
+
+// execBuffered executes the complete commands in the input buffer, and
+// consumes them. It returns the protocol error that stopped it, if any,
+// after appending its reply.
+func (c *conn) execBuffered() error {
 	off := 0
 	var perr error
 	for !c.quit {
@@ -160,13 +189,7 @@ func (c *conn) runBatch() error {
 		c.out = protocol.AppendError(c.out, "ERR "+perr.Error())
 		c.quit = true
 	}
-	if err := c.flush(); err != nil {
-		return err
-	}
-	if perr != nil {
-		return perr
-	}
-	return nil
+	return perr
 }
 
 // consume drops the first n bytes of input, and the buffer itself when it
@@ -199,32 +222,37 @@ func (c *conn) publishStats() {
 	c.info.active.Store(time.Now().UnixNano())
 }
 
-// flush writes the buffered replies. A client that accepts none of them for
-// OutputTimeout is dropped.
+// flush sends the buffered replies and, if more than MaxOutputBuffer bytes
+// are then waiting for the client, waits for them to drain (reading input
+// meanwhile). An error means the connection's output is broken.
 func (c *conn) flush() error {
-	if len(c.out) == 0 {
-		return nil
+	if err := c.send(c.out); err != nil {
+		c.quit = true
+		return err
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.OutputTimeout))
-	n, err := c.nc.Write(c.out)
-	c.srv.stats.netOut.Add(int64(n))
 	if cap(c.out) > keepIdle {
 		c.out = make([]byte, 0, outInitial)
 	} else {
 		c.out = c.out[:0]
 	}
-	if err != nil {
-		c.quit = true
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			c.srv.log.Warn("closing client that does not read its replies", "id", c.id,
-				"addr", c.nc.RemoteAddr().String(), "timeout", c.srv.cfg.OutputTimeout)
+	if c.output.backlog() > c.srv.cfg.MaxOutputBuffer {
+		if err := c.waitDrain(); err != nil {
+			c.quit = true
+			return err
 		}
 	}
-	return err
+	return nil
 }
 
-// writeLarge appends a bulk string, writing a large one straight from val so
-// that it is never copied into the reply buffer.
+// maybeFlush flushes once the reply buffer reaches MaxOutputBuffer.
+func (c *conn) maybeFlush() {
+	if len(c.out) >= c.srv.cfg.MaxOutputBuffer {
+		c.flush()
+	}
+}
+
+// writeLarge appends a bulk string, sending a large one straight from val so
+// that it is not copied into the reply buffer.
 func (c *conn) writeLarge(val []byte) {
 	if len(val) < c.srv.cfg.MaxOutputBuffer {
 		c.out = protocol.AppendBulk(c.out, val)
@@ -232,23 +260,86 @@ func (c *conn) writeLarge(val []byte) {
 		return
 	}
 	c.out = protocol.AppendBulkHeader(c.out, len(val))
-	if c.flush() != nil {
-		return
-	}
-	c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.OutputTimeout))
-	n, err := c.nc.Write(val)
-	c.srv.stats.netOut.Add(int64(n))
-	if err != nil {
+	if c.flush() != nil || c.send(val) != nil {
 		c.quit = true
 		return
 	}
 	c.out = append(c.out, '\r', '\n')
 }
 
-// maybeFlush writes the reply buffer out once it reaches MaxOutputBuffer.
-// After a write error the connection is closing and replies are discarded.
-func (c *conn) maybeFlush() {
-	if len(c.out) >= c.srv.cfg.MaxOutputBuffer {
-		c.flush()
+// send passes b to the socket if it takes all of it at once, and queues
+// what it does not take for the writer goroutine. b may be reused on return.
+func (c *conn) send(b []byte) error {
+	if len(b) == 0 {
+		return nil
 	}
+	o := &c.output
+	if !o.idle() {
+		return o.enqueue(c, b)
+	}
+	n, err := o.tryWrite(b)
+	c.srv.stats.netOut.Add(int64(n))
+	if err != nil {
+		o.fail(err)
+		return err
+	}
+	if n == len(b) {
+		return nil
+	}
+	return o.enqueue(c, b[n:])
+}
+
+// waitDrain returns once at most MaxOutputBuffer bytes wait for the client.
+// Meanwhile it reads input, so that a client that writes a long pipeline
+// before reading any reply is not deadlocked against a server that stopped
+// reading; the input is executed once the replies drain. When the query
+// buffer is full too, it only waits: memory stays bounded, and a client
+// that reads nothing is dropped after OutputTimeout.
+func (c *conn) waitDrain() error {
+	o := &c.output
+	limit := c.srv.cfg.MaxOutputBuffer
+	for {
+		readable := c.readErr == nil && c.inLen < c.srv.cfg.MaxQueryBuffer
+		drained, err := o.waitBelow(limit, readable)
+		if err != nil || drained {
+			return err
+		}
+		c.readWhileBlocked()
+	}
+}
+
+// readWhileBlocked reads more input while replies are backed up. Unlike
+// fill it leaves the read deadline to the writer, which moves it to now to
+// interrupt this read when the backlog drains.
+func (c *conn) readWhileBlocked() {
+	if c.inLen == len(c.in) {
+		grown := make([]byte, min(2*len(c.in), c.srv.cfg.MaxQueryBuffer))
+		copy(grown, c.in[:c.inLen])
+		c.in = grown
+	}
+	n, err := c.nc.Read(c.in[c.inLen:])
+	c.inLen += n
+	c.srv.stats.netIn.Add(int64(n))
+	interrupted := c.output.endRead(c.nc, c.srv.closing.Load())
+	if n == 0 && !(interrupted && errors.Is(err, os.ErrDeadlineExceeded)) {
+		c.readErr = err
+	}
+}
+
+// finishOutput waits until every queued reply was written or the output
+// failed.
+func (c *conn) finishOutput() {
+	c.send(c.out)
+	c.out = nil
+	c.output.finish()
+}
+
+// rawConnOf returns the connection's descriptor access, if it has one.
+func rawConnOf(nc net.Conn) syscall.RawConn {
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			return rc
+		}
+	}
+	return nil
 }

@@ -8,10 +8,14 @@
 // came. Commands on different connections run in parallel on every core; the
 // store below decides what they contend on.
 //
-// Every buffer a connection owns is bounded by Config: the query buffer by
-// MaxQueryBuffer, the reply buffer by MaxOutputBuffer (it is written out
-// whenever it reaches that size, so a client that does not read stalls only
-// its own connection, and is dropped after OutputTimeout).
+// Every buffer a connection owns is bounded by Config. Replies go straight
+// to the socket while it takes them; what it does not take waits for a
+// writer goroutine, and once more than MaxOutputBuffer bytes wait, the
+// connection stops executing commands but goes on reading input, up to
+// MaxQueryBuffer. So a client that writes a long pipeline before reading
+// any reply (as go-redis does) is never deadlocked, and a client that reads
+// nothing costs at most those two buffers and is dropped after
+// OutputTimeout without progress.
 package server
 
 import (

@@ -1,0 +1,258 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// output is a connection's path to the socket. The connection's goroutine
+// writes replies itself while the socket takes them without blocking, which
+// is the common case and costs one system call per batch. What the socket
+// does not take is queued for a writer goroutine, started on first need, so
+// that the connection's goroutine never blocks on a client that is slow to
+// read: it goes on reading that client's input (see conn.waitDrain).
+type output struct {
+	nc   net.Conn
+	raw  syscall.RawConn // nil: every write goes through the writer goroutine
+	cond *sync.Cond      // on mu: signals queued bytes, progress and failure
+
+	timeout time.Duration // writer: drop a client that accepts nothing for this long
+	onBytes func(n int)   // counts bytes written, for INFO
+
+	mu struct {
+		sync.Mutex
+		// Invariant: busy is false only when pending is empty and the writer
+		// holds no bytes; while busy, only the writer writes to the socket.
+		pending  []byte
+		spare    []byte // the writer's drained buffer, reused for pending
+		inflight int    // bytes the writer took and has not yet written
+		busy     bool
+		started  bool  // the writer goroutine exists
+		closed   bool  // no more bytes will be queued: exit once drained
+		err      error // first write failure: the output is dead
+
+		// The connection's goroutine is in a read that the writer must
+		// interrupt once the backlog is below wakeBelow.
+		wantWake    bool
+		wakeBelow   int
+		interrupted bool // the writer moved the read deadline to wake it
+	}
+}
+
+// writeChunk is the most the writer passes to one Write, so that its
+// deadline measures progress rather than the time to write everything.
+const writeChunk = 256 << 10
+
+func (o *output) init(nc net.Conn) {
+	o.nc = nc
+	o.raw = rawConnOf(nc)
+	o.cond = sync.NewCond(&o.mu)
+}
+
+// idle reports whether the socket is free for the connection's goroutine.
+func (o *output) idle() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.mu.busy && o.mu.err == nil
+}
+
+// backlog returns how many bytes wait for the writer.
+func (o *output) backlog() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.backlogLocked()
+}
+
+func (o *output) backlogLocked() int { return len(o.mu.pending) + o.mu.inflight }
+
+// tryWrite writes as much of b as the socket takes without blocking.
+func (o *output) tryWrite(b []byte) (int, error) {
+	if o.raw == nil {
+		return 0, nil
+	}
+	n := 0
+	var werr error
+	err := o.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := syscall.Write(int(fd), b[n:])
+			if m > 0 {
+				n += m
+			}
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return true
+			case err != nil:
+				werr = os.NewSyscallError("write", err)
+				return true
+			case m == 0:
+				return true
+			}
+		}
+		return true // done: never wait for the socket here
+	})
+	if err == nil {
+		err = werr
+	}
+	return n, err
+}
+
+// enqueue copies b to the writer's queue.
+func (o *output) enqueue(c *conn, b []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.err != nil {
+		return o.mu.err
+	}
+	if o.mu.pending == nil {
+		o.mu.pending, o.mu.spare = o.mu.spare[:0], nil
+	}
+	o.mu.pending = append(o.mu.pending, b...)
+	o.mu.busy = true
+	if !o.mu.started {
+		o.mu.started = true
+		o.timeout = c.srv.cfg.OutputTimeout
+		o.onBytes = func(n int) { c.srv.stats.netOut.Add(int64(n)) }
+		go o.writeLoop(c)
+	}
+	o.cond.Broadcast()
+	return nil
+}
+
+// fail records the first write failure.
+func (o *output) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failLocked(err)
+}
+
+func (o *output) failLocked(err error) {
+	if o.mu.err == nil {
+		o.mu.err = err
+	}
+	o.mu.pending = nil
+	o.cond.Broadcast()
+	o.wakeLocked()
+}
+
+// writeLoop writes queued bytes until the connection closes and the queue
+// is empty, or a write fails.
+func (o *output) writeLoop(c *conn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for {
+		for len(o.mu.pending) == 0 && o.mu.err == nil && !o.mu.closed {
+			o.nc.SetWriteDeadline(time.Time{}) // the socket goes back to tryWrite
+			o.mu.busy = false
+			o.cond.Broadcast()
+			o.wakeLocked()
+			o.cond.Wait()
+		}
+		if o.mu.err != nil || len(o.mu.pending) == 0 {
+			o.mu.busy = false
+			o.cond.Broadcast()
+			return
+		}
+		buf := o.mu.pending
+		o.mu.pending, o.mu.inflight = nil, len(buf)
+		o.mu.Unlock()
+		err := o.writeAll(buf)
+		o.mu.Lock()
+		o.mu.inflight = 0
+		if cap(buf) <= 4*writeChunk {
+			o.mu.spare = buf[:0]
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				c.srv.log.Warn("closing client that does not read its replies", "id", c.id,
+					"addr", c.nc.RemoteAddr().String(), "timeout", o.timeout)
+			}
+			o.failLocked(err)
+			return
+		}
+		o.cond.Broadcast()
+		o.wakeLocked()
+	}
+}
+
+// writeAll writes buf in chunks, each with OutputTimeout to make progress.
+func (o *output) writeAll(buf []byte) error {
+	for len(buf) > 0 {
+		o.nc.SetWriteDeadline(time.Now().Add(o.timeout))
+		n, err := o.nc.Write(buf[:min(len(buf), writeChunk)])
+		o.onBytes(n)
+		if err != nil {
+			return err
+		}
+		buf = buf[n:]
+	}
+	return nil
+}
+
+// wakeLocked interrupts the connection's read if it waits for the backlog
+// to drain below its mark, or for a failure.
+func (o *output) wakeLocked() {
+	if o.mu.wantWake && (o.backlogLocked() <= o.mu.wakeBelow || o.mu.err != nil) {
+		o.mu.wantWake = false
+		o.mu.interrupted = true
+		o.nc.SetReadDeadline(time.Now())
+	}
+}
+
+// waitBelow returns true once the backlog is at most limit. If it is not,
+// and readable, it returns false at once, having arranged for the read the
+// caller makes next to be interrupted when the backlog gets there; if not
+// readable it waits.
+func (o *output) waitBelow(limit int, readable bool) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for {
+		if o.mu.err != nil {
+			return false, o.mu.err
+		}
+		if o.backlogLocked() <= limit {
+			return true, nil
+		}
+		if readable {
+			o.mu.wantWake, o.mu.wakeBelow = true, limit
+			return false, nil
+		}
+		o.cond.Wait()
+	}
+}
+
+// endRead ends a read begun after waitBelow. It reports whether the writer
+// interrupted it, and then restores the read deadline (or keeps it passed
+// if the server is closing, so that the next read returns at once).
+func (o *output) endRead(nc net.Conn, closing bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mu.wantWake = false
+	if !o.mu.interrupted {
+		return false
+	}
+	o.mu.interrupted = false
+	if closing {
+		nc.SetReadDeadline(time.Now())
+	} else {
+		nc.SetReadDeadline(time.Time{})
+	}
+	return true
+}
+
+// finish lets the writer drain what is queued, then stop. It returns when
+// the writer is done: everything written, or the output failed.
+func (o *output) finish() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mu.closed = true
+	o.cond.Broadcast()
+	for o.mu.busy && o.mu.err == nil {
+		o.cond.Wait()
+	}
+}
