@@ -65,15 +65,15 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 	val = clone(val)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, found := sh.getLocked(key)
+	old, found := sh.lookupLocked(key)
 	r := Result{Found: found}
 	if flags&SetGet != 0 {
-		r.Val = old
+		r.Val = old.val
 	}
 	if (flags&SetNX != 0 && found) || (flags&SetXX != 0 && !found) {
 		return r
 	}
-	sh.putLocked(key, val)
+	sh.replaceLocked(old, found, key, val)
 	r.Done = true
 	return r
 }
@@ -125,9 +125,10 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var n int64
-	if old, ok := sh.getLocked(key); ok {
+	old, found := sh.lookupLocked(key)
+	if found {
 		var valid bool
-		if n, valid = parseInt(old); !valid {
+		if n, valid = parseInt(old.val); !valid {
 			return Result{Err: ErrNotInteger}
 		}
 	}
@@ -135,7 +136,7 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 		return Result{Err: ErrOverflow}
 	}
 	n += delta
-	sh.putLocked(key, strconv.AppendInt(nil, n, 10))
+	sh.replaceLocked(old, found, key, strconv.AppendInt(nil, n, 10))
 	return Result{Int: n}
 }
 
@@ -148,15 +149,15 @@ func (s *Store) append(key, suffix []byte) Result {
 	sh := &s.shards[s.shardOf(key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, _ := sh.getLocked(key)
-	if len(old)+len(suffix) > s.maxValue {
+	old, found := sh.lookupLocked(key)
+	if len(old.val)+len(suffix) > s.maxValue {
 		return Result{Err: ErrTooLarge}
 	}
 	// append may fill old's spare capacity in place: that is safe because no
 	// reader sees past len(old), and only the current value of a key is ever
 	// appended to.
-	v := append(old[:len(old):cap(old)], suffix...)
-	sh.putLocked(key, v)
+	v := append(old.val[:len(old.val):cap(old.val)], suffix...)
+	sh.replaceLocked(old, found, key, v)
 	return Result{Int: int64(len(v))}
 }
 
@@ -164,11 +165,11 @@ func (s *Store) cas(key, expected, val []byte) Result {
 	sh := &s.shards[s.shardOf(key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, found := sh.getLocked(key)
-	if !found || !equal(old, expected) {
+	old, found := sh.lookupLocked(key)
+	if !found || !equal(old.val, expected) {
 		return Result{Found: found}
 	}
-	sh.putLocked(key, clone(val))
+	sh.replaceLocked(old, found, key, clone(val))
 	return Result{Done: true, Found: true}
 }
 

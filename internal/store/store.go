@@ -144,10 +144,22 @@ func (sh *shard) getLocked(key []byte) ([]byte, bool) {
 	return it.val, ok
 }
 
+// lookupLocked returns key's item, for a write that then calls replaceLocked.
+func (sh *shard) lookupLocked(key []byte) (item, bool) {
+	it, ok := sh.mu.m[string(key)]
+	return it, ok
+}
+
 // putLocked stores val, which the store now owns, under key.
 func (sh *shard) putLocked(key, val []byte) {
-	old, ok := sh.mu.m[string(key)]
-	if !ok {
+	old, found := sh.lookupLocked(key)
+	sh.replaceLocked(old, found, key, val)
+}
+
+// replaceLocked stores val under key, whose current item lookupLocked
+// returned as old and found: passing them saves a second map lookup.
+func (sh *shard) replaceLocked(old item, found bool, key, val []byte) {
+	if !found {
 		it := newItem(string(key), val)
 		sh.mu.m[it.key] = it
 		sh.mu.tree.ReplaceOrInsert(it)
