@@ -5,7 +5,7 @@ BIN       := bin/flint
 ADDR      ?= 127.0.0.1:7379
 FUZZTIME  ?= 10s
 # Fuzz targets run briefly by `make test`; `make fuzz FUZZTIME=1h` runs them long.
-FUZZ      := ./internal/protocol:FuzzParser ./internal/protocol:FuzzReader
+FUZZ      := ./internal/protocol:FuzzParser ./internal/protocol:FuzzReader ./internal/store:FuzzApply
 
 .PHONY: build run test lint unit fuzz bench clean
 
