@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flintkv/flint/internal/proctest"
 )
 
 // flintBin is the binary built once for the tests in this package.
@@ -30,42 +32,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// startServe runs `flint serve` and waits until it accepts connections.
-func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
-	t.Helper()
-	addr := freeAddr(t)
-	cmd := exec.Command(flintBin, append([]string{"serve", "--addr", addr}, args...)...)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return cmd, addr, &logs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not start: %v\n%s", err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestServeHelpListsFlags(t *testing.T) {
@@ -114,7 +80,8 @@ func TestUnknownSubcommand(t *testing.T) {
 // the server had read is up to the kernel; the in-process shutdown test
 // checks that replies match the commands applied.)
 func TestServeGracefulShutdown(t *testing.T) {
-	cmd, addr, logs := startServe(t)
+	srv := proctest.Serve(t, flintBin)
+	cmd, addr, logs := srv.Cmd, srv.Addr, srv.Logs
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -168,8 +135,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 
 func TestServeRequirePassFromEnv(t *testing.T) {
 	t.Setenv("FLINT_PASSWORD", "s3cret")
-	_, addr, _ := startServe(t)
-	c, err := net.Dial("tcp", addr)
+	c, err := net.Dial("tcp", proctest.Serve(t, flintBin).Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/flintkv/flint/client"
@@ -13,24 +12,6 @@ import (
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
 )
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runInput runs input against a fresh server and returns stdout and stderr.
 func runInput(t *testing.T, input string) (string, string, error) {

@@ -3,23 +3,21 @@ package lineclient_test
 import (
 	"bufio"
 	"context"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/proctest"
 )
 
 // TestProcesses builds the flint binary and runs the scripts with
 // `flint client` processes against a `flint serve` process.
 func TestProcesses(t *testing.T) {
-	bin := buildFlint(t)
-	addr := freeAddr(t)
-	serve := startServe(t, bin, addr, "pw")
+	bin := proctest.Build(t)
+	srv := proctest.Serve(t, bin, "--requirepass", "pw", "--log-level", "warn")
+	addr, serve := srv.Addr, srv.Cmd
 
 	c, err := client.New(addr, client.WithPassword("pw"), client.WithPoolSize(1))
 	if err != nil {
@@ -41,7 +39,7 @@ func TestProcesses(t *testing.T) {
 		}
 	})
 	t.Run("unreachable", func(t *testing.T) {
-		code, stderr := runClient(t, bin, "client", "--server", freeAddr(t))
+		code, stderr := runClient(t, bin, "client", "--server", proctest.FreeAddr(t))
 		if code == 0 || !strings.Contains(stderr, "cannot connect to") {
 			t.Errorf("exit status %d, stderr %q; want non-zero and a message", code, stderr)
 		}
@@ -55,68 +53,11 @@ func TestProcesses(t *testing.T) {
 	}
 }
 
-// buildFlint builds cmd/flint into a temporary directory.
-func buildFlint(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go") // go test puts GOROOT/bin first in PATH
-	if err != nil {
-		t.Fatalf("no go command to build flint with: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "flint")
-	out, err := exec.Command(goTool, "build", "-o", bin, "github.com/flintkv/flint/cmd/flint").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// freeAddr returns a loopback address that nothing listens on, for now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// startServe runs `flint serve` on addr and waits until it answers. It is
-// killed when the test ends if it is still running.
-func startServe(t *testing.T, bin, addr, pass string) *exec.Cmd {
-	t.Helper()
-	var stderr syncBuffer
-	cmd := exec.Command(bin, "serve", "--addr", addr, "--requirepass", pass, "--log-level", "warn")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("flint serve stderr:\n%s", stderr.String())
-		}
-	})
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		c, err := client.New(addr, client.WithPassword(pass), client.WithPoolSize(1))
-		if err == nil {
-			c.Close()
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("flint serve is not answering on %s: %v\n%s", addr, err, stderr.String())
-		}
-	}
-}
-
 // processes starts `flint args...` processes as line clients.
 func processes(bin string, args ...string) starter {
 	return func(t *testing.T) *session {
 		cmd := exec.Command(bin, args...)
-		var stderr syncBuffer
+		var stderr proctest.Buffer
 		cmd.Stderr = &stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {

@@ -36,6 +36,7 @@ import (
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/lineclient"
+	"github.com/flintkv/flint/internal/proctest"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
 )
@@ -124,7 +125,7 @@ func inProcess(addr string) starter {
 		}
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
-		var diag syncBuffer
+		var diag proctest.Buffer
 		done := make(chan error, 1)
 		go func() {
 			err := lineclient.Run(context.Background(), c, inR, outW, &diag)
