@@ -12,6 +12,7 @@ var subcommands = map[string]func(args []string) int{
 	"serve":  serve,
 	"cli":    cli,
 	"client": client,
+	"bench":  benchCmd,
 }
 
 const usage = `usage: flint <command> [flags]
@@ -20,6 +21,7 @@ commands:
   serve    run a server
   cli      interactive command line, like redis-cli
   client   line-protocol client (PUT/SWAP/GET/DELETE/SCAN/STOP on stdin)
+  bench    benchmark a server with the YCSB and cs6450 workloads
 
 Run 'flint <command> --help' for the flags of a command.
 `

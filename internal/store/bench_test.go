@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/flintkv/flint/internal/zipf"
 )
 
 // The benchmark workload follows the users' YCSB setup (design/SEEDS.md):
@@ -26,7 +28,7 @@ var benchData struct {
 	s    *Store
 	keys [][]byte
 	val  []byte
-	zipf *zipfian
+	zipf *zipf.Generator
 }
 
 func loadBench(b *testing.B) {
@@ -50,7 +52,7 @@ func loadBench(b *testing.B) {
 			}
 		}
 		benchData.s, benchData.keys, benchData.val = s, keys, val
-		benchData.zipf = newZipfian(benchRecords, benchTheta)
+		benchData.zipf = zipf.New(benchRecords, benchTheta)
 		runtime.GC() // collect the loading garbage now, not inside the timed loop
 	})
 	if benchData.s.Len() != benchRecords {
@@ -84,7 +86,7 @@ func benchPoint(b *testing.B, dist string, setPercent int) {
 		for pb.Next() {
 			var i int
 			if dist == "zipfian" {
-				i = z.next(rng.Float64())
+				i = z.Next(rng.Float64())
 			} else {
 				i = rng.IntN(benchRecords)
 			}
