@@ -32,7 +32,7 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.MaxOutputBuffer, "max-output-buffer", d.MaxOutputBuffer, "reply bytes buffered per client before they are written out, bytes")
 	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
-	shards := fs.Int("shards", 64, "lock shards in the store (rounded up to a power of two)")
+	shards := fs.Int("shards", store.DefaultShards(), "lock shards in the store (rounded up to a power of two)")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {

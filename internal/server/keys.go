@@ -137,6 +137,16 @@ func (c *conn) rangeCmd(args [][]byte) {
 	if !ok {
 		return
 	}
+	if limit > 0 && limit <= shortRange {
+		c.pairs = s.RangeN(args[1], args[2], limit, c.pairs[:0])
+		c.out = protocol.AppendArray(c.out, 2*len(c.pairs))
+		for i, p := range c.pairs {
+			c.bulkString(p.Key)
+			c.writeLarge(p.Val)
+			c.pairs[i] = store.Pair{} // let the values go
+		}
+		return
+	}
 	snap := s.Snapshot()
 	n := snap.Count(args[1], args[2], limit)
 	c.out = protocol.AppendArray(c.out, 2*n)
@@ -146,6 +156,11 @@ func (c *conn) rangeCmd(args [][]byte) {
 		return !c.quit
 	})
 }
+
+// shortRange is the largest LIMIT served by merging the live trees under
+// the store's read locks; longer and unlimited ranges read a snapshot, so
+// that writers are not held off while the reply streams out.
+const shortRange = 1024
 
 // set is SET key value [NX|XX] [GET] [KEEPTTL].
 func (c *conn) set(args [][]byte) {

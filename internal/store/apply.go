@@ -174,9 +174,8 @@ func (s *Store) cas(key, expected, val []byte) Result {
 }
 
 func (s *Store) flush() Result {
-	ls := s.all()
-	s.lock(ls)
-	defer s.unlock(ls)
+	s.lock(s.every)
+	defer s.unlock(s.every)
 	for i := range s.shards {
 		s.shards[i].resetLocked()
 	}

@@ -8,6 +8,8 @@ import (
 
 // merge yields the pairs of several B-trees in one key order. Each tree is
 // read in pages so that a long range costs memory for one page per tree.
+// Pages start small and double as a tree is consumed: a short range over
+// many trees then reads few items it does not return.
 type merge struct {
 	end       string
 	unbounded bool // ignore end
@@ -15,14 +17,19 @@ type merge struct {
 	trees     []*btree.BTreeG[item]
 }
 
-// pageSize is how many items are read from one tree at a time.
-const pageSize = 64
+// Page sizes: the first page of each tree, and the largest.
+const (
+	firstPage = 4
+	pageSize  = 64
+)
 
 // cursor is a page of one tree's items, consumed from the front.
 type cursor struct {
 	tree  int
-	items []item
-	more  bool // the tree may hold more items after the page
+	items []item // unread part of the page
+	buf   []item // the page's storage, reused by the next page when it fits
+	page  int    // size of the next page
+	more  bool   // the tree may hold more items after the page
 }
 
 type mergeHeap []*cursor
@@ -43,7 +50,7 @@ func (h *mergeHeap) Pop() any {
 func newMerge(trees []*btree.BTreeG[item], start, end string, unbounded bool) *merge {
 	m := &merge{end: end, unbounded: unbounded, trees: trees}
 	for i := range trees {
-		c := &cursor{tree: i}
+		c := &cursor{tree: i, page: firstPage}
 		if m.fill(c, start, true) {
 			m.cur = append(m.cur, c)
 		}
@@ -55,8 +62,12 @@ func newMerge(trees []*btree.BTreeG[item], start, end string, unbounded bool) *m
 // fill reads the next page of c's tree from 'from' (inclusive or not) up to
 // the end key, and reports whether the page is non-empty.
 func (m *merge) fill(c *cursor, from string, inclusive bool) bool {
-	c.items = c.items[:0]
+	if cap(c.buf) < c.page {
+		c.buf = make([]item, 0, c.page)
+	}
+	c.items = c.buf[:0]
 	c.more = false
+	defer func() { c.page = min(2*c.page, pageSize) }()
 	m.trees[c.tree].AscendGreaterOrEqual(newItem(from, nil), func(it item) bool {
 		if it.key > m.end && !m.unbounded {
 			return false
@@ -64,7 +75,7 @@ func (m *merge) fill(c *cursor, from string, inclusive bool) bool {
 		if !inclusive && it.key == from {
 			return true
 		}
-		if len(c.items) == pageSize {
+		if len(c.items) == c.page {
 			c.more = true
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -279,6 +280,7 @@ func (mt *modelTest) step(i int) {
 		}
 		limit := mt.rng.IntN(12) - 2
 		mt.checkRange(i, "store", mt.s.Range, m, start, end, limit)
+		mt.checkRange(i, "RangeN", mt.rangeN, m, start, end, limit)
 	case p < 920:
 		if len(mt.snaps) == 3 {
 			mt.snaps = slices.Delete(mt.snaps, 0, 1)
@@ -419,5 +421,17 @@ func (mt *modelTest) checkAscend(i int, sn *Snapshot, m model) {
 	})
 	if want := m.sortedKeys(); !slices.Equal(got, want) {
 		mt.t.Errorf("op %d: Ascend = %q, want %q", i, got, want)
+	}
+}
+
+// rangeN adapts RangeN to checkRange: RangeN needs a positive limit.
+func (mt *modelTest) rangeN(start, end []byte, limit int, fn func(string, []byte) bool) {
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	for _, p := range mt.s.RangeN(start, end, limit, nil) {
+		if !fn(p.Key, p.Val) {
+			return
+		}
 	}
 }

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/google/btree"
+
 // Get returns the value of key. The returned slice is shared with the store
 // and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool) {
@@ -43,6 +45,38 @@ func (s *Store) Exists(keys [][]byte) int64 {
 		}
 	}
 	return n
+}
+
+// Pair is one key and its value. Val is shared with the store and must not
+// be modified.
+type Pair struct {
+	Key string
+	Val []byte
+}
+
+// RangeN appends to dst up to limit pairs with start <= key <= end in byte
+// order, read at one instant, and returns it. It merges the live trees under
+// every shard's read lock, which costs less than cloning them but holds off
+// writers while it runs: use it for short ranges, Snapshot for long ones.
+func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
+	if string(start) > string(end) || limit <= 0 {
+		return dst
+	}
+	s.rlock(s.every)
+	defer s.runlock(s.every)
+	trees := make([]*btree.BTreeG[item], len(s.shards))
+	for i := range s.shards {
+		trees[i] = s.shards[i].mu.tree
+	}
+	m := newMerge(trees, string(start), string(end), false)
+	for n := 0; n < limit; n++ {
+		it, ok := m.next()
+		if !ok {
+			break
+		}
+		dst = append(dst, Pair{it.key, it.val})
+	}
+	return dst
 }
 
 // Range calls fn for each pair with start <= key <= end in byte order, at

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,7 @@ var (
 
 // Options configure a Store.
 type Options struct {
-	Shards   int // number of shards, rounded up to a power of two; default 64
+	Shards   int // number of shards, rounded up to a power of two; default DefaultShards()
 	MaxValue int // longest value APPEND may build, in bytes; default 64 MiB
 }
 
@@ -47,6 +48,7 @@ type Store struct {
 	mask     uint64
 	maxValue int
 	shards   []shard
+	every    lockSet // every shard, in order
 }
 
 // shard owns the keys that hash to it.
@@ -98,7 +100,7 @@ func itemLess(a, b item) bool {
 // New returns an empty Store.
 func New(opt Options) *Store {
 	if opt.Shards <= 0 {
-		opt.Shards = 64
+		opt.Shards = DefaultShards()
 	}
 	if opt.MaxValue <= 0 {
 		opt.MaxValue = 64 << 20
@@ -108,8 +110,17 @@ func New(opt Options) *Store {
 	for i := range s.shards {
 		s.shards[i].resetLocked()
 	}
+	s.every = make(lockSet, n)
+	for i := range s.every {
+		s.every[i] = i
+	}
 	return s
 }
+
+// DefaultShards is 8 shards per processor, at least 16. More shards spread
+// writers over more locks; fewer make range reads cheaper, since a range
+// merges every shard's tree.
+func DefaultShards() int { return max(16, 8*runtime.GOMAXPROCS(0)) }
 
 func (sh *shard) resetLocked() {
 	sh.mu.m = make(map[string]item)
@@ -223,24 +234,14 @@ func (s *Store) runlock(ls lockSet) {
 	}
 }
 
-// all returns the lock set of every shard.
-func (s *Store) all() lockSet {
-	ls := make(lockSet, len(s.shards))
-	for i := range ls {
-		ls[i] = i
-	}
-	return ls
-}
-
 // clone returns copy-on-write clones of every shard's tree, taken at one
 // instant. Cost: O(shards); later writes copy the nodes they touch.
 func (s *Store) clone() []*btree.BTreeG[item] {
 	// Clone writes to the tree it clones (it gives it a fresh copy-on-write
 	// context), so it needs the write locks: two snapshots taken under read
 	// locks raced on that field.
-	ls := s.all()
-	s.lock(ls)
-	defer s.unlock(ls)
+	s.lock(s.every)
+	defer s.unlock(s.every)
 	trees := make([]*btree.BTreeG[item], len(s.shards))
 	for i := range s.shards {
 		trees[i] = s.shards[i].mu.tree.Clone()
