@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"testing"
@@ -541,7 +542,8 @@ func TestSnapshotIsolation(t *testing.T) {
 }
 
 func TestShardsRoundedToPowerOfTwo(t *testing.T) {
-	for _, tc := range []struct{ in, want int }{{0, 64}, {-3, 64}, {1, 1}, {3, 4}, {64, 64}, {65, 128}} {
+	def := 1 << bits.Len(uint(DefaultShards()-1))
+	for _, tc := range []struct{ in, want int }{{0, def}, {-3, def}, {1, 1}, {3, 4}, {64, 64}, {65, 128}} {
 		if got := len(New(Options{Shards: tc.in}).shards); got != tc.want {
 			t.Errorf("Shards %d: %d shards, want %d", tc.in, got, tc.want)
 		}
