@@ -57,8 +57,8 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn, id int64) *conn {
 	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim),
-		in: make([]byte, inInitial), proto: protocol.RESP2, authed: s.cfg.RequirePass == ""}
-	c.output.init(nc)
+		in: make([]byte, min(inInitial, s.cfg.MaxQueryBuffer)), proto: protocol.RESP2, authed: s.cfg.RequirePass == ""}
+	c.output.init(nc, s.closing.Load)
 	c.info.created = time.Now()
 	c.info.active.Store(c.info.created.UnixNano())
 	return c
@@ -128,6 +128,9 @@ func (c *conn) fill() {
 	n, err := c.nc.Read(c.in[c.inLen:])
 	c.inLen += n
 	c.srv.stats.netIn.Add(int64(n))
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.closing.Load() && c.output.writing() {
+		return // not idle: the client is still taking replies
+	}
 	if n == 0 {
 		c.readErr = err
 	}
@@ -331,7 +334,7 @@ func (c *conn) readWhileBlocked() {
 	n, err := c.nc.Read(c.in[c.inLen:])
 	c.inLen += n
 	c.srv.stats.netIn.Add(int64(n))
-	interrupted := c.output.endRead(c.nc, c.srv.closing.Load())
+	interrupted := c.output.endRead()
 	if n == 0 && !(interrupted && errors.Is(err, os.ErrDeadlineExceeded)) {
 		c.readErr = err
 	}

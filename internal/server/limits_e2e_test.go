@@ -430,3 +430,23 @@ func TestPipelineLargeRepliesSmallOutputBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledReaderWithPendingRepliesIsNotIdle stops reading a reply larger
+// than the kernel's socket buffers for longer than IdleTimeout, then reads it
+// all: while replies wait to go out, the client is governed by OutputTimeout,
+// not IdleTimeout (found in review: the idle deadline stayed armed while
+// replies were backed up, and the client was dropped).
+func TestStalledReaderWithPendingRepliesIsNotIdle(t *testing.T) {
+	srv := start(t, server.Config{IdleTimeout: 500 * time.Millisecond, OutputTimeout: 20 * time.Second})
+	val := strings.Repeat("x", 24<<20)
+	set := command("SET", "k", val) // built before connecting: under -race it takes a while
+	c := dialRaw(t, srv.Addr)
+	c.send(set)
+	c.expect(`"OK"`)
+	c.send(command("GET", "k"))
+	time.Sleep(1500 * time.Millisecond)
+	c.expectBytes(fmt.Sprintf("$%d\r\n", len(val)))
+	c.expectBytes(val + "\r\n")
+	c.send(command("PING"))
+	c.expectBytes("+PONG\r\n")
+}

@@ -16,9 +16,10 @@ import (
 // that the connection's goroutine never blocks on a client that is slow to
 // read: it goes on reading that client's input (see conn.waitDrain).
 type output struct {
-	nc   net.Conn
-	raw  syscall.RawConn // nil: every write goes through the writer goroutine
-	cond *sync.Cond      // on mu: signals queued bytes, progress and failure
+	nc      net.Conn
+	closing func() bool     // whether the server is shutting down
+	raw     syscall.RawConn // nil: every write goes through the writer goroutine
+	cond    *sync.Cond      // on mu: signals queued bytes, progress and failure
 
 	timeout time.Duration // writer: drop a client that accepts nothing for this long
 	onBytes func(n int)   // counts bytes written, for INFO
@@ -47,8 +48,8 @@ type output struct {
 // deadline measures progress rather than the time to write everything.
 const writeChunk = 256 << 10
 
-func (o *output) init(nc net.Conn) {
-	o.nc = nc
+func (o *output) init(nc net.Conn, closing func() bool) {
+	o.nc, o.closing = nc, closing
 	o.raw = rawConnOf(nc)
 	o.cond = sync.NewCond(&o.mu)
 }
@@ -219,6 +220,11 @@ func (o *output) waitBelow(limit int, readable bool) (bool, error) {
 			return true, nil
 		}
 		if readable {
+			// No idle timeout while replies are still going out: a client
+			// reading a large reply slowly is not idle, and OutputTimeout
+			// bounds one that reads nothing. The deadline is set under the
+			// lock, so it cannot erase the writer's interrupt.
+			o.restoreDeadlineLocked()
 			o.mu.wantWake, o.mu.wakeBelow = true, limit
 			return false, nil
 		}
@@ -226,10 +232,18 @@ func (o *output) waitBelow(limit int, readable bool) (bool, error) {
 	}
 }
 
+// restoreDeadlineLocked clears the read deadline, or moves it to now if the
+// server is closing so that Shutdown's wake-up is not undone.
+func (o *output) restoreDeadlineLocked() {
+	o.nc.SetReadDeadline(time.Time{})
+	if o.closing() {
+		o.nc.SetReadDeadline(time.Now())
+	}
+}
+
 // endRead ends a read begun after waitBelow. It reports whether the writer
-// interrupted it, and then restores the read deadline (or keeps it passed
-// if the server is closing, so that the next read returns at once).
-func (o *output) endRead(nc net.Conn, closing bool) bool {
+// interrupted it, and then restores the read deadline.
+func (o *output) endRead() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.mu.wantWake = false
@@ -237,12 +251,16 @@ func (o *output) endRead(nc net.Conn, closing bool) bool {
 		return false
 	}
 	o.mu.interrupted = false
-	if closing {
-		nc.SetReadDeadline(time.Now())
-	} else {
-		nc.SetReadDeadline(time.Time{})
-	}
+	o.restoreDeadlineLocked()
 	return true
+}
+
+// writing reports whether the writer goroutine is delivering replies: the
+// client is then taking output, not idle.
+func (o *output) writing() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.mu.busy && o.mu.err == nil
 }
 
 // finish lets the writer drain what is queued, then stop. It returns when

@@ -14,8 +14,9 @@
 // connection stops executing commands but goes on reading input, up to
 // MaxQueryBuffer. So a client that writes a long pipeline before reading
 // any reply (as go-redis does) is never deadlocked, and a client that reads
-// nothing costs at most those two buffers and is dropped after
-// OutputTimeout without progress.
+// nothing costs at most those two buffers (queued replies can reach about
+// twice MaxOutputBuffer plus one reply) and is dropped after OutputTimeout
+// without progress.
 package server
 
 import (
