@@ -121,7 +121,7 @@ func TestAuth(t *testing.T) {
 	run(t, srv.Addr, Config{Password: "bad"}, "", "PING").check(t, result{"", wrongpass, 1})
 	run(t, srv.Addr, Config{Password: "bad"}, "PING\n").check(t, result{"", wrongpass, 1})
 	run(t, srv.Addr, Config{RESP3: true}, "", "PING").check(t, result{"",
-		"HELLO 3 failed: NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\n", 1})
+		"HELLO 3 failed: NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\n", 1})
 	// At a prompt the connection stays open for an AUTH by hand.
 	p := srv.Addr + "> "
 	run(t, srv.Addr, Config{Password: "bad", Interactive: true}, "get k\nauth pw\nget k\n").check(t, result{

@@ -12,6 +12,18 @@ type Limits struct {
 	MaxBulk   int // longest bulk string argument, in bytes
 	MaxArgs   int // most arguments in one command, the command name included
 	MaxInline int // longest inline command line, in bytes
+	// Unauthenticated marks the tighter limits a server applies before a
+	// client has logged in; errors then say so, as Redis's do.
+	Unauthenticated bool
+}
+
+// ForUnauthenticated returns lim tightened as Redis does for a client that
+// has not authenticated: at most 10 arguments and 16 KiB per argument, so
+// that a stranger cannot make the server buffer large requests.
+func (lim Limits) ForUnauthenticated() Limits {
+	lim.MaxArgs, lim.MaxBulk = min(lim.MaxArgs, 10), min(lim.MaxBulk, 16<<10)
+	lim.Unauthenticated = true
+	return lim
 }
 
 // DefaultLimits are the limits a server uses unless configured otherwise.
@@ -57,6 +69,10 @@ type Parser struct {
 
 // NewParser returns a Parser enforcing lim.
 func NewParser(lim Limits) *Parser { return &Parser{lim: lim} }
+
+// SetLimits changes the limits from the next command on. A command already
+// partly parsed keeps the limits it started with for the arguments parsed.
+func (p *Parser) SetLimits(lim Limits) { p.lim = lim }
 
 // Next parses the command at the start of buf. It returns the arguments,
 // which alias buf and are valid until buf is modified, and the number of
@@ -149,6 +165,9 @@ func (p *Parser) header(buf []byte, at int, prefix byte, max int, what string) (
 		return 0, 0, protoErr("invalid %s length", what)
 	}
 	if n > int64(max) {
+		if p.lim.Unauthenticated {
+			return 0, 0, protoErr("unauthenticated %s length", what)
+		}
 		return 0, 0, protoErr("invalid %s length", what)
 	}
 	return int(n), at + 1 + i + 2, nil

@@ -51,6 +51,10 @@ func (c *conn) commandCmd(args [][]byte) {
 	}
 	switch sub := strings.ToLower(string(args[1])); sub {
 	case "count":
+		if len(args) != 2 {
+			c.err("ERR wrong number of arguments for 'command|count' command")
+			return
+		}
 		c.int(int64(len(commands)))
 	case "info", "docs":
 		list := sortedCommands()
@@ -80,12 +84,13 @@ func sortedCommands() []*command {
 }
 
 // commandInfo writes Redis 7's ten-element description of each command;
-// a nil entry is written as a null for an unknown name.
+// a nil entry is written as a null bulk string for an unknown name, as
+// Redis does.
 func (c *conn) commandInfo(list []*command) {
 	c.out = protocol.AppendArray(c.out, len(list))
 	for _, cmd := range list {
 		if cmd == nil {
-			c.out = protocol.AppendNullArray(c.out, c.proto)
+			c.null()
 			continue
 		}
 		c.out = protocol.AppendArray(c.out, 10)

@@ -66,13 +66,13 @@ func (c *conn) exec(args [][]byte) {
 	c.commands++
 	name := c.lowerName(args[0])
 	cmd, ok := commands[string(name)]
-	switch {
+	switch { // in Redis's order: unknown command, arity, authentication
 	case !ok:
 		c.unknown(string(name), args)
-	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
-		c.err("NOAUTH Authentication required.")
 	case (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity):
 		c.errArity(cmd.name)
+	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
+		c.err("NOAUTH Authentication required.")
 	default:
 		cmd.run(c, args)
 	}
@@ -96,33 +96,33 @@ func (c *conn) lowerName(b []byte) []byte {
 	return l
 }
 
+// unknown replies to a command Flint does not have. The message is Redis's,
+// byte for byte: the name cut to 128 bytes, then arguments while the list
+// is shorter than 128 bytes, each cut to what is left of those 128.
 func (c *conn) unknown(name string, args [][]byte) {
-	if !c.authed {
-		c.err("NOAUTH Authentication required.")
-		return
-	}
 	if why, ok := unsupported[name]; ok {
 		c.err(fmt.Sprintf("ERR '%s' is not supported: %s", name, why))
 		return
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", truncate(args[0]))
+	var list []byte
 	for _, a := range args[1:] {
-		if b.Len() > 512 {
+		if len(list) >= maxQuoted {
 			break
 		}
-		fmt.Fprintf(&b, "'%s' ", truncate(a))
+		list = append(list, '\'')
+		list = append(list, a[:min(len(a), maxQuoted-len(list)+1)]...)
+		list = append(list, '\'', ' ')
 	}
-	c.err(b.String())
+	c.err(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", truncate(args[0]), list))
 }
 
-// truncate shortens an argument quoted in an error message, as Redis does.
+// maxQuoted is how much of a client's argument an error message quotes.
+const maxQuoted = 128
+
+// truncate cuts an argument quoted in an error message to maxQuoted bytes,
+// as Redis does.
 func truncate(a []byte) string {
-	const max = 128
-	if len(a) > max {
-		return string(a[:max]) + "..."
-	}
-	return string(a)
+	return string(a[:min(len(a), maxQuoted)])
 }
 
 // Reply helpers.

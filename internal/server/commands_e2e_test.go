@@ -648,9 +648,14 @@ func TestCommandErrors(t *testing.T) {
 
 	wantErr(t, rdb.Do(c, "foo", "a", "b").Err(), "ERR unknown command 'foo', with args beginning with: 'a' 'b' ")
 	wantErr(t, rdb.Do(c, "FOO").Err(), "ERR unknown command 'FOO', with args beginning with: ")
+	wantErr(t, rdb.Do(c, "COMMAND", "COUNT", "x").Err(), "ERR wrong number of arguments for 'command|count' command")
+	// As Redis 7: the quoted arguments stop once 128 bytes are listed, and
+	// each is cut to what is left of those 128.
 	long := strings.Repeat("x", 200)
 	wantErr(t, rdb.Do(c, "nope", long).Err(),
-		"ERR unknown command 'nope', with args beginning with: '"+long[:128]+"...' ")
+		"ERR unknown command 'nope', with args beginning with: '"+long[:128]+"' ")
+	wantErr(t, rdb.Do(c, "nope", "abcdefghij", long, "z").Err(),
+		"ERR unknown command 'nope', with args beginning with: 'abcdefghij' '"+long[:115]+"' ")
 
 	for _, tc := range [][]any{{"GET"}, {"GET", "a", "b"}, {"SET", "a"}, {"STRLEN"}, {"APPEND", "a"}, {"getset", "a"}, {"EXISTS"}} {
 		name := strings.ToLower(tc[0].(string))

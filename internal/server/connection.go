@@ -74,8 +74,9 @@ func (c *conn) auth(args [][]byte) {
 // password configured, any password is accepted.
 func (c *conn) login(user, pass []byte) bool {
 	ok := string(user) == "default" && (c.srv.cfg.RequirePass == "" || c.srv.checkPass(pass))
-	if ok {
+	if ok && !c.authed {
 		c.authed = true
+		c.parser.SetLimits(c.srv.lim)
 	}
 	return ok
 }
@@ -117,7 +118,7 @@ func (c *conn) hello(args [][]byte) {
 		}
 	}
 	if !c.authed {
-		c.err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		c.err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
 	if name != nil {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestRESP3(t *testing.T) {
 		raw.send(command("SET", "present", "x"))
 		raw.expectBytes("+OK\r\n")
 		// RESP2 first, then the same commands after HELLO 3.
-		resp2 := []string{"$-1\r\n", "*2\r\n$1\r\nx\r\n$-1\r\n", "*1\r\n*-1\r\n", "$-1\r\n", "*0\r\n", "$-1\r\n"}
+		resp2 := []string{"$-1\r\n", "*2\r\n$1\r\nx\r\n$-1\r\n", "*1\r\n$-1\r\n", "$-1\r\n", "*0\r\n", "$-1\r\n"}
 		resp3 := []string{"_\r\n", "*2\r\n$1\r\nx\r\n_\r\n", "*1\r\n_\r\n", "_\r\n", "%0\r\n", "_\r\n"}
 		cmds := []string{
 			command("GET", "absent"),
@@ -134,10 +135,19 @@ func TestAuth(t *testing.T) {
 
 	t.Run("raw", func(t *testing.T) {
 		raw := dialRaw(t, srv.Addr)
-		for _, cmd := range [][]string{{"GET", "k"}, {"SET", "k", "v"}, {"PING"}, {"INFO"}, {"CLIENT", "ID"},
-			{"foo", "bar"}, {"LPUSH", "l", "a"}, {"COMMAND"}} {
+		for _, cmd := range [][]string{{"GET", "k"}, {"SET", "k", "v"}, {"PING"}, {"INFO"}, {"CLIENT", "ID"}, {"COMMAND"}} {
 			if got := raw.do(cmd...).String(); got != noauth {
 				t.Fatalf("%q before AUTH = %s, want %s", cmd, got, noauth)
+			}
+		}
+		// As Redis 7 orders its checks: unknown command and arity before
+		// authentication.
+		for cmd, want := range map[string]string{
+			"foo bar": "(error) ERR unknown command 'foo', with args beginning with: 'bar' ",
+			"GET":     "(error) ERR wrong number of arguments for 'get' command",
+		} {
+			if got := raw.do(strings.Fields(cmd)...).String(); got != want {
+				t.Fatalf("%q before AUTH = %s, want %s", cmd, got, want)
 			}
 		}
 		v := raw.do("HELLO", "3")
@@ -262,4 +272,31 @@ func TestInline(t *testing.T) {
 	raw.send(`ECHO "unbalanced` + "\r\n")
 	raw.expect("(error) ERR Protocol error: unbalanced quotes in request")
 	raw.expectClosed()
+}
+
+// TestUnauthenticatedLimits checks Redis's tighter request limits before
+// AUTH (10 arguments, 16 KiB per argument), and the normal ones after.
+func TestUnauthenticatedLimits(t *testing.T) {
+	srv := start(t, server.Config{RequirePass: "pw"})
+	for req, want := range map[string]string{
+		"*11\r\n":                        "-ERR Protocol error: unauthenticated multibulk length\r\n",
+		"*2\r\n$4\r\nPING\r\n$20000\r\n": "-ERR Protocol error: unauthenticated bulk length\r\n",
+	} {
+		raw := dialRaw(t, srv.Addr)
+		raw.send(req)
+		raw.expectBytes(want)
+		raw.expectClosed()
+	}
+	raw := dialRaw(t, srv.Addr)
+	if v := raw.do("AUTH", "pw"); v.String() != `"OK"` {
+		t.Fatalf("AUTH: %s", v)
+	}
+	big := strings.Repeat("v", 20000)
+	args := []string{"MSET"}
+	for i := range 6 {
+		args = append(args, fmt.Sprintf("k%d", i), big)
+	}
+	if v := raw.do(args...); v.String() != `"OK"` {
+		t.Fatalf("13-argument MSET of 20 KB values after AUTH: %s", v)
+	}
 }
