@@ -49,6 +49,12 @@
 // Byte slices passed in may be reused once the call returns; byte slices
 // returned belong to the caller.
 //
+// The client has no timeouts of its own: give calls a context deadline. A
+// server that stops answering without closing the connection (a paused
+// process, a half-dead proxy) makes calls fail at their deadlines with
+// ErrUnknownOutcome, and calls without a deadline wait for ever; the
+// connection is kept until it breaks, since a late reply may still come.
+//
 // A broken connection is replaced by dialing again on a later call. A call
 // whose connection broke before its request was written is retried once on
 // a new connection.
