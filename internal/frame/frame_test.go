@@ -16,7 +16,7 @@ func frames(payloads ...string) []byte {
 }
 
 func readAll(b []byte) (payloads []string, err error) {
-	r := NewReader(bytes.NewReader(b), 64)
+	r := NewScanner(b)
 	for {
 		typ, p, err := r.Next()
 		if err != nil {
@@ -97,18 +97,18 @@ func TestFindValid(t *testing.T) {
 	}
 }
 
-func FuzzReader(f *testing.F) {
+func FuzzScanner(f *testing.F) {
 	f.Add(frames("a", "bc"))
 	f.Add(frames("x")[:5])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := NewReader(bytes.NewReader(b), 16)
+		r := NewScanner(b)
 		var end int64
 		for {
 			_, p, err := r.Next()
 			if err != nil {
 				break
 			}
-			if r.Offset() <= end || r.Offset() > int64(len(b))+7 || len(p) > len(b) {
+			if r.Offset() <= end || r.Offset() > int64(len(b)) || len(p) > len(b) {
 				t.Fatalf("offset %d after %d, payload %d of input %d", r.Offset(), end, len(p), len(b))
 			}
 			end = r.Offset()

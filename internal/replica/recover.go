@@ -39,8 +39,12 @@ func (r *Replica) recover() error {
 	}
 	rc := &recovery{r: r, applied: meta.Index, term: meta.Term}
 	r.voters = meta.Voters
+	// Replayed entries are mapped and never change: the store keeps their
+	// values without copying them.
+	r.st.Retain(true)
 	r.wal, err = wal.Open(fs, r.walDir(), wal.Options{SegmentSize: r.opt.SegmentSize, NoSync: r.opt.NoSync, Logger: r.opt.Logger},
 		meta.Index, wal.Replay{Entry: rc.entry, HardState: rc.hardState})
+	r.st.Retain(false)
 	if err != nil {
 		return err
 	}
@@ -126,7 +130,6 @@ func (rc *recovery) entry(e raftpb.Entry) error {
 	for len(rc.pending) > 0 && rc.pending[len(rc.pending)-1].Index >= e.Index {
 		rc.pending = rc.pending[:len(rc.pending)-1] // replaced by a later leader
 	}
-	e.Data = append([]byte(nil), e.Data...)
 	rc.pending = append(rc.pending, e)
 	return rc.applyTo(rc.hs.Commit)
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/flintkv/flint/internal/vfs"
 )
 
 // stats count the replica's work since it started.
@@ -50,6 +52,7 @@ func (r *Replica) PersistenceInfo() []string {
 		fmt.Sprintf("fsync_max_us:%d", m.MaxSync.Microseconds()),
 		fmt.Sprintf("writes_per_fsync:%.2f", perSync),
 		fmt.Sprintf("disk_full:%d", b2i(r.noSpace.Load())),
+		fmt.Sprintf("mapped_file_bytes:%d", vfs.MappedBytes()),
 	}
 }
 

@@ -11,24 +11,27 @@ import (
 )
 
 // Load reads the snapshot file name and calls put for every pair in it. key
-// is only valid during the call; val stays valid and is not reused, so put
-// may keep it without a copy (it shares memory with other values, and must
-// not be modified). Load returns the snapshot's meta, or an *Error if the
-// file is damaged or truncated, in which case put may have seen some of its
-// pairs.
+// is only valid during the call; val stays valid and unchanged for the life
+// of the process, so put may keep it without a copy (it must not modify it).
+// Load returns the snapshot's meta, or an *Error if the file is damaged or
+// truncated, in which case put may have seen some of its pairs.
 //
-// One goroutine reads and checks frames while the caller's goroutine
-// decodes them and runs put: reading into new memory and building the store
-// both cost about as much, and run on two cores at once.
+// The file is mapped (vfs.Map): values are served from the page cache, and
+// loading copies none. One goroutine checks frames, and so reads the file
+// from disk, while the caller's goroutine decodes them and runs put.
 func Load(fs vfs.FS, name string, put func(key, val []byte)) (Meta, error) {
 	f, err := fs.Open(name)
 	if err != nil {
 		return Meta{}, fmt.Errorf("snap: %w", err)
 	}
-	defer f.Close()
-	frames, stop := make(chan rawFrame, 8), make(chan struct{})
+	b, err := vfs.Map(f)
+	f.Close()
+	if err != nil {
+		return Meta{}, fmt.Errorf("snap: %s: %w", name, err)
+	}
+	frames, stop := make(chan rawFrame, 64), make(chan struct{})
 	defer close(stop)
-	go readFrames(f, frames, stop)
+	go scanFrames(b, frames, stop)
 	l := loader{name: name, put: put}
 	for i := 0; ; i++ {
 		fr := <-frames
@@ -40,8 +43,6 @@ func Load(fs vfs.FS, name string, put func(key, val []byte)) (Meta, error) {
 			return l.meta, &Error{File: name, Offset: fe.Offset, Reason: fe.Reason + ": the file is truncated"}
 		case errors.As(fr.err, &fe):
 			return l.meta, &Error{File: name, Offset: fe.Offset, Reason: fe.Reason}
-		case fr.err != nil:
-			return l.meta, fmt.Errorf("snap: %s: %w", name, fr.err)
 		}
 		done, err := l.frame(i, fr.typ, fr.payload)
 		if err != nil {
@@ -56,7 +57,7 @@ func Load(fs vfs.FS, name string, put func(key, val []byte)) (Meta, error) {
 	}
 }
 
-// rawFrame is one frame read, or the error that ended reading.
+// rawFrame is one checked frame, or the error that ended scanning.
 type rawFrame struct {
 	off     int64
 	typ     byte
@@ -64,13 +65,13 @@ type rawFrame struct {
 	err     error
 }
 
-// readFrames sends the frames of f, each in new memory, until an error
-// (io.EOF at the end) or stop.
-func readFrames(f vfs.File, frames chan<- rawFrame, stop <-chan struct{}) {
-	r := frame.NewReader(f, 64<<10)
+// scanFrames sends the frames of b until an error (io.EOF at the end) or
+// stop.
+func scanFrames(b []byte, frames chan<- rawFrame, stop <-chan struct{}) {
+	s := frame.NewScanner(b)
 	for {
-		off := r.Offset()
-		typ, p, err := r.NextOwned()
+		off := s.Offset()
+		typ, p, err := s.Next()
 		select {
 		case frames <- rawFrame{off: off, typ: typ, payload: p, err: err}:
 		case <-stop:

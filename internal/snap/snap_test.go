@@ -167,7 +167,7 @@ type frameInfo struct {
 func framesOf(t testing.TB, b []byte) []frameInfo {
 	t.Helper()
 	var fs []frameInfo
-	r := frame.NewReader(bytes.NewReader(b), 4096)
+	r := frame.NewScanner(b)
 	for {
 		off := r.Offset()
 		typ, p, err := r.Next()

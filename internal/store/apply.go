@@ -28,8 +28,8 @@ type Result struct {
 	Err   error
 }
 
-// Apply decodes and applies one entry. It does not retain entry: stored
-// values are copied out of it. A malformed entry returns an error wrapping
+// Apply decodes and applies one entry. Unless Retain is on, it does not
+// retain entry: stored values are copied out of it. A malformed entry returns an error wrapping
 // ErrBadEntry and changes nothing.
 func (s *Store) Apply(entry []byte) (Result, error) {
 	var scratch [8][]byte
@@ -58,11 +58,26 @@ func (s *Store) Apply(entry []byte) (Result, error) {
 	return Result{}, ErrBadEntry
 }
 
-func clone(b []byte) []byte { return append(make([]byte, 0, len(b)), b...) }
+// Retain sets whether Apply keeps the values it stores as slices of its
+// entries rather than copies. Turn it on only while applying entries whose
+// bytes never change and stay valid for the life of the process (a log
+// replayed from mapped files at startup), and only while no other goroutine
+// uses the store.
+func (s *Store) Retain(on bool) { s.retain = on }
+
+// own returns what the store keeps of a command's value argument. A
+// retained slice has its capacity cut to its length, so that APPEND never
+// writes past it.
+func (s *Store) own(b []byte) []byte {
+	if s.retain {
+		return b[:len(b):len(b)]
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
 
 func (s *Store) set(key, val []byte, flags byte) Result {
 	sh := &s.shards[s.shardOf(key)]
-	val = clone(val)
+	val = s.own(val)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old, found := sh.lookupLocked(key)
@@ -81,7 +96,7 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 func (s *Store) mset(args [][]byte) Result {
 	vals := make([][]byte, len(args)/2)
 	for i := range vals {
-		vals[i] = clone(args[2*i+1])
+		vals[i] = s.own(args[2*i+1])
 	}
 	ls := s.lockSetOf(args, 2)
 	s.lock(ls)
@@ -102,7 +117,7 @@ func (s *Store) msetnx(args [][]byte) Result {
 		}
 	}
 	for i := 0; i < len(args); i += 2 {
-		s.shards[s.shardOf(args[i])].putLocked(args[i], clone(args[i+1]))
+		s.shards[s.shardOf(args[i])].putLocked(args[i], s.own(args[i+1]))
 	}
 	return Result{Done: true}
 }
@@ -169,7 +184,7 @@ func (s *Store) cas(key, expected, val []byte) Result {
 	if !found || !equal(old.val, expected) {
 		return Result{Found: found}
 	}
-	sh.replaceLocked(old, found, key, clone(val))
+	sh.replaceLocked(old, found, key, s.own(val))
 	return Result{Done: true, Found: true}
 }
 

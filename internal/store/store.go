@@ -49,6 +49,7 @@ type Store struct {
 	maxValue int
 	shards   []shard
 	every    lockSet // every shard, in order
+	retain   bool    // see Retain
 }
 
 // shard owns the keys that hash to it.

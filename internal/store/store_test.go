@@ -337,6 +337,28 @@ func TestApplyDoesNotRetainEntry(t *testing.T) {
 	}
 }
 
+// TestRetain applies entries with Retain on: the store keeps slices of
+// them, and an APPEND to a retained value writes to new memory, never into
+// the entry after the value.
+func TestRetain(t *testing.T) {
+	s := New(Options{})
+	s.Retain(true)
+	e := append(make([]byte, 0, 64), entryOf(OpSet, 0, "k", "val")...) // with room after it
+	if _, err := s.Apply(e); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Get([]byte("k"))
+	if &v[0] != &e[len(e)-3] {
+		t.Fatal("with Retain on, the stored value is a copy")
+	}
+	tail := append(e, "after"...)[len(e):]
+	s.Retain(false)
+	do(t, s, OpAppend, 0, "k", "XYZ")
+	if string(tail) != "after" || value(s, "k") != "valXYZ" {
+		t.Fatalf("APPEND to a retained value: bytes after it %q, value %q", tail, value(s, "k"))
+	}
+}
+
 func TestLenBytes(t *testing.T) {
 	s := New(Options{})
 	steps := []struct {

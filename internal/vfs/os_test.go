@@ -133,3 +133,39 @@ func checkReads(t *testing.T, f File, want string) {
 		t.Fatalf("Size() = %d, want %d", sz, len(want))
 	}
 }
+
+// TestMap maps files of the OS filesystem and of Mem: the bytes returned are
+// the file's, and stay as they were when the file grows or is removed.
+func TestMap(t *testing.T) {
+	dir := t.TempDir()
+	for _, fsys := range []FS{OS, NewMem()} {
+		name := dir + "/f"
+		if err := fsys.MkdirAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		f, err := fsys.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := Map(f); err != nil || b != nil {
+			t.Fatalf("%T: Map of an empty file = %q, %v", fsys, b, err)
+		}
+		if _, err := f.WriteAt([]byte("mapped"), 0); err != nil {
+			t.Fatal(err)
+		}
+		b, err := Map(f)
+		if err != nil || string(b) != "mapped" {
+			t.Fatalf("%T: Map = %q, %v", fsys, b, err)
+		}
+		if _, err := f.WriteAt([]byte(" and appended"), 6); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := fsys.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != "mapped" {
+			t.Fatalf("%T: mapped bytes became %q", fsys, b)
+		}
+	}
+}

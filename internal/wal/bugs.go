@@ -5,6 +5,7 @@ import (
 
 	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/vfs"
 )
 
 // loseLastWrite is the injected bug bugs.LoseWrite: it cuts the last entry
@@ -20,7 +21,11 @@ func (w *WAL) loseLastWrite(s segment) {
 		return
 	}
 	defer f.Close()
-	r := frame.NewReader(f, 1<<20)
+	b, err := vfs.Map(f)
+	if err != nil {
+		return
+	}
+	r := frame.NewScanner(b)
 	cut := int64(-1)
 	for {
 		off := r.Offset()

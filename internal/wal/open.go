@@ -142,9 +142,16 @@ func (w *WAL) rewriteHeader(f vfs.File, s segment) (int64, error) {
 
 // readSegment passes the records of one segment to replay and returns the
 // offset after the last one. A frame that cannot be read returns a
-// *frame.Error; a valid frame with bad contents returns an *Error.
+// *frame.Error; a valid frame with bad contents returns an *Error. The
+// segment is mapped, and the log only ever appends after the records read
+// here (a torn tail it truncates holds none), so the records stay as they
+// are.
 func (w *WAL) readSegment(f vfs.File, s segment, replay Replay) (int64, error) {
-	r := frame.NewReader(f, 1<<20)
+	b, err := vfs.Map(f)
+	if err != nil {
+		return 0, fmt.Errorf("wal: %s: %w", s.name, err)
+	}
+	r := frame.NewScanner(b)
 	for i := 0; ; i++ {
 		off := r.Offset()
 		typ, p, err := r.Next()

@@ -36,7 +36,8 @@ type Options struct {
 }
 
 // Replay receives the log's records, in file order, as Open reads them.
-// Entry data is only valid during the call.
+// Entry data stays valid and unchanged for the life of the process (the
+// segments are mapped, see vfs.Map), so it may be kept without a copy.
 type Replay struct {
 	Entry     func(e raftpb.Entry) error
 	HardState func(hs raftpb.HardState) error
