@@ -38,6 +38,7 @@ func serve(args []string) int {
 	fsync := fs.String("fsync", "always", "always: acknowledge writes once fsynced; never (benchmarks only): a power loss\nloses recent acknowledged writes, a process crash does not")
 	snapEntries := fs.Uint64("snapshot-entries", 1_000_000, "take a snapshot after this many log entries")
 	snapBytes := fs.Int64("snapshot-bytes", 256<<20, "take a snapshot after this many bytes of log")
+	segBytes := fs.Int64("segment-bytes", 64<<20, "start a new log segment after this many bytes")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
@@ -51,8 +52,8 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "flint serve: --fsync must be always or never, got %q\n", *fsync)
 		return 2
 	}
-	if *snapEntries == 0 || *snapBytes <= 0 {
-		fmt.Fprintf(os.Stderr, "flint serve: --snapshot-entries and --snapshot-bytes must be positive\n")
+	if *snapEntries == 0 || *snapBytes <= 0 || *segBytes <= 0 {
+		fmt.Fprintf(os.Stderr, "flint serve: --snapshot-entries, --snapshot-bytes and --segment-bytes must be positive\n")
 		return 2
 	}
 	if err := validate(cfg); err != nil {
@@ -71,8 +72,8 @@ func serve(args []string) int {
 	if *pprofAddr != "" {
 		go servePprof(*pprofAddr, cfg.Logger)
 	}
-	rep, err := replica.Open(replica.Options{Dir: *dir, NoSync: *fsync == "never",
-		SnapshotEntries: *snapEntries, SnapshotBytes: *snapBytes,
+	rep, err := replica.Open(replica.Options{Dir: *dir, NoSync: *fsync == "never", Preallocate: true,
+		SnapshotEntries: *snapEntries, SnapshotBytes: *snapBytes, SegmentSize: *segBytes,
 		Store: store.Options{Shards: *shards, MaxValue: cfg.MaxBulk}, Logger: cfg.Logger})
 	if err != nil {
 		cfg.Logger.Error("cannot open the data directory", "dir", *dir, "err", err)

@@ -28,6 +28,9 @@ const (
 	// snapshotEntries makes the server snapshot every few cycles, so that
 	// crashes also hit snapshots being written and the log being released.
 	snapshotEntries = 500
+	// segmentBytes makes log segments small, so that the log rotates and
+	// writes into preallocated segments within a cycle.
+	segmentBytes = 256 << 10
 	// Bounds on one cycle's load, which the kill normally ends well before.
 	maxCallsPerCycle = 200_000
 	maxCycleTime     = 30 * time.Second
@@ -115,7 +118,8 @@ type harness struct {
 func (h *harness) serve() *proctest.Server {
 	h.t.Helper()
 	start := time.Now()
-	srv := proctest.Serve(h.t, h.bin, "--dir", h.dir, "--snapshot-entries", strconv.Itoa(snapshotEntries), "--log-level", "info")
+	srv := proctest.Serve(h.t, h.bin, "--dir", h.dir, "--snapshot-entries", strconv.Itoa(snapshotEntries),
+		"--segment-bytes", strconv.Itoa(segmentBytes), "--log-level", "info")
 	h.restarts++
 	h.restartTime += time.Since(start)
 	return srv
@@ -371,7 +375,7 @@ func (h *harness) killDuringStartup(cycle int, rng *rand.Rand) {
 	delay := time.Millisecond + time.Duration(rng.Int64N(int64(40*time.Millisecond)))
 	srv := &proctest.Server{Addr: proctest.FreeAddr(t), Logs: &proctest.Buffer{}}
 	srv.Cmd = exec.Command(h.bin, "serve", "--addr", srv.Addr, "--dir", h.dir,
-		"--snapshot-entries", strconv.Itoa(snapshotEntries), "--log-level", "info")
+		"--snapshot-entries", strconv.Itoa(snapshotEntries), "--segment-bytes", strconv.Itoa(segmentBytes), "--log-level", "info")
 	srv.Cmd.Stderr = srv.Logs
 	if err := srv.Cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,14 @@
 // at offsets that are multiples of 8, which bounds the search for a valid
 // frame after a damaged one (see FindValid). The meaning of types and
 // payloads belongs to the file format that uses the frames.
+//
+// Zeros from the end of a frame to the end of the file are not a frame but
+// space written ahead of time for frames to come: a reader ends there as at
+// the end of the file. (A writer may fill a file with zeros and then write
+// frames over them from the start, so that appending never changes the
+// file's size, which makes each fdatasync cheaper: there is no new size to
+// commit to the filesystem's journal.) Since no frame has a zero len, zeros
+// followed by anything else are damage.
 package frame
 
 import (

@@ -82,6 +82,30 @@ func TestDamage(t *testing.T) {
 	}
 }
 
+// TestZeroTail: zeros after the last frame, as in a file written ahead of
+// time, end the frames cleanly; zeros followed by anything are damage.
+func TestZeroTail(t *testing.T) {
+	good := frames("first", "second")
+	got, err := readAll(append(bytes.Clone(good), make([]byte, 4099)...))
+	if err != io.EOF || len(got) != 2 {
+		t.Fatalf("frames then zeros: read %d frames, err %v; want 2 and io.EOF", len(got), err)
+	}
+	s := NewScanner(append(bytes.Clone(good), make([]byte, 64)...))
+	for range 3 {
+		s.Next()
+	}
+	if s.Offset() != int64(len(good)) {
+		t.Fatalf("at the zeros, Offset = %d, want %d where the frames end", s.Offset(), len(good))
+	}
+	for _, tail := range [][]byte{append(make([]byte, 64), 1), append(make([]byte, 8), frames("third")...)} {
+		got, err := readAll(append(bytes.Clone(good), tail...))
+		var fe *Error
+		if !errors.As(err, &fe) || fe.Torn || fe.Offset != int64(len(good)) || len(got) != 2 {
+			t.Fatalf("zeros, then more: read %d frames, err %v; want damage at %d", len(got), err, len(good))
+		}
+	}
+}
+
 func TestFindValid(t *testing.T) {
 	b := frames("first", "second", "third")
 	second, third := Size(len("first")), Size(len("first"))+Size(len("second"))

@@ -34,12 +34,14 @@ func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
 func (s *Scanner) Offset() int64 { return int64(s.off) }
 
 // Next checks the next frame and returns its type and payload, which alias
-// the scanned bytes. At the clean end of the input it returns io.EOF; a frame
-// that cannot be read returns an *Error, and so does every later call.
+// the scanned bytes. At the clean end of the input, which is its end or
+// zeros up to its end (see the package doc), it returns io.EOF and Offset stays where
+// the frames end. A frame that cannot be read returns an *Error, and so does
+// every later call.
 func (s *Scanner) Next() (typ byte, payload []byte, err error) {
 	rest := s.b[s.off:]
 	switch {
-	case len(rest) == 0:
+	case len(rest) == 0 || isZero(rest):
 		return 0, nil, io.EOF
 	case len(rest) < HeaderSize:
 		return 0, nil, s.fail(fmt.Sprintf("file ends %d bytes into a frame header", len(rest)), true)
@@ -65,4 +67,20 @@ func (s *Scanner) Next() (typ byte, payload []byte, err error) {
 
 func (s *Scanner) fail(reason string, torn bool) error {
 	return &Error{Offset: int64(s.off), Reason: reason, Torn: torn}
+}
+
+// isZero reports whether b holds only zero bytes.
+func isZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

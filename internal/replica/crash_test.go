@@ -79,7 +79,7 @@ type opBatch []op
 // state after restarting.
 func (c *crashRun) live(name string) {
 	gate := &gateFS{fs: c.mem}
-	opt := Options{FS: gate, Dir: "data", SnapshotEntries: uint64(10 + c.rng.IntN(40)), SegmentSize: int64(1 << (9 + c.rng.IntN(4))), Logger: quiet()}
+	opt := Options{FS: gate, Dir: "data", SnapshotEntries: uint64(10 + c.rng.IntN(40)), SegmentSize: int64(1 << (9 + c.rng.IntN(4))), Preallocate: c.rng.IntN(2) == 0, Logger: quiet()}
 	r, err := Open(opt)
 	if err != nil {
 		c.t.Fatalf("%s: reopening after a crash: %v", name, err)

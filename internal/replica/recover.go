@@ -42,7 +42,7 @@ func (r *Replica) recover() error {
 	// Replayed entries are mapped and never change: the store keeps their
 	// values without copying them.
 	r.st.Retain(true)
-	r.wal, err = wal.Open(fs, r.walDir(), wal.Options{SegmentSize: r.opt.SegmentSize, NoSync: r.opt.NoSync, Logger: r.opt.Logger},
+	r.wal, err = wal.Open(fs, r.walDir(), wal.Options{SegmentSize: r.opt.SegmentSize, NoSync: r.opt.NoSync, Preallocate: r.opt.Preallocate, Logger: r.opt.Logger},
 		meta.Index, wal.Replay{Entry: rc.entry, HardState: rc.hardState})
 	r.st.Retain(false)
 	if err != nil {

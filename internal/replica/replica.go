@@ -29,6 +29,7 @@ type Options struct {
 	SnapshotEntries uint64 // default 1,000,000
 	SnapshotBytes   int64  // default 256 MiB
 	SegmentSize     int64  // log segment size; default 64 MiB
+	Preallocate     bool   // write log segments' zeros ahead of time (wal.Options.Preallocate)
 	Store           store.Options
 	Logger          *slog.Logger // default slog.Default()
 }

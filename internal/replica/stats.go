@@ -39,6 +39,7 @@ func (r *Replica) PersistenceInfo() []string {
 		"fsync_policy:" + policy,
 		fmt.Sprintf("log_bytes:%d", m.LogBytes),
 		fmt.Sprintf("log_segments:%d", m.Segments),
+		fmt.Sprintf("log_segments_preallocated:%d", m.Spares),
 		fmt.Sprintf("log_last_index:%d", m.LastIndex),
 		fmt.Sprintf("applied_index:%d", r.applied.Load()),
 		fmt.Sprintf("entries_since_snapshot:%d", m.LastIndex-last.index),

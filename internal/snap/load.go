@@ -49,7 +49,9 @@ func Load(fs vfs.FS, name string, put func(key, val []byte)) (Meta, error) {
 			return l.meta, &Error{File: name, Offset: fr.off, Reason: err.Error()}
 		}
 		if done {
-			if fr := <-frames; fr.err != io.EOF {
+			// Zeros end a frame file cleanly (see package frame), but no
+			// snapshot is written with any.
+			if fr := <-frames; fr.err != io.EOF || fr.off != int64(len(b)) {
 				return l.meta, &Error{File: name, Offset: fr.off, Reason: "data after the end record"}
 			}
 			return l.meta, nil

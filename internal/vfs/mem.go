@@ -96,11 +96,12 @@ func (m *Mem) SetCapacity(capacity int64) {
 // handle stale. Data written since the file's last Sync is lost.
 func (m *Mem) Crash() { m.CrashWith(nil) }
 
-// CrashWith is Crash for a power loss that tears writes: a file that is
-// longer than its durable content keeps a prefix of the bytes past the
-// durable length, of a length chosen uniformly by r, and that prefix is
-// durable from then on. Other unsynced changes are lost as by Crash, which
-// is CrashWith(nil). Files are visited in name order, so a seeded r gives
+// CrashWith is Crash for a power loss that tears writes: in a file whose
+// content changed since its last Sync, of the bytes from the first changed
+// one to the last changed one (or to the end, if the file grew), a prefix
+// of a length chosen uniformly by r reaches the disk and is durable from
+// then on. Other unsynced changes are lost as by Crash, which is
+// CrashWith(nil). Files are visited in name order, so a seeded r gives
 // the same result every time.
 func (m *Mem) CrashWith(r *rand.Rand) {
 	m.mu.Lock()
@@ -122,13 +123,30 @@ func (m *Mem) CrashWith(r *rand.Rand) {
 }
 
 // revert makes the durable content current, keeping a prefix chosen by r of
-// the bytes past the durable length if r is not nil. The kept bytes are on
+// the changed bytes if r is not nil (see CrashWith). The kept bytes are on
 // the disk now, so they become durable too.
 func (ino *inode) revert(r *rand.Rand) {
-	if extra := len(ino.data) - len(ino.durable); extra > 0 && r != nil {
-		ino.durable = append(ino.durable, ino.data[len(ino.durable):][:r.IntN(extra+1)]...)
+	if from, to := ino.changed(); to > from && r != nil {
+		keep := ino.data[from : from+r.IntN(to-from+1)]
+		ino.durable = append(ino.durable, make([]byte, max(0, from+len(keep)-len(ino.durable)))...)
+		copy(ino.durable[from:], keep)
 	}
 	ino.data = bytes.Clone(ino.durable)
+}
+
+// changed returns the range of the current content that differs from the
+// durable content, from its first changed byte to its last, or to its end
+// if it is longer. A file that only shrank has no such range.
+func (ino *inode) changed() (from, to int) {
+	common := min(len(ino.data), len(ino.durable))
+	for from = 0; from < common && ino.data[from] == ino.durable[from]; from++ {
+	}
+	if len(ino.data) > len(ino.durable) {
+		return from, len(ino.data)
+	}
+	for to = common; to > from && ino.data[to-1] == ino.durable[to-1]; to-- {
+	}
+	return from, to
 }
 
 // ReadFile returns a copy of the current content of name.

@@ -269,38 +269,59 @@ func TestMemCrashRenameAcrossDirectories(t *testing.T) {
 	}
 }
 
+// TestMemCrashWith tears unsynced writes: a crash keeps a prefix of the
+// changed bytes, from the first changed one to the end. The first test
+// overwrites a synced byte and appends; the second only overwrites synced
+// bytes, as writing over preallocated zeros does.
 func TestMemCrashWith(t *testing.T) {
-	const synced, appended = "hello", " torn world, torn world"
-	crash := func(seed uint64) string {
-		m := NewMem()
-		must(t, m.MkdirAll("d"))
-		durable(t, m, "d/a", synced)
-		write(t, m, "d/a", "J", 0, false) // an overwrite is never kept
-		write(t, m, "d/a", appended, int64(len(synced)), false)
-		m.CrashWith(rand.New(rand.NewPCG(seed, 0)))
-		b, err := m.ReadFile("d/a")
-		must(t, err)
-		m.Crash() // what a crash kept is on the disk
-		if again, _ := m.ReadFile("d/a"); !bytes.Equal(again, b) {
-			t.Fatalf("seed %d: CrashWith kept %q, then Crash %q", seed, b, again)
-		}
-		return string(b)
+	for _, c := range []struct {
+		name, synced, write string
+		at                  int64
+	}{
+		{"overwrite and append", "hello", "Jello torn world, torn world", 0},
+		{"overwrite only", "hello, zeros: 0000000000000000", "frames!", 14},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := []byte(c.synced)
+			now = append(now[:c.at], c.write...)
+			now = append(now, c.synced[min(len(c.synced), len(now)):]...)
+			lengths := map[int]bool{}
+			for seed := range uint64(200) {
+				got := crashWith(t, seed, c.synced, c.write, c.at)
+				k := 0 // the written bytes kept: got must be now[:at+k] + synced[at+k:]
+				for ; k < len(c.write) && c.at+int64(k) < int64(len(got)) && got[c.at+int64(k)] == now[c.at+int64(k)]; k++ {
+				}
+				want := string(now[:c.at+int64(k)]) + c.synced[min(len(c.synced), int(c.at)+k):]
+				if got != want {
+					t.Fatalf("seed %d: after CrashWith, %q; want %q with a prefix of %q written at %d", seed, got, c.synced, c.write, c.at)
+				}
+				if again := crashWith(t, seed, c.synced, c.write, c.at); again != got {
+					t.Fatalf("seed %d: CrashWith kept %q, then %q", seed, got, again)
+				}
+				lengths[k] = true
+			}
+			if len(lengths) < len(c.write)/2 {
+				t.Fatalf("200 crashes kept only %d different prefixes", len(lengths))
+			}
+		})
 	}
-	lengths := map[int]bool{}
-	for seed := range uint64(200) {
-		got := crash(seed)
-		if !strings.HasPrefix(synced+appended, got) || len(got) < len(synced) {
-			t.Fatalf("seed %d: after CrashWith, %q; want the synced %q and a prefix of %q",
-				seed, got, synced, appended)
-		}
-		if again := crash(seed); again != got {
-			t.Fatalf("seed %d: CrashWith kept %q, then %q", seed, got, again)
-		}
-		lengths[len(got)] = true
+}
+
+// crashWith syncs synced to a file, writes unsynced at at without syncing,
+// crashes with seed, and returns what the file holds.
+func crashWith(t *testing.T, seed uint64, synced, unsynced string, at int64) string {
+	m := NewMem()
+	must(t, m.MkdirAll("d"))
+	durable(t, m, "d/a", synced)
+	write(t, m, "d/a", unsynced, at, false)
+	m.CrashWith(rand.New(rand.NewPCG(seed, 0)))
+	b, err := m.ReadFile("d/a")
+	must(t, err)
+	m.Crash() // what a crash kept is on the disk
+	if again, _ := m.ReadFile("d/a"); !bytes.Equal(again, b) {
+		t.Fatalf("seed %d: CrashWith kept %q, then Crash %q", seed, b, again)
 	}
-	if len(lengths) < len(appended)/2 {
-		t.Fatalf("200 crashes kept only %d different lengths", len(lengths))
-	}
+	return string(b)
 }
 
 func TestMemStaleHandles(t *testing.T) {

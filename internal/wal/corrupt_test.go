@@ -405,11 +405,6 @@ func TestTornTail(t *testing.T) {
 		lost: 1, // the previous frame is a hard state
 		hs:   &raftpb.HardState{Term: 2, Vote: 1, Commit: 33},
 	}, {
-		name: "zeros appended",
-		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			return append(bytes.Clone(b), make([]byte, 4096)...), int64(len(b))
-		},
-	}, {
 		name: "cut and zeros appended",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
 			f := fr[len(fr)-1]

@@ -15,7 +15,10 @@
 // consecutive: a gap means a segment is missing. A segment is appended to
 // until it reaches Options.SegmentSize, then the next one is started.
 // Segments whose entries are all covered by a snapshot are deleted by
-// ReleaseTo.
+// ReleaseTo. With Options.Preallocate, a segment may start as a file of
+// zeros (a spare, prepared as spare.tmp and renamed; see spare.go) that its
+// frames are written over: zeros after the last frame are the segment's
+// clean end. spare.tmp is never part of the log.
 //
 // # Format, version 1
 //
@@ -40,7 +43,8 @@
 // Save writes a group of frames with one write and, unless Options.NoSync,
 // makes them durable with one fsync before it returns. At Open, a frame that
 // cannot be read at the end of the last segment, with no valid frame after it,
-// is a torn write: the segment is truncated there and the loss is logged. Any
+// is a torn write (also when zeros follow it, in a preallocated segment): the
+// segment is truncated there and the loss is logged. Any
 // other damage (a bad frame followed by valid ones, damage in an earlier
 // segment, a missing segment, an index gap) stops Open with an *Error that
 // names the file and offset. Nothing is skipped silently.

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,13 +25,20 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (*WAL
 	if err := fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
+	if err := w.removeStaleSpare(); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
 	segs, err := w.list()
 	if err != nil {
 		return nil, err
 	}
 	if len(segs) == 0 {
 		w.metrics.LastIndex = after
-		return w, w.start(1, after+1)
+		if err := w.start(1, after+1); err != nil {
+			return nil, err
+		}
+		w.startSpare()
+		return w, nil
 	}
 	if segs[0].first > after+1 {
 		return nil, &Error{File: segs[0].name, Reason: fmt.Sprintf(
@@ -48,6 +56,7 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (*WAL
 		w.size += s.size
 	}
 	w.metrics.LastIndex = w.last
+	w.startSpare()
 	return w, nil
 }
 
@@ -239,7 +248,7 @@ func (w *WAL) repairTail(f vfs.File, s segment, fe *frame.Error) (int64, error) 
 		return 0, fmt.Errorf("wal: truncating torn tail of %s: %w", name, err)
 	}
 	w.opt.Logger.Warn("wal: truncated a torn write at the end of the log", "file", name,
-		"offset", fe.Offset, "bytes", len(rest), "reason", fe.Reason)
+		"offset", fe.Offset, "bytes", len(bytes.TrimRight(rest, "\x00")), "reason", fe.Reason)
 	return fe.Offset, nil
 }
 

@@ -30,8 +30,11 @@ const (
 
 // Options configure a WAL.
 type Options struct {
-	SegmentSize int64        // start a new segment after this many bytes; default 64 MiB
-	NoSync      bool         // fsync only when a segment is full: a power loss can lose acknowledged writes
+	SegmentSize int64 // start a new segment after this many bytes; default 64 MiB
+	NoSync      bool  // fsync only when a segment is full: a power loss can lose acknowledged writes
+	// Preallocate writes each segment's zeros ahead of time, in the
+	// background, so that appending never grows the file: see spare.go.
+	Preallocate bool
 	Logger      *slog.Logger // default slog.Default()
 }
 
@@ -76,6 +79,7 @@ type WAL struct {
 	buf    []byte
 	failed error
 	dirty  bool // written since the last fsync
+	spare  spare
 }
 
 // segment is one segment file.
@@ -93,6 +97,7 @@ type Metrics struct {
 	Writes    int64         // calls to Save that wrote
 	Bytes     int64         // bytes written by Save
 	Segments  int           // live segment files
+	Spares    int64         // segments started from a preallocated spare file
 	LogBytes  int64         // their total size
 	LastIndex uint64        // index of the last entry saved
 }
@@ -264,7 +269,7 @@ func (w *WAL) rotate(entries []raftpb.Entry) error {
 func (w *WAL) create(seq, first uint64) (vfs.File, int64, error) {
 	name := path.Join(w.dir, segmentName(seq, first))
 	b := w.segmentStart(seq, first)
-	f, err := w.fs.Create(name)
+	f, err := w.takeSpare(name)
 	if err == nil {
 		_, err = f.WriteAt(b, 0)
 		if err == nil && !w.opt.NoSync {
@@ -353,4 +358,7 @@ func (w *WAL) Metrics() Metrics {
 }
 
 // Close closes the segment being written.
-func (w *WAL) Close() error { return w.f.Close() }
+func (w *WAL) Close() error {
+	w.dropSpare()
+	return w.f.Close()
+}

@@ -1,0 +1,108 @@
+package wal_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flintkv/flint/internal/vfs"
+	"github.com/flintkv/flint/internal/wal"
+)
+
+// TestPreallocate writes a log whose segments start from spare files of
+// zeros, reads it back whole, and tears unsynced writes over the zeros: the
+// log reopens with every synced entry.
+func TestPreallocate(t *testing.T) {
+	m := vfs.NewMem()
+	opt := wal.Options{SegmentSize: 512, Preallocate: true}
+	w, _ := mustOpen(t, m, opt, 0)
+	var want []raftpb.Entry
+	next := uint64(1)
+	save := func(w *wal.WAL) {
+		es := entries(next, next+1, 1)
+		mustSave(t, w, es, hardState(1, 1, next-1))
+		want = append(want, es...)
+		next += 2
+	}
+	for i := 0; i < 10_000 && w.Metrics().Spares < 3; i++ {
+		save(w) // the spare is written in the background: go on until three were used
+	}
+	if n := w.Metrics().Spares; n < 3 {
+		t.Fatalf("%d segments started from a spare after 10,000 saves, want 3", n)
+	}
+	full := 0
+	for _, s := range segments(t, m) {
+		if b := readFile(t, m, s); len(b) >= 512 && b[len(b)-1] == 0 {
+			full++ // started full size, with zeros still after its frames
+		}
+	}
+	if full == 0 {
+		t.Fatal("no segment file holds zeros after its frames")
+	}
+	mustClose(t, w)
+	if names, _ := m.ReadDir(dir); slices.Contains(names, "spare.tmp") {
+		t.Fatal("Close left the spare file")
+	}
+
+	rng := rand.New(rand.NewPCG(seed(t), 0))
+	opt.NoSync = true // so that a crash can tear the writes
+	var logBuf bytes.Buffer
+	opt.Logger = logger(&logBuf)
+	for round := range 20 {
+		w, r := mustOpen(t, m, opt, 0)
+		checkEntries(t, "replay", r.entries(), want)
+		durable := len(want)
+		for range 1 + rng.IntN(5) {
+			save(w)
+		}
+		m.CrashWith(rng)
+		w, r = mustOpen(t, m, opt, 0)
+		got := r.entries()
+		if len(got) < durable || len(got) > len(want) {
+			t.Fatalf("round %d: after a crash, replayed %s; want %d to %d entries", round, span(got), durable, len(want))
+		}
+		checkEntries(t, "replay after a crash", got, want[:len(got)])
+		want = got
+		next = uint64(len(want)) + 1
+		mustClose(t, w)
+	}
+	if n := strings.Count(logBuf.String(), "truncated a torn write"); n == 0 {
+		t.Fatal("20 crashes tore no write over the zeros")
+	}
+}
+
+// TestNoSpareWithoutRoom: a disk with less than two segments of room left
+// gets no spare, and the log goes on.
+func TestNoSpareWithoutRoom(t *testing.T) {
+	m := vfs.NewMem()
+	m.SetCapacity(1500)
+	w, _ := mustOpen(t, m, wal.Options{SegmentSize: 1000, Preallocate: true}, 0)
+	for i := range uint64(5) {
+		mustSave(t, w, entries(i+1, i+1, 1), hardState(1, 1, i))
+	}
+	mustClose(t, w)
+	if names, _ := m.ReadDir(dir); slices.Contains(names, "spare.tmp") || w.Metrics().Spares != 0 {
+		t.Fatalf("a spare was made with less than two segments of room: %v, %d used", names, w.Metrics().Spares)
+	}
+}
+
+// TestStaleSpareRemoved: Open deletes a spare left by an earlier process,
+// which is not part of the log.
+func TestStaleSpareRemoved(t *testing.T) {
+	m := vfs.NewMem()
+	w, _ := mustOpen(t, m, small, 0)
+	mustSave(t, w, entries(1, 3, 1), hardState(1, 1, 0))
+	mustClose(t, w)
+	writeFile(t, m, "spare.tmp", []byte("left by a crash"))
+	w, r := mustOpen(t, m, small, 0)
+	defer mustClose(t, w)
+	checkEntries(t, "replay", r.entries(), entries(1, 3, 1))
+	if _, err := m.ReadFile(path.Join(dir, "spare.tmp")); err == nil {
+		t.Fatal("Open kept a stale spare file")
+	}
+}
