@@ -128,6 +128,7 @@ func (w *WAL) recover(s segment, last bool, replay Replay) (segment, error) {
 		return s, rerr
 	}
 	w.f, w.off = f, end
+	w.spare.grows = true
 	return s, nil
 }
 

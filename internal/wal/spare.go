@@ -18,7 +18,9 @@ import (
 // append 2.7 times faster and half as costly in CPU (see
 // docs/PERFORMANCE.md). If the spare is not ready, or could not be made
 // (the disk is nearly full, or a write failed), the segment is created
-// empty and grows as it is written: a spare only ever saves time. The spare
+// empty and grows as it is written: a spare only ever saves time. A log
+// whose last segment grows (a new log, or one reopened) moves to the spare
+// as soon as it is ready, without waiting for the segment to fill. The spare
 // is not part of the log; Open deletes a leftover one.
 
 const spareName = "spare.tmp"
@@ -28,6 +30,8 @@ const spareName = "spare.tmp"
 type spare struct {
 	ready   chan vfs.File // the preparing goroutine's result: the file, or nil
 	pending bool          // a goroutine was started and its result not taken
+	file    vfs.File      // the prepared spare, once received
+	grows   bool          // the last segment was not started from a spare
 }
 
 // removeStaleSpare deletes a spare left by an earlier process.
@@ -38,9 +42,10 @@ func (w *WAL) removeStaleSpare() error {
 	return nil
 }
 
-// startSpare starts preparing a spare, if the log preallocates.
+// startSpare starts preparing a spare, if the log preallocates and has
+// none, ready or in the making.
 func (w *WAL) startSpare() {
-	if !w.opt.Preallocate {
+	if !w.opt.Preallocate || w.spare.pending || w.spare.file != nil {
 		return
 	}
 	if w.spare.ready == nil {
@@ -79,42 +84,49 @@ func (w *WAL) makeSpare() vfs.File {
 	return f
 }
 
+// pollSpare receives the spare if it is ready, and reports whether one is.
+func (w *WAL) pollSpare() bool {
+	if w.spare.pending {
+		select {
+		case w.spare.file = <-w.spare.ready:
+			w.spare.pending = false
+		default:
+		}
+	}
+	return w.spare.file != nil
+}
+
 // takeSpare returns the file for a new segment called name: the spare,
 // renamed, if one is ready, else a new empty file. It never waits for the
-// spare.
+// spare, and starts preparing the next.
 func (w *WAL) takeSpare(name string) (vfs.File, error) {
-	if !w.spare.pending {
-		return w.fs.Create(name)
-	}
-	var f vfs.File
-	select {
-	case f = <-w.spare.ready:
-		w.spare.pending = false
-	default:
-		return w.fs.Create(name)
-	}
-	if f != nil {
+	ready := w.pollSpare()
+	f := w.spare.file
+	w.spare.file = nil
+	defer w.startSpare()
+	if ready {
 		if err := w.fs.Rename(path.Join(w.dir, spareName), name); err == nil {
 			w.mu.Lock()
 			w.metrics.Spares++
 			w.mu.Unlock()
-			w.startSpare()
+			w.spare.grows = false
 			return f, nil
 		}
 		f.Close()
 	}
-	w.startSpare()
+	w.spare.grows = true
 	return w.fs.Create(name)
 }
 
-// dropSpare waits for a spare being prepared and removes it.
+// dropSpare waits for a spare being prepared, and removes the spare.
 func (w *WAL) dropSpare() {
-	if !w.spare.pending {
-		return
+	if w.spare.pending {
+		w.spare.file = <-w.spare.ready
+		w.spare.pending = false
 	}
-	w.spare.pending = false
-	if f := <-w.spare.ready; f != nil {
-		f.Close()
+	if w.spare.file != nil {
+		w.spare.file.Close()
+		w.spare.file = nil
 		w.fs.Remove(path.Join(w.dir, spareName))
 	}
 }

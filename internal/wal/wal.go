@@ -135,7 +135,7 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if len(entries) == 0 && !writeHS {
 		return nil
 	}
-	if w.off >= w.opt.SegmentSize {
+	if w.off >= w.opt.SegmentSize || (w.spare.grows && w.pollSpare()) {
 		if err := w.rotate(entries); err != nil {
 			return err
 		}
