@@ -106,12 +106,17 @@ func (w *WAL) recover(s segment, last bool, replay Replay) (segment, error) {
 	if err != nil {
 		return s, fmt.Errorf("wal: %w", err)
 	}
-	end, rerr := w.readSegment(f, s, replay)
+	b, err := vfs.Map(f)
+	if err != nil {
+		f.Close()
+		return s, fmt.Errorf("wal: %s: %w", s.name, err)
+	}
+	end, rerr := w.readSegment(b, s, replay)
 	var fe *frame.Error
 	switch {
 	case rerr == nil:
 	case errors.As(rerr, &fe) && last:
-		end, rerr = w.repairTail(f, s, fe)
+		end, rerr = w.repairTail(f, b, s, fe)
 	case errors.As(rerr, &fe):
 		rerr = &Error{File: name, Offset: fe.Offset, Reason: fe.Reason + "; this segment is not the last, so this is damage, not a torn write: restore the data directory from a backup"}
 	}
@@ -150,17 +155,13 @@ func (w *WAL) rewriteHeader(f vfs.File, s segment) (int64, error) {
 	return int64(len(b)), nil
 }
 
-// readSegment passes the records of one segment to replay and returns the
-// offset after the last one. A frame that cannot be read returns a
-// *frame.Error; a valid frame with bad contents returns an *Error. The
-// segment is mapped, and the log only ever appends after the records read
+// readSegment passes the records of one segment, b, to replay and returns
+// the offset after the last one. A frame that cannot be read returns a
+// *frame.Error; a valid frame with bad contents returns an *Error. b is the
+// mapped segment, and the log only ever appends after the records read
 // here (a torn tail it truncates holds none), so the records stay as they
 // are.
-func (w *WAL) readSegment(f vfs.File, s segment, replay Replay) (int64, error) {
-	b, err := vfs.Map(f)
-	if err != nil {
-		return 0, fmt.Errorf("wal: %s: %w", s.name, err)
-	}
+func (w *WAL) readSegment(b []byte, s segment, replay Replay) (int64, error) {
 	r := frame.NewScanner(b)
 	for i := 0; ; i++ {
 		off := r.Offset()
@@ -227,21 +228,17 @@ func checkHeader(p []byte, s segment) error {
 // repairTail handles damage found at fe in the last segment. If no valid
 // frame follows the damage, the segment ends in a torn write: it is
 // truncated there and the loss logged. Otherwise the damage is corruption.
-func (w *WAL) repairTail(f vfs.File, s segment, fe *frame.Error) (int64, error) {
+// b is the segment's content as mapped: nothing past fe may be read once
+// the file is truncated.
+func (w *WAL) repairTail(f vfs.File, b []byte, s segment, fe *frame.Error) (int64, error) {
 	name := path.Join(w.dir, s.name)
-	size, err := f.Size()
-	if err != nil {
-		return 0, fmt.Errorf("wal: %w", err)
-	}
-	rest := make([]byte, size-fe.Offset)
-	if _, err := f.ReadAt(rest, fe.Offset); err != nil && err != io.EOF {
-		return 0, fmt.Errorf("wal: %w", err)
-	}
+	rest := b[fe.Offset:]
 	if at, ok := frame.FindValid(rest, frame.HeaderSize); ok {
 		return 0, &Error{File: name, Offset: fe.Offset, Reason: fmt.Sprintf(
 			"%s, and a valid record follows at offset %d, so this is damage, not a torn write: restore the data directory from a backup",
 			fe.Reason, fe.Offset+int64(at))}
 	}
+	torn := len(bytes.TrimRight(rest, "\x00")) // the zeros of a preallocated segment are no loss
 	if err := f.Truncate(fe.Offset); err != nil {
 		return 0, fmt.Errorf("wal: truncating torn tail of %s: %w", name, err)
 	}
@@ -249,7 +246,7 @@ func (w *WAL) repairTail(f vfs.File, s segment, fe *frame.Error) (int64, error) 
 		return 0, fmt.Errorf("wal: truncating torn tail of %s: %w", name, err)
 	}
 	w.opt.Logger.Warn("wal: truncated a torn write at the end of the log", "file", name,
-		"offset", fe.Offset, "bytes", len(bytes.TrimRight(rest, "\x00")), "reason", fe.Reason)
+		"offset", fe.Offset, "bytes", torn, "reason", fe.Reason)
 	return fe.Offset, nil
 }
 
