@@ -19,7 +19,7 @@ func FuzzLoad(f *testing.F) {
 	if err := m.MkdirAll(dir); err != nil {
 		f.Fatal(err)
 	}
-	ps := []pair{{"a", []byte("1")}, {"", nil}, {"key", bytes.Repeat([]byte("v"), 100)}}
+	ps := []pair{{"", nil}, {"a", []byte("1")}, {"key", bytes.Repeat([]byte("v"), 100)}}
 	for i, meta := range []snap.Meta{{Index: 1, Term: 1}, {Index: 7, Term: 3, Voters: []uint64{1, 2, 3}}} {
 		name, _, err := snap.Write(m, dir, meta, pairsOf(ps[:i+2]), true)
 		if err != nil {

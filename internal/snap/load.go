@@ -1,10 +1,15 @@
 package snap
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"slices"
+	"sync"
 
 	"github.com/flintkv/flint/internal/frame"
 	"github.com/flintkv/flint/internal/vfs"
@@ -16,9 +21,14 @@ import (
 // Load returns the snapshot's meta, or an *Error if the file is damaged or
 // truncated, in which case put may have seen some of its pairs.
 //
+// put is called from several goroutines at once, in no particular order:
+// the file holds each key once (see the format), so the order cannot change
+// the outcome.
+//
 // The file is mapped (vfs.Map): values are served from the page cache, and
-// loading copies none. One goroutine checks frames, and so reads the file
-// from disk, while the caller's goroutine decodes them and runs put.
+// loading copies none. A vfs.Prefetcher reads the file from disk ahead of a
+// goroutine that checks frames (frame.Ahead); one goroutine per processor
+// decodes pairs frames and runs put.
 func Load(fs vfs.FS, name string, put func(key, val []byte)) (Meta, error) {
 	f, err := fs.Open(name)
 	if err != nil {
@@ -29,34 +39,45 @@ func Load(fs vfs.FS, name string, put func(key, val []byte)) (Meta, error) {
 	if err != nil {
 		return Meta{}, fmt.Errorf("snap: %s: %w", name, err)
 	}
-	frames, stop := make(chan rawFrame, 64), make(chan struct{})
-	defer close(stop)
-	go scanFrames(b, frames, stop)
-	l := loader{name: name, put: put}
-	for i := 0; ; i++ {
-		fr := <-frames
-		var fe *frame.Error
-		switch {
-		case fr.err == io.EOF:
-			return l.meta, &Error{File: name, Offset: fr.off, Reason: "the file ends before its end record: it is truncated"}
-		case errors.As(fr.err, &fe) && fe.Torn:
-			return l.meta, &Error{File: name, Offset: fe.Offset, Reason: fe.Reason + ": the file is truncated"}
-		case errors.As(fr.err, &fe):
-			return l.meta, &Error{File: name, Offset: fe.Offset, Reason: fe.Reason}
-		}
-		done, err := l.frame(i, fr.typ, fr.payload)
-		if err != nil {
-			return l.meta, &Error{File: name, Offset: fr.off, Reason: err.Error()}
-		}
-		if done {
-			// Zeros end a frame file cleanly (see package frame), but no
-			// snapshot is written with any.
-			if fr := <-frames; fr.err != io.EOF || fr.off != int64(len(b)) {
-				return l.meta, &Error{File: name, Offset: fr.off, Reason: "data after the end record"}
-			}
-			return l.meta, nil
+	pf := vfs.Prefetch(b)
+	defer pf.Stop()
+	frames := frame.NewAhead(b, pf.Advance)
+	defer frames.Close()
+	l := &loader{name: name, put: put, size: int64(len(b))}
+	if err := l.load(frames); err != nil {
+		return l.meta, err
+	}
+	return l.meta, nil
+}
+
+// CountHint returns the pair count that the end record of snapshot name
+// declares, reading only the file's last bytes, so that a caller can size
+// its tables before Load. ok is false if the file does not end with a valid
+// end record; Load checks the count against the pairs in any case.
+func CountHint(fs vfs.FS, name string) (count uint64, ok bool) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return 0, false
+	}
+	// An end frame holds two varints: 16, 24 or 32 bytes in all.
+	tail := make([]byte, min(size, 32))
+	if _, err := f.ReadAt(tail, size-int64(len(tail))); err != nil {
+		return 0, false
+	}
+	for n := 16; n <= len(tail); n += 8 {
+		s := frame.NewScanner(tail[len(tail)-n:])
+		typ, p, err := s.Next()
+		if err == nil && typ == typeEnd && s.Offset() == int64(n) {
+			count, w := binary.Uvarint(p)
+			return count, w > 0 && count <= uint64(size)
 		}
 	}
+	return 0, false
 }
 
 // rawFrame is one checked frame, or the error that ended scanning.
@@ -67,50 +88,131 @@ type rawFrame struct {
 	err     error
 }
 
-// scanFrames sends the frames of b until an error (io.EOF at the end) or
-// stop.
-func scanFrames(b []byte, frames chan<- rawFrame, stop <-chan struct{}) {
-	s := frame.NewScanner(b)
-	for {
-		off := s.Offset()
-		typ, p, err := s.Next()
-		select {
-		case frames <- rawFrame{off: off, typ: typ, payload: p, err: err}:
-		case <-stop:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
+// next returns the next frame of frames.
+func next(frames *frame.Ahead) rawFrame {
+	var fr rawFrame
+	fr.off, fr.typ, fr.payload, fr.err = frames.Next()
+	return fr
 }
 
-// loader decodes the frames of one snapshot.
+// loader decodes the frames of one snapshot: the header and end frames on
+// the goroutine that runs load, pairs frames on decoders.
 type loader struct {
-	name         string
-	put          func(key, val []byte)
-	meta         Meta
+	name string
+	put  func(key, val []byte)
+	size int64 // of the file
+	meta Meta
+
+	decoders sync.WaitGroup
+	mu       sync.Mutex
+	runs     []*run // one per pairs frame, in no order until checkRuns; guarded by mu
+	failed   *Error // the decoders' error at the lowest offset; guarded by mu
+}
+
+// run is what a decoder found in one pairs frame: a run of pairs in
+// ascending key order.
+type run struct {
+	off          int64
+	first, last  []byte // keys; nil if the frame holds no pair
 	count, bytes uint64
 }
 
-// frame decodes the i-th frame and reports whether it was the end frame.
-func (l *loader) frame(i int, typ byte, p []byte) (bool, error) {
-	var err error
-	switch {
-	case i == 0 && typ != typeHeader:
-		return false, errors.New("the file does not start with a snapshot header")
-	case i == 0:
-		l.meta, err = decodeHeader(p)
-		return false, err
-	case typ == typePairs:
-		return false, l.pairs(p)
-	case typ == typeEnd:
-		return true, l.end(p)
+// load checks the header, hands pairs frames to decoders, and, once they
+// are done, checks the order of their runs and the end frame.
+func (l *loader) load(frames *frame.Ahead) *Error {
+	work := make(chan rawFrame, 16)
+	for range runtime.GOMAXPROCS(0) {
+		l.decoders.Add(1)
+		go l.decode(work)
 	}
-	return false, fmt.Errorf("unknown frame type %d (written by a newer version?)", typ)
+	end, err := l.dispatch(frames, work)
+	close(work)
+	l.decoders.Wait()
+	if l.failed != nil && (err == nil || l.failed.Offset < err.Offset) {
+		return l.failed
+	}
+	if err == nil {
+		err = l.checkRuns()
+	}
+	if err == nil {
+		err = l.end(end, frames)
+	}
+	return err
 }
 
-func (l *loader) pairs(p []byte) error {
+// dispatch reads frames up to the end frame, which it returns, sending pairs
+// frames to work. It stops at the first damage and returns it.
+func (l *loader) dispatch(frames *frame.Ahead, work chan<- rawFrame) (rawFrame, *Error) {
+	for i := 0; ; i++ {
+		fr := next(frames)
+		if err := l.frameError(fr); err != nil {
+			return fr, err
+		}
+		switch {
+		case i == 0 && fr.typ != typeHeader:
+			return fr, l.errorAt(fr.off, "the file does not start with a snapshot header")
+		case i == 0:
+			m, err := decodeHeader(fr.payload)
+			if err != nil {
+				return fr, l.errorAt(fr.off, err.Error())
+			}
+			l.meta = m
+		case fr.typ == typePairs:
+			work <- fr
+		case fr.typ == typeEnd:
+			return fr, nil
+		default:
+			return fr, l.errorAt(fr.off, fmt.Sprintf("unknown frame type %d (written by a newer version?)", fr.typ))
+		}
+	}
+}
+
+// frameError turns a scanning error into an *Error.
+func (l *loader) frameError(fr rawFrame) *Error {
+	var fe *frame.Error
+	switch {
+	case fr.err == nil:
+		return nil
+	case fr.err == io.EOF:
+		return l.errorAt(fr.off, "the file ends before its end record: it is truncated")
+	case errors.As(fr.err, &fe) && fe.Torn:
+		return l.errorAt(fe.Offset, fe.Reason+": the file is truncated")
+	case errors.As(fr.err, &fe):
+		return l.errorAt(fe.Offset, fe.Reason)
+	}
+	return l.errorAt(fr.off, fr.err.Error())
+}
+
+func (l *loader) errorAt(off int64, reason string) *Error {
+	return &Error{File: l.name, Offset: off, Reason: reason}
+}
+
+// decode decodes the pairs frames it receives, calling put for each pair,
+// until work is closed.
+func (l *loader) decode(work <-chan rawFrame) {
+	defer l.decoders.Done()
+	for fr := range work {
+		r := &run{off: fr.off}
+		l.mu.Lock()
+		l.runs = append(l.runs, r)
+		l.mu.Unlock()
+		if err := l.pairs(r, fr.payload); err != nil {
+			l.fail(l.errorAt(fr.off, err.Error()))
+		}
+	}
+}
+
+// fail records err unless a decoder found damage earlier in the file.
+func (l *loader) fail(err *Error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed == nil || err.Offset < l.failed.Offset {
+		l.failed = err
+	}
+}
+
+// pairs decodes one pairs frame into r, calling put for each pair.
+func (l *loader) pairs(r *run, p []byte) error {
 	for len(p) > 0 {
 		key, rest, ok := field(p)
 		if !ok {
@@ -120,34 +222,71 @@ func (l *loader) pairs(p []byte) error {
 		if !ok {
 			return errors.New("bad value in pairs record")
 		}
+		if r.last != nil && bytes.Compare(r.last, key) >= 0 {
+			return fmt.Errorf("key %.40q follows key %.40q: keys are not in ascending order", key, r.last)
+		}
+		if r.first == nil {
+			r.first = key
+		}
+		r.last = key
 		l.put(key, val)
-		l.count++
-		l.bytes += uint64(len(key) + len(val))
+		r.count++
+		r.bytes += uint64(len(key) + len(val))
 		p = rest
 	}
 	return nil
 }
 
-// field decodes a length-prefixed byte string.
+// field decodes a length-prefixed byte string. A decoded empty string is
+// not nil, so that nil can mean "no key yet".
 func field(p []byte) (b, rest []byte, ok bool) {
 	n, w := binary.Uvarint(p)
 	if w <= 0 || n > uint64(len(p)-w) {
 		return nil, p, false
 	}
-	return p[w : w+int(n)], p[w+int(n):], true
+	return p[w : w+int(n) : w+int(n)], p[w+int(n):], true
 }
 
-func (l *loader) end(p []byte) error {
-	count, w := binary.Uvarint(p)
+// checkRuns checks that each pairs frame's keys follow the previous
+// frame's, so that the file holds each key once.
+func (l *loader) checkRuns() *Error {
+	slices.SortFunc(l.runs, func(a, b *run) int { return cmp.Compare(a.off, b.off) })
+	var last []byte
+	for _, r := range l.runs {
+		if r.first == nil {
+			continue
+		}
+		if last != nil && bytes.Compare(last, r.first) >= 0 {
+			return l.errorAt(r.off, fmt.Sprintf("key %.40q follows key %.40q: keys are not in ascending order", r.first, last))
+		}
+		last = r.last
+	}
+	return nil
+}
+
+// end checks the end frame fr against the pairs the decoders found, and
+// that the file ends with it.
+func (l *loader) end(fr rawFrame, frames *frame.Ahead) *Error {
+	var count, total uint64
+	for _, r := range l.runs {
+		count, total = count+r.count, total+r.bytes
+	}
+	p := fr.payload
+	n, w := binary.Uvarint(p)
 	if w <= 0 {
-		return errors.New("bad end record")
+		return l.errorAt(fr.off, "bad end record")
 	}
-	bytes, w2 := binary.Uvarint(p[w:])
+	size, w2 := binary.Uvarint(p[w:])
 	if w2 <= 0 || w+w2 != len(p) {
-		return errors.New("bad end record")
+		return l.errorAt(fr.off, "bad end record")
 	}
-	if count != l.count || bytes != l.bytes {
-		return fmt.Errorf("the end record counts %d pairs of %d bytes, the file holds %d of %d", count, bytes, l.count, l.bytes)
+	if n != count || size != total {
+		return l.errorAt(fr.off, fmt.Sprintf("the end record counts %d pairs of %d bytes, the file holds %d of %d", n, size, count, total))
+	}
+	// Zeros end a frame file cleanly (see package frame), but no snapshot
+	// is written with any.
+	if after := next(frames); after.err != io.EOF || after.off != l.size {
+		return l.errorAt(after.off, "data after the end record")
 	}
 	return nil
 }

@@ -21,7 +21,10 @@
 //	type 3, end:    pair count, total key and value bytes
 //
 // The header comes first and the end frame last; pairs frames hold at most
-// about 256 KiB unless one pair is larger. A file without its end frame is
+// about 256 KiB unless one pair is larger. Pairs are in strictly ascending
+// byte order of their keys, within and across frames, so the file holds each
+// key once (files of this version have always been written so; Load checks
+// it, and loads pairs frames in parallel). A file without its end frame is
 // truncated; one whose counts disagree with its pairs is damaged. Either
 // stops Load with an *Error naming the file and offset.
 package snap

@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -50,13 +51,18 @@ func pairsOf(ps []pair) snap.Pairs {
 	}
 }
 
-// load loads the snapshot name in dir, returning its meta and pairs.
+// load loads the snapshot name in dir, returning its meta and pairs in key
+// order.
 func load(fs vfs.FS, name string) (snap.Meta, []pair, error) {
+	var mu sync.Mutex
 	var ps []pair
 	meta, err := snap.Load(fs, path.Join(dir, name), func(key, val []byte) {
-		// key and val are valid only during the call.
+		// key is valid only during the call; put runs on several goroutines.
+		mu.Lock()
+		defer mu.Unlock()
 		ps = append(ps, pair{string(key), bytes.Clone(val)})
 	})
+	slices.SortFunc(ps, func(a, b pair) int { return strings.Compare(a.key, b.key) })
 	return meta, ps, err
 }
 
@@ -136,8 +142,10 @@ func writeFile(t testing.TB, m *vfs.Mem, name string, b []byte) {
 
 // randomPairs returns n pairs of random sizes, with an empty key, an empty
 // value, both empty, and one value bigger than a pairs frame.
+// randomPairs returns n or more pairs, edge cases among them, in ascending
+// key order, as Write needs them.
 func randomPairs(rng *rand.Rand, n int) []pair {
-	ps := []pair{{"", []byte("empty key")}, {"empty value", nil}, {"", nil}}
+	ps := []pair{{"", []byte("empty key")}, {"empty value", nil}}
 	for i := range n {
 		key := fmt.Sprintf("key:%d:%s", i, strings.Repeat("k", rng.IntN(30)))
 		val := make([]byte, rng.IntN(200))
@@ -153,7 +161,9 @@ func randomPairs(rng *rand.Rand, n int) []pair {
 			ps = append(ps, pair{"big", big})
 		}
 	}
-	return append(ps, pair{strings.Repeat("K", 70000), []byte("long key")})
+	ps = append(ps, pair{strings.Repeat("K", 70000), []byte("long key")})
+	slices.SortFunc(ps, func(a, b pair) int { return strings.Compare(a.key, b.key) })
+	return ps
 }
 
 // frameInfo locates a frame in a file.
@@ -255,6 +265,25 @@ func TestEmptyAndNoVoters(t *testing.T) {
 	}
 }
 
+// TestWriteRejectsDisorder: Write needs keys in strictly ascending order,
+// and leaves nothing behind when they are not.
+func TestWriteRejectsDisorder(t *testing.T) {
+	for _, ps := range [][]pair{
+		{{"b", nil}, {"a", nil}},
+		{{"a", []byte("1")}, {"a", []byte("2")}},
+		{{"", nil}, {"", nil}},
+	} {
+		m := newMem(t)
+		_, _, err := snap.Write(m, dir, snap.Meta{Index: 3, Term: 1}, pairsOf(ps), false)
+		if err == nil || !strings.Contains(err.Error(), "out of order") {
+			t.Fatalf("Write of keys %q, %q: err %v, want pairs out of order", ps[0].key, ps[1].key, err)
+		}
+		if names, err := m.ReadDir(dir); err != nil || len(names) != 0 {
+			t.Fatalf("a failed Write left %v (%v)", names, err)
+		}
+	}
+}
+
 // TestWriteOS writes and loads a snapshot on the real filesystem.
 func TestWriteOS(t *testing.T) {
 	d := t.TempDir()
@@ -264,11 +293,17 @@ func TestWriteOS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
 	var got []pair
-	gotMeta, err := snap.Load(vfs.OS, path.Join(d, name), func(k, v []byte) { got = append(got, pair{string(k), bytes.Clone(v)}) })
+	gotMeta, err := snap.Load(vfs.OS, path.Join(d, name), func(k, v []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, pair{string(k), bytes.Clone(v)})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	slices.SortFunc(got, func(a, b pair) int { return strings.Compare(a.key, b.key) })
 	checkMeta(t, gotMeta, meta)
 	checkPairs(t, got, ps)
 	infos, err := snap.List(vfs.OS, d)
@@ -511,6 +546,10 @@ func TestBadContent(t *testing.T) {
 		{"bad key length", build(hdr, frame.Append(nil, 2, []byte{5, 'a'}), endFrame(0, 0)), h, []string{"bad key"}},
 		{"bad value length", build(hdr, frame.Append(nil, 2, []byte{1, 'a', 9, 'b'}), endFrame(0, 0)), h, []string{"bad value"}},
 		{"key without value", build(hdr, frame.Append(nil, 2, []byte{1, 'a'}), endFrame(0, 0)), h, []string{"bad value"}},
+		{"keys out of order in a frame", build(hdr, pairsFrame("bb", "22", "a", "1"), endFrame(2, 6)), h, []string{`key "a" follows key "bb"`, "not in ascending order"}},
+		{"a key twice in a frame", build(hdr, pairsFrame("a", "1", "a", "22"), endFrame(2, 4)), h, []string{`key "a" follows key "a"`}},
+		{"frames out of order", build(hdr, pairsFrame("bb", "22"), pairsFrame("a", "1"), endFrame(2, 6)), h + int64(len(pairsFrame("bb", "22"))), []string{`key "a" follows key "bb"`}},
+		{"a key in two frames", build(hdr, pairsFrame("a", "1"), frame.Append(nil, 2, nil), pairsFrame("a", "1"), endFrame(2, 4)), h + int64(len(pairsFrame("a", "1"))+frame.Size(0)), []string{`key "a" follows key "a"`}},
 		{"huge key length", build(hdr, frame.Append(nil, 2, binary.AppendUvarint(nil, 1<<63)), endFrame(0, 0)), h, []string{"bad key"}},
 		{"data after the end", build(hdr, pf, endFrame(2, 6), pf), h + p + e, []string{"data after the end record"}},
 		{"zeros after the end", build(hdr, pf, endFrame(2, 6), make([]byte, 8)), h + p + e, []string{"data after the end record"}},
@@ -637,5 +676,30 @@ func TestCrash(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		checkPairs(t, ps, ps2)
+	}
+}
+
+// TestCountHint reads the pair count from the end record alone, and only
+// from a file that ends with a valid one.
+func TestCountHint(t *testing.T) {
+	m := newMem(t)
+	ps := randomPairs(rand.New(rand.NewPCG(seed(t), 0)), 300)
+	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1}, ps)
+	if n, ok := snap.CountHint(m, path.Join(dir, name)); !ok || n != uint64(len(ps)) {
+		t.Fatalf("CountHint = %d, %v; want %d, true", n, ok, len(ps))
+	}
+	empty := mustWrite(t, m, m, snap.Meta{Index: 4, Term: 1}, nil)
+	if n, ok := snap.CountHint(m, path.Join(dir, empty)); !ok || n != 0 {
+		t.Fatalf("CountHint of an empty snapshot = %d, %v; want 0, true", n, ok)
+	}
+	good := readFile(t, m, name)
+	for _, bad := range [][]byte{good[:len(good)-8], good[:len(good)-1], append(slices.Clone(good), make([]byte, 8)...), good[:12], nil} {
+		writeFile(t, m, name, bad)
+		if n, ok := snap.CountHint(m, path.Join(dir, name)); ok {
+			t.Fatalf("CountHint of a file of %d bytes without its end record = %d, true", len(bad), n)
+		}
+	}
+	if _, ok := snap.CountHint(m, path.Join(dir, "missing.snap")); ok {
+		t.Fatal("CountHint of a missing file is ok")
 	}
 }

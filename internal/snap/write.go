@@ -9,7 +9,8 @@ import (
 	"github.com/flintkv/flint/internal/vfs"
 )
 
-// Pairs calls yield for every pair to write until yield returns false.
+// Pairs calls yield for every pair to write, in strictly ascending order of
+// their keys (so each key once), until yield returns false.
 type Pairs func(yield func(key string, val []byte) bool)
 
 // Write writes a snapshot of meta and pairs into dir and returns its file
@@ -55,8 +56,14 @@ type writer struct {
 // write writes every pair and the end frame, and returns the file's size.
 func (w *writer) write(pairs Pairs) (int64, error) {
 	var count, bytes uint64
+	var last string
 	w.start = -1
 	pairs(func(key string, val []byte) bool {
+		if count > 0 && key <= last {
+			w.err = fmt.Errorf("pairs out of order: key %.40q after %.40q", key, last)
+			return false
+		}
+		last = key
 		w.pair(key, val)
 		count++
 		bytes += uint64(len(key) + len(val))

@@ -65,15 +65,41 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 	}
 }
 
+// Reserve sizes the maps of empty shards for a store of n keys, spread over
+// the shards as keys hash, so that loading them never grows a map step by
+// step: each step allocates and fills new tables, and the old ones become
+// garbage. It is a hint, for an empty store about to load a snapshot.
+func (s *Store) Reserve(n int) {
+	per := n/len(s.shards) + n/len(s.shards)/16 + 16 // hashing spreads keys within a few percent
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if len(sh.mu.m) == 0 {
+			sh.mu.m = make(map[string]item, per)
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // Put stores val under key, replacing any value. It is how a store is
 // rebuilt from a snapshot file; commands go through Apply. Put keeps val
-// itself, not a copy, so that loading copies each value once: the caller
-// must never modify val afterwards. val may share memory with other values;
-// its capacity is cut to its length so that APPEND never writes past it.
+// itself, not a copy, so that loading copies no value: the caller must
+// never modify val afterwards. val may share memory with other values; its
+// capacity is cut to its length so that APPEND never writes past it.
+//
+// Put is made for keys that are new: it does not look the key up first,
+// as a write does, but learns from the tree whether it replaced a pair.
 func (s *Store) Put(key, val []byte) {
 	sh := &s.shards[s.shardOf(key)]
-	val = val[:len(val):len(val)]
+	it := newItem(string(key), val[:len(val):len(val)])
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.putLocked(key, val)
+	sh.mu.m[it.key] = it
+	old, replaced := sh.mu.tree.ReplaceOrInsert(it)
+	if !replaced {
+		sh.keys.Add(1)
+		sh.bytes.Add(int64(len(it.key) + len(it.val)))
+		return
+	}
+	sh.bytes.Add(int64(len(it.val) - len(old.val)))
 }

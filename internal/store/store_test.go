@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -356,6 +357,30 @@ func TestRetain(t *testing.T) {
 	do(t, s, OpAppend, 0, "k", "XYZ")
 	if string(tail) != "after" || value(s, "k") != "valXYZ" {
 		t.Fatalf("APPEND to a retained value: bytes after it %q, value %q", tail, value(s, "k"))
+	}
+}
+
+// TestPutReserve loads pairs with Put into a reserved store, a key twice
+// among them: the map, the tree and the counts agree.
+func TestPutReserve(t *testing.T) {
+	s := New(Options{Shards: 4})
+	s.Reserve(1000)
+	buf := []byte(strings.Repeat("v", 2000)) // values side by side, as in a mapped file
+	for i := range 1000 {
+		s.Put(fmt.Appendf(nil, "k%04d", i), buf[2*i:2*i+2])
+	}
+	s.Put([]byte("k0007"), []byte("longer"))
+	checkSize(t, s, 1000, 1000*7+4)
+	if v := value(s, "k0007"); v != "longer" {
+		t.Fatalf("k0007 = %q after a second Put, want longer", v)
+	}
+	ps := pairs(s.Snapshot())
+	if len(ps) != 1000 || ps[7] != "k0007=longer" || ps[999] != "k0999=vv" {
+		t.Fatalf("the tree holds %d pairs, [7] %q, [999] %q", len(ps), ps[7], ps[999])
+	}
+	do(t, s, OpAppend, 0, "k0001", "x") // Put cut the value's capacity: APPEND copies it
+	if value(s, "k0001") != "vvx" || value(s, "k0002") != "vv" {
+		t.Fatalf("APPEND after Put: %q, %q", value(s, "k0001"), value(s, "k0002"))
 	}
 }
 

@@ -47,17 +47,53 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (*WAL
 	}
 	w.last = segs[0].first - 1
 	w.loseLastWrite(segs[len(segs)-1])
-	for i, s := range segs {
-		s, err := w.recover(s, i == len(segs)-1, replay)
-		if err != nil {
-			return nil, err
-		}
-		w.segs = append(w.segs, s)
-		w.size += s.size
+	if err := w.replay(segs, replay); err != nil {
+		return nil, err
 	}
 	w.metrics.LastIndex = w.last
 	w.startSpare()
 	return w, nil
+}
+
+// replay maps every segment, then reads them in order, with a prefetcher
+// reading the disk ahead across all of them. The last segment stays open.
+func (w *WAL) replay(segs []segment, replay Replay) error {
+	maps := make([][]byte, len(segs))
+	for i, s := range segs {
+		b, err := w.mapSegment(s)
+		if err != nil {
+			return err
+		}
+		maps[i] = b
+	}
+	pf := vfs.Prefetch(maps...)
+	defer pf.Stop()
+	var base int64 // of the segment being read, over all of them
+	for i, s := range segs {
+		progress := func(off int64) { pf.Advance(base + off) }
+		s, err := w.recover(s, maps[i], i == len(segs)-1, replay, progress)
+		if err != nil {
+			return err
+		}
+		w.segs = append(w.segs, s)
+		w.size += s.size
+		base += int64(len(maps[i]))
+	}
+	return nil
+}
+
+// mapSegment maps segment s (see vfs.Map).
+func (w *WAL) mapSegment(s segment) ([]byte, error) {
+	f, err := w.fs.Open(path.Join(w.dir, s.name))
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	b, err := vfs.Map(f)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %s: %w", s.name, err)
+	}
+	return b, nil
 }
 
 // start begins an empty log with its first segment.
@@ -97,41 +133,49 @@ func (w *WAL) list() ([]segment, error) {
 	return segs, nil
 }
 
-// recover reads one segment, passing its records to replay, and returns it
-// with its size. In the last segment, a torn tail is truncated and the
-// segment stays open for writing.
-func (w *WAL) recover(s segment, last bool, replay Replay) (segment, error) {
-	name := path.Join(w.dir, s.name)
-	f, err := w.fs.OpenRW(name)
+// recover reads one segment, b as mapped, passing its records to replay and
+// the offset reached to progress, and returns it with its size. In the last
+// segment, a torn tail is truncated and the segment stays open for writing.
+func (w *WAL) recover(s segment, b []byte, last bool, replay Replay, progress func(off int64)) (segment, error) {
+	end, err := w.readSegment(b, s, replay, progress)
+	s.size = end
+	var fe *frame.Error
+	switch {
+	case errors.As(err, &fe) && !last:
+		return s, &Error{File: path.Join(w.dir, s.name), Offset: fe.Offset, Reason: fe.Reason +
+			"; this segment is not the last, so this is damage, not a torn write: restore the data directory from a backup"}
+	case err != nil && fe == nil: // bad contents in a valid frame: an *Error
+		return s, err
+	case !last:
+		return s, nil
+	}
+	return w.reopenLast(s, b, fe)
+}
+
+// reopenLast opens the last segment, s as mapped in b, for writing. It first
+// repairs the torn tail fe, if not nil, and writes the segment's start again
+// if that was torn.
+func (w *WAL) reopenLast(s segment, b []byte, fe *frame.Error) (segment, error) {
+	f, err := w.fs.OpenRW(path.Join(w.dir, s.name))
 	if err != nil {
 		return s, fmt.Errorf("wal: %w", err)
 	}
-	b, err := vfs.Map(f)
-	if err != nil {
-		f.Close()
-		return s, fmt.Errorf("wal: %s: %w", s.name, err)
-	}
-	end, rerr := w.readSegment(b, s, replay)
-	var fe *frame.Error
-	switch {
-	case rerr == nil:
-	case errors.As(rerr, &fe) && last:
-		end, rerr = w.repairTail(f, b, s, fe)
-	case errors.As(rerr, &fe):
-		rerr = &Error{File: name, Offset: fe.Offset, Reason: fe.Reason + "; this segment is not the last, so this is damage, not a torn write: restore the data directory from a backup"}
+	end := s.size
+	if fe != nil {
+		end, err = w.repairTail(f, b, s, fe)
 	}
 	// A segment starts with its header and the hard state, written and
 	// synced together. If either was torn, the segment holds no record:
 	// write both again, so that the segment keeps the hard state when the
 	// segments before it are deleted.
-	if rerr == nil && last && end <= headerSize {
-		end, rerr = w.rewriteHeader(f, s)
+	if err == nil && end <= headerSize {
+		end, err = w.rewriteHeader(f, s)
+	}
+	if err != nil {
+		f.Close()
+		return s, err
 	}
 	s.size = end
-	if rerr != nil || !last {
-		f.Close()
-		return s, rerr
-	}
 	w.f, w.off = f, end
 	w.spare.grows = true
 	return s, nil
@@ -155,17 +199,18 @@ func (w *WAL) rewriteHeader(f vfs.File, s segment) (int64, error) {
 	return int64(len(b)), nil
 }
 
-// readSegment passes the records of one segment, b, to replay and returns
-// the offset after the last one. A frame that cannot be read returns a
+// readSegment passes the records of one segment, b, to replay, and the
+// offset of each to progress, and returns the offset after the last one.
+// Frames are checked on another goroutine, ahead of replay (frame.Ahead). A frame that cannot be read returns a
 // *frame.Error; a valid frame with bad contents returns an *Error. b is the
 // mapped segment, and the log only ever appends after the records read
 // here (a torn tail it truncates holds none), so the records stay as they
 // are.
-func (w *WAL) readSegment(b []byte, s segment, replay Replay) (int64, error) {
-	r := frame.NewScanner(b)
+func (w *WAL) readSegment(b []byte, s segment, replay Replay, progress func(off int64)) (int64, error) {
+	r := frame.NewAhead(b, progress)
+	defer r.Close()
 	for i := 0; ; i++ {
-		off := r.Offset()
-		typ, p, err := r.Next()
+		off, typ, p, err := r.Next()
 		if err == io.EOF && i > 0 {
 			return off, nil
 		}
