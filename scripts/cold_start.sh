@@ -5,12 +5,19 @@
 #
 #   scripts/cold_start.sh [keys] [value-bytes]     # default 1000000 4096 (about 4 GiB)
 #
+# RUNS (default 2) sets how many starts of each kind are timed. BASELINE, a
+# path to another flint binary, times a start of it after each start of
+# bin/flint, on the same files and as cold: an A/B comparison that the
+# disk's drift affects less than two separate runs of this script.
+#
 # Needs a built bin/flint and about 3x the data size in free memory and disk.
 # Dropping the page cache needs root; without it the runs are warm-cache.
 set -euo pipefail
 keys=${1:-1000000}
 size=${2:-4096}
 flint=$(pwd)/bin/flint
+runs=${RUNS:-2}
+baseline=${BASELINE:-}
 dir=$(mktemp -d /var/tmp/flint-cold.XXXXXX)
 pid=
 trap '[ -z "$pid" ] || kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -21,11 +28,11 @@ never=(--snapshot-entries 1000000000000 --snapshot-bytes 1000000000000000)
 now() { date +%s.%N; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not drop the page cache: warm runs)"; }
 
-# start launches flint serve and sets took to the seconds until it accepts
-# a connection.
+# start launches flint serve (or the binary $1) and sets took to the
+# seconds until it accepts a connection.
 start() {
   local t0; t0=$(now)
-  "$flint" serve --addr "$addr" --dir "$dir" --log-level info "${never[@]}" >/dev/null 2>>"$dir/serve.log" &
+  "${1:-$flint}" serve --addr "$addr" --dir "$dir" --log-level info "${never[@]}" >/dev/null 2>>"$dir/serve.log" &
   pid=$!
   until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do sleep 0.01; done
   took=$(echo "$(now) - $t0" | bc)
@@ -44,9 +51,10 @@ du -sh "$dir/wal" "$dir/snap"
 
 # Each Flint start is timed between two cold `cat`s of the same files:
 # this disk's speed drifts by 2x within minutes.
-for run in 1 2; do
+for run in $(seq "$runs"); do
   drop_caches; echo "  cat of the log:        $(catTime "$dir"/wal/*.wal) s"
   drop_caches; start; echo "log alone:      serving after $took s"; stop
+  [ -z "$baseline" ] || { drop_caches; start "$baseline"; echo "  baseline, log alone:      serving after $took s"; stop; }
 done
 drop_caches; echo "  cat of the log:        $(catTime "$dir"/wal/*.wal) s"
 
@@ -57,9 +65,10 @@ start
 stop
 du -sh "$dir/wal" "$dir/snap"
 newest=$(ls "$dir"/snap/*.snap | tail -1)
-for run in 1 2; do
+for run in $(seq "$runs"); do
   drop_caches; echo "  cat of the snapshot:   $(catTime "$newest") s"
   drop_caches; start; echo "snapshot alone: serving after $took s"; stop
+  [ -z "$baseline" ] || { drop_caches; start "$baseline"; echo "  baseline, snapshot alone: serving after $took s"; stop; }
 done
 drop_caches; echo "  cat of the snapshot:   $(catTime "$newest") s"
 grep -E "replica ready|snapshot written" "$dir/serve.log" | sed 's/^/  log: /'

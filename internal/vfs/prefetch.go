@@ -26,7 +26,7 @@ const (
 // one page after another; several threads touching pages ahead of it pay
 // them side by side and keep more reads in flight, and the reader then
 // finds the pages in memory. On the 2-core guest Flint is measured on,
-// checksumming a cold 4 GiB file took 5.9-7.4 s alone and 3.8-4.8 s with
+// checksumming a cold 4 GiB file took 4.9-7.4 s alone and 3.9-4.8 s with
 // two threads touching ahead (docs/PERFORMANCE.md).
 //
 // Touching reads one byte per page and changes nothing: a Prefetcher
