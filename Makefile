@@ -28,9 +28,7 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 fuzz:
-	@for t in $(FUZZ); do pkg=$${t%%:*}; name=$${t##*:}; \
-	  echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
-	  $(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; done
+	@for t in $(FUZZ); do GO=$(GO) scripts/fuzz.sh $${t%%:*} $${t##*:} $(FUZZTIME) || exit 1; done
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...

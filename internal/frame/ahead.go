@@ -13,7 +13,7 @@ const (
 // handed over in batches, so that the hand-over costs little per frame.
 type Ahead struct {
 	full, free chan []checked
-	stop       chan struct{}
+	stop, done chan struct{}
 	cur        []checked // the batch being read
 	next       int       // index in cur of the next frame
 }
@@ -30,7 +30,10 @@ type checked struct {
 // offset 0, passing the offset of each frame to progress before checking
 // it. Close must be called when reading ends.
 func NewAhead(b []byte, progress func(off int64)) *Ahead {
-	a := &Ahead{full: make(chan []checked, aheadBatches), free: make(chan []checked, aheadBatches), stop: make(chan struct{})}
+	a := &Ahead{
+		full: make(chan []checked, aheadBatches), free: make(chan []checked, aheadBatches),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
 	for range aheadBatches {
 		a.free <- make([]checked, 0, aheadBatch)
 	}
@@ -40,6 +43,7 @@ func NewAhead(b []byte, progress func(off int64)) *Ahead {
 
 // check fills batches until the scanner stops or Close.
 func (a *Ahead) check(s *Scanner, progress func(off int64)) {
+	defer close(a.done)
 	for {
 		var batch []checked
 		select {
@@ -80,5 +84,8 @@ func (a *Ahead) Next() (off int64, typ byte, payload []byte, err error) {
 	return c.off, c.typ, c.payload, c.err
 }
 
-// Close stops checking.
-func (a *Ahead) Close() { close(a.stop) }
+// Close stops checking, and returns once progress will not be called again.
+func (a *Ahead) Close() {
+	close(a.stop)
+	<-a.done
+}

@@ -70,7 +70,8 @@ func (w *WAL) replay(segs []segment, replay Replay) error {
 	defer pf.Stop()
 	var base int64 // of the segment being read, over all of them
 	for i, s := range segs {
-		progress := func(off int64) { pf.Advance(base + off) }
+		segBase := base
+		progress := func(off int64) { pf.Advance(segBase + off) }
 		s, err := w.recover(s, maps[i], i == len(segs)-1, replay, progress)
 		if err != nil {
 			return err

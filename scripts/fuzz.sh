@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs one fuzz target for a while: scripts/fuzz.sh <package> <target> <fuzztime>.
+#
+# Go 1.26's fuzz coordinator can fail a run that found nothing, printing only
+# "context deadline exceeded", when -fuzztime runs out while a worker is
+# busy (golang/go#75804, fixed in Go 1.27). Such a failure, with no failing
+# input written, counts as a pass here; every other failure fails.
+set -uo pipefail
+pkg=$1 name=$2 fuzztime=$3
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+echo "fuzz $name in $pkg for $fuzztime"
+"${GO:-go}" test -run='^$' -fuzz="^$name\$" -fuzztime="$fuzztime" "$pkg" 2>&1 | tee "$out"
+status=${PIPESTATUS[0]}
+if [ "$status" -ne 0 ] && grep -q '^    context deadline exceeded$' "$out" && ! grep -q 'Failing input written' "$out"; then
+  echo "fuzz $name: ended by Go's fuzzing deadline race (golang/go#75804), with no failing input: counted as a pass"
+  exit 0
+fi
+exit "$status"
