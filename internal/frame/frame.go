@@ -88,15 +88,34 @@ func check(hdr []byte, body []byte) bool {
 // from (relative to b's start), looking only at multiples of 8. It is how a
 // reader tells a torn tail (nothing valid follows the damage) from damage in
 // the middle of a file (valid frames follow it).
+//
+// Its cost is linear in len(b), whatever b holds: a candidate frame longer
+// than directCheck bytes is checked through a crcIndex of b, not by
+// checksumming its body, so damage that looks like long frames at every
+// offset cannot make it quadratic.
 func FindValid(b []byte, from int) (int, bool) {
+	var x *crcIndex // built for the first long candidate
 	for off := (from + 7) &^ 7; off+HeaderSize < len(b); off += 8 {
 		n := binary.LittleEndian.Uint32(b[off:])
 		if n == 0 || n > MaxLen || int64(n) > int64(len(b)-off-HeaderSize) {
 			continue
 		}
-		if check(b[off:off+HeaderSize], b[off+HeaderSize:off+HeaderSize+int(n)]) {
+		if n <= directCheck {
+			if check(b[off:off+HeaderSize], b[off+HeaderSize:off+HeaderSize+int(n)]) {
+				return off, true
+			}
+			continue
+		}
+		if x == nil {
+			x = newCRCIndex(b)
+		}
+		if x.frameCRC(off, int(n)) == binary.LittleEndian.Uint32(b[off+4:]) {
 			return off, true
 		}
 	}
 	return 0, false
 }
+
+// directCheck is the longest candidate frame body FindValid checksums
+// directly: about what a crcIndex lookup costs.
+const directCheck = 256
