@@ -7,15 +7,17 @@ const (
 	aheadBatches = 4
 )
 
-// Ahead is a Scanner that checks frames on a goroutine of its own, ahead of
-// the reader: checksumming every byte, and reading it from disk if the
-// input is a mapped file, then overlaps with the reader's work. Frames are
-// handed over in batches, so that the hand-over costs little per frame.
+// Ahead reads frames as a Scanner does, but checks them on a goroutine of
+// its own, ahead of the reader, so that checksumming every byte (and
+// reading it from disk, if the input is a mapped file) overlaps with the
+// reader's work. Frames are handed over in batches, so that the hand-over
+// costs little per frame.
 type Ahead struct {
 	full, free chan []checked
 	stop, done chan struct{}
 	cur        []checked // the batch being read
 	next       int       // index in cur of the next frame
+	end        *checked  // the error that ended the frames, once read
 }
 
 // checked is a frame as Next returns it.
@@ -71,8 +73,11 @@ func (a *Ahead) check(s *Scanner, progress func(off int64)) {
 
 // Next returns the offset, type and payload of the next frame, as
 // Scanner.Next does: io.EOF at the clean end, an *Error for a frame that
-// cannot be read. It must not be called again after an error.
+// cannot be read, and the same again on every later call.
 func (a *Ahead) Next() (off int64, typ byte, payload []byte, err error) {
+	if a.end != nil {
+		return a.end.off, 0, nil, a.end.err
+	}
 	if a.next == len(a.cur) {
 		if a.cur != nil {
 			a.free <- a.cur
@@ -81,6 +86,9 @@ func (a *Ahead) Next() (off int64, typ byte, payload []byte, err error) {
 	}
 	c := a.cur[a.next]
 	a.next++
+	if c.err != nil {
+		a.end = &c
+	}
 	return c.off, c.typ, c.payload, c.err
 }
 

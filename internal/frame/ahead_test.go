@@ -54,6 +54,9 @@ func TestAheadMatchesScanner(t *testing.T) {
 			if end := got[len(got)-1].off; last.Load() != end {
 				t.Fatalf("last progress %d, want the offset of the end, %d", last.Load(), end)
 			}
+			if off, _, _, err := a.Next(); off != got[len(got)-1].off || err != got[len(got)-1].err {
+				t.Fatalf("Next after the end returned offset %d, %v", off, err)
+			}
 		})
 	}
 }

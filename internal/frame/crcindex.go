@@ -2,8 +2,8 @@ package frame
 
 import "hash/crc32"
 
-// crcIndex gives the CRC-32C of any range of b that starts at a multiple of
-// 8, in time logarithmic in its length, after one pass over b. FindValid
+// crcIndex gives the CRC-32C of any range of b in time logarithmic in its
+// length, after one pass over b. FindValid
 // uses it so that checking candidate frames with large lengths at every
 // offset of a damaged file costs O(len(b)) in all, not O(len(b)²).
 //
@@ -13,22 +13,27 @@ import "hash/crc32"
 // CRCs P(k) = crc(b[:k]), crc(b[s:e]) = P(e) ⊕ shift(P(s), e−s).
 type crcIndex struct {
 	b      []byte
-	prefix []uint32 // prefix[i] is the CRC-32C of b[:8i]
+	prefix []uint32 // prefix[i] is the CRC-32C of b[:i*indexStride]
 }
 
+// indexStride is how many bytes of b each prefix CRC stands for: the index
+// takes a sixteenth of len(b) in memory.
+const indexStride = 64
+
 func newCRCIndex(b []byte) *crcIndex {
-	x := &crcIndex{b: b, prefix: make([]uint32, len(b)/8+1)}
+	x := &crcIndex{b: b, prefix: make([]uint32, len(b)/indexStride+1)}
 	var c uint32
-	for i := 0; i+8 <= len(b); i += 8 {
-		c = crc32.Update(c, castagnoli, b[i:i+8])
-		x.prefix[i/8+1] = c
+	for i := 0; i+indexStride <= len(b); i += indexStride {
+		c = crc32.Update(c, castagnoli, b[i:i+indexStride])
+		x.prefix[i/indexStride+1] = c
 	}
 	return x
 }
 
 // crcAt returns the CRC-32C of b[:k].
 func (x *crcIndex) crcAt(k int) uint32 {
-	return crc32.Update(x.prefix[k/8], castagnoli, x.b[k&^7:k])
+	i := k / indexStride
+	return crc32.Update(x.prefix[i], castagnoli, x.b[i*indexStride:k])
 }
 
 // frameCRC returns the checksum a frame at off with len n would have: the
@@ -38,7 +43,7 @@ func (x *crcIndex) frameCRC(off, n int) uint32 {
 	head := crc32.Update(0, castagnoli, x.b[off:off+4])
 	// crc(head‖body) = shift(head, n) ⊕ crc(body)
 	//                = shift(head, n) ⊕ P(e) ⊕ shift(P(s), n)
-	return x.crcAt(e) ^ shift(head^x.prefix[s/8], n)
+	return x.crcAt(e) ^ shift(head^x.crcAt(s), n)
 }
 
 // castagnoliReversed is the CRC-32C polynomial in the bit order that

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flintkv/flint/internal/frame"
 	"github.com/flintkv/flint/internal/vfs"
@@ -19,7 +21,8 @@ import (
 // is only valid during the call; val stays valid and unchanged for the life
 // of the process, so put may keep it without a copy (it must not modify it).
 // Load returns the snapshot's meta, or an *Error if the file is damaged or
-// truncated, in which case put may have seen some of its pairs.
+// truncated (the damage at the lowest offset), in which case put may have
+// seen some of its pairs, from before the damage and perhaps a little after.
 //
 // put is called from several goroutines at once, in no particular order:
 // the file holds each key once (see the format), so the order cannot change
@@ -105,8 +108,9 @@ type loader struct {
 
 	decoders sync.WaitGroup
 	mu       sync.Mutex
-	runs     []*run // one per pairs frame, in no order until checkRuns; guarded by mu
-	failed   *Error // the decoders' error at the lowest offset; guarded by mu
+	runs     []*run      // one per pairs frame, in no order until checkRuns; guarded by mu
+	failed   *Error      // the decoders' error at the lowest offset; guarded by mu
+	stopped  atomic.Bool // a decoder failed
 }
 
 // run is what a decoder found in one pairs frame: a run of pairs in
@@ -118,7 +122,8 @@ type run struct {
 }
 
 // load checks the header, hands pairs frames to decoders, and, once they
-// are done, checks the order of their runs and the end frame.
+// are done, checks the order of their runs and the end frame. It returns
+// the damage found at the lowest offset.
 func (l *loader) load(frames *frame.Ahead) *Error {
 	work := make(chan rawFrame, 16)
 	for range runtime.GOMAXPROCS(0) {
@@ -128,22 +133,31 @@ func (l *loader) load(frames *frame.Ahead) *Error {
 	end, err := l.dispatch(frames, work)
 	close(work)
 	l.decoders.Wait()
-	if l.failed != nil && (err == nil || l.failed.Offset < err.Offset) {
-		return l.failed
+	err = first(err, l.failed)
+	limit := int64(math.MaxInt64)
+	if err != nil {
+		limit = err.Offset
 	}
-	if err == nil {
-		err = l.checkRuns()
+	err = first(err, l.checkRuns(limit))
+	if err != nil {
+		return err
 	}
-	if err == nil {
-		err = l.end(end, frames)
+	return l.end(end, frames)
+}
+
+// first returns whichever of a and b, if any, is at the lower offset.
+func first(a, b *Error) *Error {
+	if a == nil || (b != nil && b.Offset < a.Offset) {
+		return b
 	}
-	return err
+	return a
 }
 
 // dispatch reads frames up to the end frame, which it returns, sending pairs
-// frames to work. It stops at the first damage and returns it.
+// frames to work. It stops at the first damage, which it returns, or once a
+// decoder has found some.
 func (l *loader) dispatch(frames *frame.Ahead, work chan<- rawFrame) (rawFrame, *Error) {
-	for i := 0; ; i++ {
+	for i := 0; !l.stopped.Load(); i++ {
 		fr := next(frames)
 		if err := l.frameError(fr); err != nil {
 			return fr, err
@@ -165,6 +179,7 @@ func (l *loader) dispatch(frames *frame.Ahead, work chan<- rawFrame) (rawFrame, 
 			return fr, l.errorAt(fr.off, fmt.Sprintf("unknown frame type %d (written by a newer version?)", fr.typ))
 		}
 	}
+	return rawFrame{}, nil // a decoder failed: load returns its error
 }
 
 // frameError turns a scanning error into an *Error.
@@ -202,13 +217,13 @@ func (l *loader) decode(work <-chan rawFrame) {
 	}
 }
 
-// fail records err unless a decoder found damage earlier in the file.
+// fail records err unless a decoder found damage earlier in the file, and
+// stops dispatch.
 func (l *loader) fail(err *Error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.failed == nil || err.Offset < l.failed.Offset {
-		l.failed = err
-	}
+	l.failed = first(l.failed, err)
+	l.stopped.Store(true)
 }
 
 // pairs decodes one pairs frame into r, calling put for each pair.
@@ -248,11 +263,15 @@ func field(p []byte) (b, rest []byte, ok bool) {
 }
 
 // checkRuns checks that each pairs frame's keys follow the previous
-// frame's, so that the file holds each key once.
-func (l *loader) checkRuns() *Error {
+// frame's, so that the file holds each key once, in the frames before
+// limit.
+func (l *loader) checkRuns(limit int64) *Error {
 	slices.SortFunc(l.runs, func(a, b *run) int { return cmp.Compare(a.off, b.off) })
 	var last []byte
 	for _, r := range l.runs {
+		if r.off >= limit {
+			break
+		}
 		if r.first == nil {
 			continue
 		}

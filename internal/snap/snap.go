@@ -17,7 +17,7 @@
 //
 //	type 1, header: "FLNTSNP1" (8 bytes), version uint32 LE (1), index uint64 LE,
 //	                term uint64 LE, voter count, voter ids
-//	type 2, pairs:  one or more of (key length, key, value length, value)
+//	type 2, pairs:  zero or more of (key length, key, value length, value)
 //	type 3, end:    pair count, total key and value bytes
 //
 // The header comes first and the end frame last; pairs frames hold at most

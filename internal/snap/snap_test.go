@@ -550,6 +550,8 @@ func TestBadContent(t *testing.T) {
 		{"a key twice in a frame", build(hdr, pairsFrame("a", "1", "a", "22"), endFrame(2, 4)), h, []string{`key "a" follows key "a"`}},
 		{"frames out of order", build(hdr, pairsFrame("bb", "22"), pairsFrame("a", "1"), endFrame(2, 6)), h + int64(len(pairsFrame("bb", "22"))), []string{`key "a" follows key "bb"`}},
 		{"a key in two frames", build(hdr, pairsFrame("a", "1"), frame.Append(nil, 2, nil), pairsFrame("a", "1"), endFrame(2, 4)), h + int64(len(pairsFrame("a", "1"))+frame.Size(0)), []string{`key "a" follows key "a"`}},
+		{"frames out of order, then a bad frame", build(hdr, pairsFrame("bb", "22"), pairsFrame("a", "1"), frame.Append(nil, 2, []byte{5, 'a'}), endFrame(2, 6)), h + int64(len(pairsFrame("bb", "22"))), []string{`key "a" follows key "bb"`}},
+		{"a bad frame, then frames out of order", build(hdr, frame.Append(nil, 2, []byte{5, 'a'}), pairsFrame("bb", "22"), pairsFrame("a", "1"), endFrame(2, 6)), h, []string{"bad key"}},
 		{"huge key length", build(hdr, frame.Append(nil, 2, binary.AppendUvarint(nil, 1<<63)), endFrame(0, 0)), h, []string{"bad key"}},
 		{"data after the end", build(hdr, pf, endFrame(2, 6), pf), h + p + e, []string{"data after the end record"}},
 		{"zeros after the end", build(hdr, pf, endFrame(2, 6), make([]byte, 8)), h + p + e, []string{"data after the end record"}},

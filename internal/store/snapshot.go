@@ -94,12 +94,5 @@ func (s *Store) Put(key, val []byte) {
 	it := newItem(string(key), val[:len(val):len(val)])
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.mu.m[it.key] = it
-	old, replaced := sh.mu.tree.ReplaceOrInsert(it)
-	if !replaced {
-		sh.keys.Add(1)
-		sh.bytes.Add(int64(len(it.key) + len(it.val)))
-		return
-	}
-	sh.bytes.Add(int64(len(it.val) - len(old.val)))
+	sh.insertLocked(it)
 }

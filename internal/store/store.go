@@ -172,11 +172,7 @@ func (sh *shard) putLocked(key, val []byte) {
 // returned as old and found: passing them saves a second map lookup.
 func (sh *shard) replaceLocked(old item, found bool, key, val []byte) {
 	if !found {
-		it := newItem(string(key), val)
-		sh.mu.m[it.key] = it
-		sh.mu.tree.ReplaceOrInsert(it)
-		sh.keys.Add(1)
-		sh.bytes.Add(int64(len(it.key) + len(val)))
+		sh.insertLocked(newItem(string(key), val))
 		return
 	}
 	// Reuse the stored key string: an overwrite allocates only the value.
@@ -184,6 +180,19 @@ func (sh *shard) replaceLocked(old item, found bool, key, val []byte) {
 	sh.mu.m[it.key] = it
 	sh.mu.tree.ReplaceOrInsert(it)
 	sh.bytes.Add(int64(len(val) - len(old.val)))
+}
+
+// insertLocked stores it, without looking its key up first: it counts as
+// a new key unless the tree reports that it replaced one.
+func (sh *shard) insertLocked(it item) {
+	sh.mu.m[it.key] = it
+	old, replaced := sh.mu.tree.ReplaceOrInsert(it)
+	if replaced {
+		sh.bytes.Add(int64(len(it.val) - len(old.val)))
+		return
+	}
+	sh.keys.Add(1)
+	sh.bytes.Add(int64(len(it.key) + len(it.val)))
 }
 
 // deleteLocked removes key and reports whether it existed.

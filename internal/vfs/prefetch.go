@@ -30,14 +30,17 @@ const (
 // two threads touching ahead (docs/PERFORMANCE.md).
 //
 // Touching reads one byte per page and changes nothing: a Prefetcher
-// affects only speed.
+// affects only speed. But while it runs, the files it touches must not be
+// truncated: touching a mapped page past the end of its file is a fatal
+// fault (SIGBUS).
 type Prefetcher struct {
-	bufs          []([]byte)
+	bufs          [][]byte
 	chunk, window int64        // prefetchChunk and prefetchWindow, but in tests
 	end           int64        // total length of bufs
 	read          atomic.Int64 // how far the reader has got, over bufs end to end
 	next          atomic.Int64 // offset of the next chunk to touch
 	stop          chan struct{}
+	stopOnce      sync.Once
 	wg            sync.WaitGroup
 }
 
@@ -64,9 +67,10 @@ func prefetch(chunk, window int64, bufs [][]byte) *Prefetcher {
 // over all the buffers end to end.
 func (p *Prefetcher) Advance(off int64) { p.read.Store(off) }
 
-// Stop ends the prefetch and waits for its goroutines.
+// Stop ends the prefetch and waits for its goroutines. It may be called
+// more than once.
 func (p *Prefetcher) Stop() {
-	close(p.stop)
+	p.stopOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
 }
 
@@ -92,7 +96,8 @@ func (p *Prefetcher) waitFor(off int64) bool {
 		select {
 		case <-p.stop:
 			return false
-		case <-time.After(time.Millisecond):
+		default:
+			time.Sleep(time.Millisecond)
 		}
 	}
 	select {

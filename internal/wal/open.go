@@ -69,17 +69,30 @@ func (w *WAL) replay(segs []segment, replay Replay) error {
 	pf := vfs.Prefetch(maps...)
 	defer pf.Stop()
 	var base int64 // of the segment being read, over all of them
+	var tail *frame.Error
 	for i, s := range segs {
 		segBase := base
 		progress := func(off int64) { pf.Advance(segBase + off) }
-		s, err := w.recover(s, maps[i], i == len(segs)-1, replay, progress)
+		s, fe, err := w.recover(s, maps[i], i == len(segs)-1, replay, progress)
 		if err != nil {
 			return err
 		}
 		w.segs = append(w.segs, s)
 		w.size += s.size
 		base += int64(len(maps[i]))
+		tail = fe
 	}
+	// Repairing a torn tail truncates the mapped last segment, and touching
+	// a mapped page past the end of its file is a fatal fault: the
+	// prefetcher must be done first.
+	pf.Stop()
+	last := &w.segs[len(w.segs)-1]
+	s, err := w.reopenLast(*last, maps[len(maps)-1], tail)
+	if err != nil {
+		return err
+	}
+	w.size += s.size - last.size
+	*last = s
 	return nil
 }
 
@@ -136,21 +149,18 @@ func (w *WAL) list() ([]segment, error) {
 
 // recover reads one segment, b as mapped, passing its records to replay and
 // the offset reached to progress, and returns it with its size. In the last
-// segment, a torn tail is truncated and the segment stays open for writing.
-func (w *WAL) recover(s segment, b []byte, last bool, replay Replay, progress func(off int64)) (segment, error) {
-	end, err := w.readSegment(b, s, replay, progress)
-	s.size = end
-	var fe *frame.Error
+// segment, damage that may be a torn tail is returned as fe, for reopenLast
+// to repair; anywhere else it is an error.
+func (w *WAL) recover(s segment, b []byte, last bool, replay Replay, progress func(off int64)) (_ segment, fe *frame.Error, err error) {
+	s.size, err = w.readSegment(b, s, replay, progress)
 	switch {
 	case errors.As(err, &fe) && !last:
-		return s, &Error{File: path.Join(w.dir, s.name), Offset: fe.Offset, Reason: fe.Reason +
+		return s, nil, &Error{File: path.Join(w.dir, s.name), Offset: fe.Offset, Reason: fe.Reason +
 			"; this segment is not the last, so this is damage, not a torn write: restore the data directory from a backup"}
 	case err != nil && fe == nil: // bad contents in a valid frame: an *Error
-		return s, err
-	case !last:
-		return s, nil
+		return s, nil, err
 	}
-	return w.reopenLast(s, b, fe)
+	return s, fe, nil
 }
 
 // reopenLast opens the last segment, s as mapped in b, for writing. It first
@@ -202,8 +212,9 @@ func (w *WAL) rewriteHeader(f vfs.File, s segment) (int64, error) {
 
 // readSegment passes the records of one segment, b, to replay, and the
 // offset of each to progress, and returns the offset after the last one.
-// Frames are checked on another goroutine, ahead of replay (frame.Ahead). A frame that cannot be read returns a
-// *frame.Error; a valid frame with bad contents returns an *Error. b is the
+// Frames are checked on another goroutine, ahead of replay (frame.Ahead).
+// A frame that cannot be read returns a *frame.Error; a valid frame with
+// bad contents returns an *Error. b is the
 // mapped segment, and the log only ever appends after the records read
 // here (a torn tail it truncates holds none), so the records stay as they
 // are.
