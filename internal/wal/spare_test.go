@@ -2,7 +2,9 @@ package wal_test
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/frame"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -104,5 +107,73 @@ func TestStaleSpareRemoved(t *testing.T) {
 	checkEntries(t, "replay", r.entries(), entries(1, 3, 1))
 	if _, err := m.ReadFile(path.Join(dir, "spare.tmp")); err == nil {
 		t.Fatal("Open kept a stale spare file")
+	}
+}
+
+// TestTornTailOS repairs torn tails on the real filesystem, in preallocated
+// segments that are mapped and read ahead when the log opens: the repair
+// truncates a mapped file, which must wait until nothing touches its pages
+// any more (touching a mapped page past the end of its file is fatal).
+func TestTornTailOS(t *testing.T) {
+	d := t.TempDir()
+	var logBuf bytes.Buffer
+	opt := wal.Options{SegmentSize: 4 << 20, Preallocate: true, Logger: logger(&logBuf)}
+	var want []raftpb.Entry
+	next := uint64(1)
+	for round := range 10 {
+		r := &recorder{}
+		w, err := wal.Open(vfs.OS, d, opt, 0, r.replay())
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		checkEntries(t, fmt.Sprintf("round %d: replay", round), r.entries(), want)
+		for i := 0; i < 50 || (round == 0 && w.Metrics().Spares == 0 && i < 100_000); i++ {
+			es := entries(next, next, 1)
+			es[0].Data = bytes.Repeat([]byte{byte(next)}, 1000)
+			mustSave(t, w, es, hardState(1, 1, next-1))
+			want = append(want, es...)
+			next++
+		}
+		mustClose(t, w)
+		tearLastSegment(t, d)
+	}
+	if n := strings.Count(logBuf.String(), "truncated a torn write"); n != 9 {
+		t.Fatalf("%d torn tails truncated in 9 reopenings of a torn log", n)
+	}
+}
+
+// tearLastSegment writes half a frame after the last frame of the newest
+// segment in d, as a write cut short by a crash would leave it.
+func tearLastSegment(t *testing.T, d string) {
+	t.Helper()
+	names, err := vfs.OS.ReadDir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".wal") {
+			last = n
+		}
+	}
+	name := path.Join(d, last)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := frame.NewScanner(b)
+	for {
+		if _, _, err := s.Next(); err != nil {
+			break
+		}
+	}
+	torn := frame.Append(nil, 2, bytes.Repeat([]byte("x"), 300))
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(torn[:len(torn)/2], s.Offset()); err != nil {
+		t.Fatal(err)
 	}
 }
