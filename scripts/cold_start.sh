@@ -42,6 +42,19 @@ stop() { kill -TERM "$pid"; wait "$pid" || true; }
 
 catTime() { local t0; t0=$(now); cat "$@" > /dev/null; echo "$(now) - $t0" | bc; }
 
+# timeStarts times $runs cold starts, labelled $1, each between two cold
+# `cat`s, labelled $2, of the files after them (this disk's speed drifts by
+# 2x within minutes), and a cold start of $baseline after each, if set.
+timeStarts() {
+  local what=$1 files=$2; shift 2
+  for run in $(seq "$runs"); do
+    drop_caches; echo "  cat of the $files $(catTime "$@") s"
+    drop_caches; start; echo "$what serving after $took s"; stop
+    [ -z "$baseline" ] || { drop_caches; start "$baseline"; echo "  baseline, $what serving after $took s"; stop; }
+  done
+  drop_caches; echo "  cat of the $files $(catTime "$@") s"
+}
+
 echo "loading $keys keys of $size bytes into $dir"
 start
 "$flint" bench --target "flint://$addr" --workload ycsb-c --records "$keys" --value-size "$size" \
@@ -49,14 +62,7 @@ start
 stop
 du -sh "$dir/wal" "$dir/snap"
 
-# Each Flint start is timed between two cold `cat`s of the same files:
-# this disk's speed drifts by 2x within minutes.
-for run in $(seq "$runs"); do
-  drop_caches; echo "  cat of the log:        $(catTime "$dir"/wal/*.wal) s"
-  drop_caches; start; echo "log alone:      serving after $took s"; stop
-  [ -z "$baseline" ] || { drop_caches; start "$baseline"; echo "  baseline, log alone:      serving after $took s"; stop; }
-done
-drop_caches; echo "  cat of the log:        $(catTime "$dir"/wal/*.wal) s"
+timeStarts "log alone:     " "log:       " "$dir"/wal/*.wal
 
 start
 "$flint" cli -port "$port" SAVE > /dev/null
@@ -65,10 +71,5 @@ start
 stop
 du -sh "$dir/wal" "$dir/snap"
 newest=$(ls "$dir"/snap/*.snap | tail -1)
-for run in $(seq "$runs"); do
-  drop_caches; echo "  cat of the snapshot:   $(catTime "$newest") s"
-  drop_caches; start; echo "snapshot alone: serving after $took s"; stop
-  [ -z "$baseline" ] || { drop_caches; start "$baseline"; echo "  baseline, snapshot alone: serving after $took s"; stop; }
-done
-drop_caches; echo "  cat of the snapshot:   $(catTime "$newest") s"
+timeStarts "snapshot alone:" "snapshot:  " "$newest"
 grep -E "replica ready|snapshot written" "$dir/serve.log" | sed 's/^/  log: /'
