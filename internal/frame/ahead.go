@@ -13,19 +13,21 @@ const (
 // reader's work. Frames are handed over in batches, so that the hand-over
 // costs little per frame.
 type Ahead struct {
-	full, free chan []checked
+	full, free chan []Frame
 	stop, done chan struct{}
-	cur        []checked // the batch being read
-	next       int       // index in cur of the next frame
-	end        *checked  // the error that ended the frames, once read
+	cur        []Frame // the batch being read
+	next       int     // index in cur of the next frame
+	end        *Frame  // the error that ended the frames, once read
 }
 
-// checked is a frame as Next returns it.
-type checked struct {
-	off     int64
-	typ     byte
-	payload []byte
-	err     error
+// Frame is a frame as Ahead.Next returns it: its offset, type and payload,
+// or the error that ended the frames (io.EOF at the clean end, an *Error
+// for a frame that cannot be read) at Offset.
+type Frame struct {
+	Offset  int64
+	Type    byte
+	Payload []byte
+	Err     error
 }
 
 // NewAhead starts checking the frames of b, the contents of a file from
@@ -33,11 +35,11 @@ type checked struct {
 // it. Close must be called when reading ends.
 func NewAhead(b []byte, progress func(off int64)) *Ahead {
 	a := &Ahead{
-		full: make(chan []checked, aheadBatches), free: make(chan []checked, aheadBatches),
+		full: make(chan []Frame, aheadBatches), free: make(chan []Frame, aheadBatches),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for range aheadBatches {
-		a.free <- make([]checked, 0, aheadBatch)
+		a.free <- make([]Frame, 0, aheadBatch)
 	}
 	go a.check(NewScanner(b), progress)
 	return a
@@ -47,7 +49,7 @@ func NewAhead(b []byte, progress func(off int64)) *Ahead {
 func (a *Ahead) check(s *Scanner, progress func(off int64)) {
 	defer close(a.done)
 	for {
-		var batch []checked
+		var batch []Frame
 		select {
 		case batch = <-a.free:
 		case <-a.stop:
@@ -55,10 +57,10 @@ func (a *Ahead) check(s *Scanner, progress func(off int64)) {
 		}
 		var err error
 		for batch = batch[:0]; len(batch) < aheadBatch && err == nil; {
-			c := checked{off: s.Offset()}
-			progress(c.off)
-			c.typ, c.payload, c.err = s.Next()
-			batch, err = append(batch, c), c.err
+			c := Frame{Offset: s.Offset()}
+			progress(c.Offset)
+			c.Type, c.Payload, c.Err = s.Next()
+			batch, err = append(batch, c), c.Err
 		}
 		select {
 		case a.full <- batch:
@@ -71,12 +73,11 @@ func (a *Ahead) check(s *Scanner, progress func(off int64)) {
 	}
 }
 
-// Next returns the offset, type and payload of the next frame, as
-// Scanner.Next does: io.EOF at the clean end, an *Error for a frame that
-// cannot be read, and the same again on every later call.
-func (a *Ahead) Next() (off int64, typ byte, payload []byte, err error) {
+// Next returns the next frame, checked as Scanner.Next checks it. After the
+// frame that carries an error, it returns that frame again.
+func (a *Ahead) Next() Frame {
 	if a.end != nil {
-		return a.end.off, 0, nil, a.end.err
+		return *a.end
 	}
 	if a.next == len(a.cur) {
 		if a.cur != nil {
@@ -86,10 +87,10 @@ func (a *Ahead) Next() (off int64, typ byte, payload []byte, err error) {
 	}
 	c := a.cur[a.next]
 	a.next++
-	if c.err != nil {
+	if c.Err != nil {
 		a.end = &c
 	}
-	return c.off, c.typ, c.payload, c.err
+	return c
 }
 
 // Close stops checking, and returns once progress will not be called again.

@@ -39,36 +39,35 @@ func TestAheadMatchesScanner(t *testing.T) {
 				last.Store(off)
 			})
 			defer a.Close()
-			var got []checked
+			var got []Frame
 			for {
-				var c checked
-				c.off, c.typ, c.payload, c.err = a.Next()
+				c := a.Next()
 				got = append(got, c)
-				if c.err != nil {
+				if c.Err != nil {
 					break
 				}
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("Ahead read %d frames ending in %v, the scanner %d ending in %v", len(got), got[len(got)-1].err, len(want), want[len(want)-1].err)
+				t.Fatalf("Ahead read %d frames ending in %v, the scanner %d ending in %v", len(got), got[len(got)-1].Err, len(want), want[len(want)-1].Err)
 			}
-			if end := got[len(got)-1].off; last.Load() != end {
+			if end := got[len(got)-1].Offset; last.Load() != end {
 				t.Fatalf("last progress %d, want the offset of the end, %d", last.Load(), end)
 			}
-			if off, _, _, err := a.Next(); off != got[len(got)-1].off || err != got[len(got)-1].err {
-				t.Fatalf("Next after the end returned offset %d, %v", off, err)
+			if again := a.Next(); again.Offset != got[len(got)-1].Offset || again.Err != got[len(got)-1].Err {
+				t.Fatalf("Next after the end returned offset %d, %v", again.Offset, again.Err)
 			}
 		})
 	}
 }
 
 // scanAll reads every frame with s, and the error that ends them.
-func scanAll(s *Scanner) []checked {
-	var out []checked
+func scanAll(s *Scanner) []Frame {
+	var out []Frame
 	for {
-		c := checked{off: s.Offset()}
-		c.typ, c.payload, c.err = s.Next()
+		c := Frame{Offset: s.Offset()}
+		c.Type, c.Payload, c.Err = s.Next()
 		out = append(out, c)
-		if c.err != nil {
+		if c.Err != nil {
 			return out
 		}
 	}

@@ -83,21 +83,6 @@ func CountHint(fs vfs.FS, name string) (count uint64, ok bool) {
 	return 0, false
 }
 
-// rawFrame is one checked frame, or the error that ended scanning.
-type rawFrame struct {
-	off     int64
-	typ     byte
-	payload []byte
-	err     error
-}
-
-// next returns the next frame of frames.
-func next(frames *frame.Ahead) rawFrame {
-	var fr rawFrame
-	fr.off, fr.typ, fr.payload, fr.err = frames.Next()
-	return fr
-}
-
 // loader decodes the frames of one snapshot: the header and end frames on
 // the goroutine that runs load, pairs frames on decoders.
 type loader struct {
@@ -125,7 +110,7 @@ type run struct {
 // are done, checks the order of their runs and the end frame. It returns
 // the damage found at the lowest offset.
 func (l *loader) load(frames *frame.Ahead) *Error {
-	work := make(chan rawFrame, 16)
+	work := make(chan frame.Frame, 16)
 	for range runtime.GOMAXPROCS(0) {
 		l.decoders.Add(1)
 		go l.decode(work)
@@ -156,46 +141,46 @@ func first(a, b *Error) *Error {
 // dispatch reads frames up to the end frame, which it returns, sending pairs
 // frames to work. It stops at the first damage, which it returns, or once a
 // decoder has found some.
-func (l *loader) dispatch(frames *frame.Ahead, work chan<- rawFrame) (rawFrame, *Error) {
+func (l *loader) dispatch(frames *frame.Ahead, work chan<- frame.Frame) (frame.Frame, *Error) {
 	for i := 0; !l.stopped.Load(); i++ {
-		fr := next(frames)
+		fr := frames.Next()
 		if err := l.frameError(fr); err != nil {
 			return fr, err
 		}
 		switch {
-		case i == 0 && fr.typ != typeHeader:
-			return fr, l.errorAt(fr.off, "the file does not start with a snapshot header")
+		case i == 0 && fr.Type != typeHeader:
+			return fr, l.errorAt(fr.Offset, "the file does not start with a snapshot header")
 		case i == 0:
-			m, err := decodeHeader(fr.payload)
+			m, err := decodeHeader(fr.Payload)
 			if err != nil {
-				return fr, l.errorAt(fr.off, err.Error())
+				return fr, l.errorAt(fr.Offset, err.Error())
 			}
 			l.meta = m
-		case fr.typ == typePairs:
+		case fr.Type == typePairs:
 			work <- fr
-		case fr.typ == typeEnd:
+		case fr.Type == typeEnd:
 			return fr, nil
 		default:
-			return fr, l.errorAt(fr.off, fmt.Sprintf("unknown frame type %d (written by a newer version?)", fr.typ))
+			return fr, l.errorAt(fr.Offset, fmt.Sprintf("unknown frame type %d (written by a newer version?)", fr.Type))
 		}
 	}
-	return rawFrame{}, nil // a decoder failed: load returns its error
+	return frame.Frame{}, nil // a decoder failed: load returns its error
 }
 
 // frameError turns a scanning error into an *Error.
-func (l *loader) frameError(fr rawFrame) *Error {
+func (l *loader) frameError(fr frame.Frame) *Error {
 	var fe *frame.Error
 	switch {
-	case fr.err == nil:
+	case fr.Err == nil:
 		return nil
-	case fr.err == io.EOF:
-		return l.errorAt(fr.off, "the file ends before its end record: it is truncated")
-	case errors.As(fr.err, &fe) && fe.Torn:
+	case fr.Err == io.EOF:
+		return l.errorAt(fr.Offset, "the file ends before its end record: it is truncated")
+	case errors.As(fr.Err, &fe) && fe.Torn:
 		return l.errorAt(fe.Offset, fe.Reason+": the file is truncated")
-	case errors.As(fr.err, &fe):
+	case errors.As(fr.Err, &fe):
 		return l.errorAt(fe.Offset, fe.Reason)
 	}
-	return l.errorAt(fr.off, fr.err.Error())
+	return l.errorAt(fr.Offset, fr.Err.Error())
 }
 
 func (l *loader) errorAt(off int64, reason string) *Error {
@@ -204,15 +189,15 @@ func (l *loader) errorAt(off int64, reason string) *Error {
 
 // decode decodes the pairs frames it receives, calling put for each pair,
 // until work is closed.
-func (l *loader) decode(work <-chan rawFrame) {
+func (l *loader) decode(work <-chan frame.Frame) {
 	defer l.decoders.Done()
 	for fr := range work {
-		r := &run{off: fr.off}
+		r := &run{off: fr.Offset}
 		l.mu.Lock()
 		l.runs = append(l.runs, r)
 		l.mu.Unlock()
-		if err := l.pairs(r, fr.payload); err != nil {
-			l.fail(l.errorAt(fr.off, err.Error()))
+		if err := l.pairs(r, fr.Payload); err != nil {
+			l.fail(l.errorAt(fr.Offset, err.Error()))
 		}
 	}
 }
@@ -285,27 +270,27 @@ func (l *loader) checkRuns(limit int64) *Error {
 
 // end checks the end frame fr against the pairs the decoders found, and
 // that the file ends with it.
-func (l *loader) end(fr rawFrame, frames *frame.Ahead) *Error {
+func (l *loader) end(fr frame.Frame, frames *frame.Ahead) *Error {
 	var count, total uint64
 	for _, r := range l.runs {
 		count, total = count+r.count, total+r.bytes
 	}
-	p := fr.payload
+	p := fr.Payload
 	n, w := binary.Uvarint(p)
 	if w <= 0 {
-		return l.errorAt(fr.off, "bad end record")
+		return l.errorAt(fr.Offset, "bad end record")
 	}
 	size, w2 := binary.Uvarint(p[w:])
 	if w2 <= 0 || w+w2 != len(p) {
-		return l.errorAt(fr.off, "bad end record")
+		return l.errorAt(fr.Offset, "bad end record")
 	}
 	if n != count || size != total {
-		return l.errorAt(fr.off, fmt.Sprintf("the end record counts %d pairs of %d bytes, the file holds %d of %d", n, size, count, total))
+		return l.errorAt(fr.Offset, fmt.Sprintf("the end record counts %d pairs of %d bytes, the file holds %d of %d", n, size, count, total))
 	}
 	// Zeros end a frame file cleanly (see package frame), but no snapshot
 	// is written with any.
-	if after := next(frames); after.err != io.EOF || after.off != l.size {
-		return l.errorAt(after.off, "data after the end record")
+	if after := frames.Next(); after.Err != io.EOF || after.Offset != l.size {
+		return l.errorAt(after.Offset, "data after the end record")
 	}
 	return nil
 }

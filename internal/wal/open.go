@@ -222,7 +222,8 @@ func (w *WAL) readSegment(b []byte, s segment, replay Replay, progress func(off 
 	r := frame.NewAhead(b, progress)
 	defer r.Close()
 	for i := 0; ; i++ {
-		off, typ, p, err := r.Next()
+		fr := r.Next()
+		off, typ, p, err := fr.Offset, fr.Type, fr.Payload, fr.Err
 		if err == io.EOF && i > 0 {
 			return off, nil
 		}
