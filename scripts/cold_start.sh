@@ -26,7 +26,16 @@ addr=127.0.0.1:$port
 never=(--snapshot-entries 1000000000000 --snapshot-bytes 1000000000000000)
 
 now() { date +%s.%N; }
-drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not drop the page cache: warm runs)"; }
+# drop_caches empties the page cache, then waits $SETTLE seconds (default
+# 10): in a guest with free page reporting, as on the project's machine, the
+# kernel hands freed memory back to the host about 2 s after it is freed,
+# and a run that starts sooner reuses pages the host still backs. Such runs
+# are warmer than a real cold start, by a varying amount (`cat` of 4 GiB:
+# 5.0 to 13.5 s right after the drop, 9.3 to 10.9 s after 5 s).
+drop_caches() {
+  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not drop the page cache: warm runs)"
+  sleep "${SETTLE:-10}"
+}
 
 # start launches flint serve (or the binary $1) and sets took to the
 # seconds until it accepts a connection.
@@ -70,6 +79,7 @@ start
 "$flint" cli -port "$port" SAVE > /dev/null
 stop
 du -sh "$dir/wal" "$dir/snap"
+drop_caches # the 8 GB of page cache that SAVE filled takes longer to hand back
 newest=$(ls "$dir"/snap/*.snap | tail -1)
 timeStarts "snapshot alone:" "snapshot:  " "$newest"
 grep -E "replica ready|snapshot written" "$dir/serve.log" | sed 's/^/  log: /'
