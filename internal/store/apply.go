@@ -80,15 +80,16 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 	val = s.own(val)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, found := sh.lookupLocked(key)
+	old := sh.lookupLocked(key)
+	found := old != nil
 	r := Result{Found: found}
 	if flags&SetGet != 0 {
-		r.Val = old.val
+		r.Val = old.value()
 	}
 	if (flags&SetNX != 0 && found) || (flags&SetXX != 0 && !found) {
 		return r
 	}
-	sh.replaceLocked(old, found, key, val)
+	sh.replaceLocked(old, key, val)
 	r.Done = true
 	return r
 }
@@ -140,8 +141,8 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var n int64
-	old, found := sh.lookupLocked(key)
-	if found {
+	old := sh.lookupLocked(key)
+	if old != nil {
 		var valid bool
 		if n, valid = parseInt(old.val); !valid {
 			return Result{Err: ErrNotInteger}
@@ -151,7 +152,7 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 		return Result{Err: ErrOverflow}
 	}
 	n += delta
-	sh.replaceLocked(old, found, key, strconv.AppendInt(nil, n, 10))
+	sh.replaceLocked(old, key, strconv.AppendInt(nil, n, 10))
 	return Result{Int: n}
 }
 
@@ -164,15 +165,16 @@ func (s *Store) append(key, suffix []byte) Result {
 	sh := &s.shards[s.shardOf(key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, found := sh.lookupLocked(key)
-	if len(old.val)+len(suffix) > s.maxValue {
+	old := sh.lookupLocked(key)
+	cur := old.value()
+	if len(cur)+len(suffix) > s.maxValue {
 		return Result{Err: ErrTooLarge}
 	}
-	// append may fill old's spare capacity in place: that is safe because no
-	// reader sees past len(old), and only the current value of a key is ever
+	// append may fill cur's spare capacity in place: that is safe because no
+	// reader sees past len(cur), and only the current value of a key is ever
 	// appended to.
-	v := append(old.val[:len(old.val):cap(old.val)], suffix...)
-	sh.replaceLocked(old, found, key, v)
+	v := append(cur[:len(cur):cap(cur)], suffix...)
+	sh.replaceLocked(old, key, v)
 	return Result{Int: int64(len(v))}
 }
 
@@ -180,11 +182,11 @@ func (s *Store) cas(key, expected, val []byte) Result {
 	sh := &s.shards[s.shardOf(key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, found := sh.lookupLocked(key)
-	if !found || !equal(old.val, expected) {
-		return Result{Found: found}
+	old := sh.lookupLocked(key)
+	if old == nil || !equal(old.val, expected) {
+		return Result{Found: old != nil}
 	}
-	sh.replaceLocked(old, found, key, s.own(val))
+	sh.replaceLocked(old, key, s.own(val))
 	return Result{Done: true, Found: true}
 }
 

@@ -68,7 +68,7 @@ func (m *merge) fill(c *cursor, from string, inclusive bool) bool {
 	c.items = c.buf[:0]
 	c.more = false
 	defer func() { c.page = min(2*c.page, pageSize) }()
-	m.trees[c.tree].AscendGreaterOrEqual(newItem(from, nil), func(it item) bool {
+	m.trees[c.tree].AscendGreaterOrEqual(probe(from), func(it item) bool {
 		if it.key > m.end && !m.unbounded {
 			return false
 		}

@@ -18,7 +18,7 @@ func (s *Store) Snapshot() *Snapshot { return &Snapshot{trees: s.clone()} }
 func (sn *Snapshot) Count(start, end []byte, limit int) int {
 	n := 0
 	for _, t := range sn.trees {
-		t.AscendGreaterOrEqual(newItem(string(start), nil), func(it item) bool {
+		t.AscendGreaterOrEqual(probe(string(start)), func(it item) bool {
 			if it.key > string(end) || (limit > 0 && n >= limit) {
 				return false
 			}
@@ -39,7 +39,7 @@ func (sn *Snapshot) Range(start, end []byte, limit int, fn func(key string, val 
 	m := newMerge(sn.trees, string(start), string(end), false)
 	for n := 0; limit <= 0 || n < limit; n++ {
 		it, ok := m.next()
-		if !ok || !fn(it.key, it.val) {
+		if !ok || !fn(it.key, it.c.val) {
 			return
 		}
 	}
@@ -59,7 +59,7 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 	m := newMerge(sn.trees, "", "", true)
 	for {
 		it, ok := m.next()
-		if !ok || !fn(it.key, it.val) {
+		if !ok || !fn(it.key, it.c.val) {
 			return
 		}
 	}
@@ -75,7 +75,7 @@ func (s *Store) Reserve(n int) {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		if len(sh.mu.m) == 0 {
-			sh.mu.m = make(map[string]item, per)
+			sh.mu.m = make(map[string]*cell, per)
 		}
 		sh.mu.Unlock()
 	}
@@ -91,8 +91,8 @@ func (s *Store) Reserve(n int) {
 // as a write does, but learns from the tree whether it replaced a pair.
 func (s *Store) Put(key, val []byte) {
 	sh := &s.shards[s.shardOf(key)]
-	it := newItem(string(key), val[:len(val):len(val)])
+	k, v := string(key), val[:len(val):len(val)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.insertLocked(it)
+	sh.insertLocked(k, v)
 }

@@ -56,18 +56,45 @@ type Store struct {
 type shard struct {
 	mu struct {
 		sync.RWMutex
-		// Invariant: m and tree hold the same pairs. Bytes within len of a
+		// Invariant: m maps each key to its cell, and tree holds one item
+		// for each key, pointing to the same cell. Bytes within len of a
 		// stored value are never modified: readers and snapshots share them.
-		m    map[string]item
+		m    map[string]*cell
 		tree *btree.BTreeG[item]
+		// gen counts the clones of tree (see cell). It grows by one with
+		// each clone.
+		gen uint64
 	}
 	keys  atomic.Int64 // number of keys, written under mu
 	bytes atomic.Int64 // sum of key and value lengths, written under mu
 	_     [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
-// item is one pair. The map holds it too, so that an overwrite finds the
-// stored key string there and need not search the tree for it.
+// cell holds one key's value; the shard's map and its tree's item for the
+// key both point to it. So a write to a key changes only its cell, and
+// leaves the map and the tree, whose search costs more than the rest of the
+// write, alone, unless a clone of the tree may share the cell.
+//
+// Invariant: a cell with gen equal to its shard's gen was made after the
+// tree's last clone, so no clone holds it, and a write may change its val in
+// place, under the shard's lock. A cell with an older gen may be in a clone,
+// which reads it without any lock: it never changes again, and a write to
+// its key makes a new cell and puts it in the map and the tree.
+type cell struct {
+	key string // the stored key, so that a write reuses it rather than allocating
+	val []byte
+	gen uint64
+}
+
+// value returns the value in c, or nil if c is nil.
+func (c *cell) value() []byte {
+	if c == nil {
+		return nil
+	}
+	return c.val
+}
+
+// item is one pair in a shard's tree.
 //
 // Invariant: pre is the first 16 bytes of key, zero-padded, as big-endian
 // integers. Comparing pre first orders items as their keys would be ordered,
@@ -76,10 +103,11 @@ type shard struct {
 type item struct {
 	pre [2]uint64
 	key string
-	val []byte
+	c   *cell
 }
 
-func newItem(key string, val []byte) item { return item{pre: prefix(key), key: key, val: val} }
+// probe returns an item that searches the tree for key.
+func probe(key string) item { return item{pre: prefix(key), key: key} }
 
 // prefix packs the first 16 bytes of key, zero-padded, big-endian.
 func prefix(key string) [2]uint64 {
@@ -124,7 +152,7 @@ func New(opt Options) *Store {
 func DefaultShards() int { return max(16, 8*runtime.GOMAXPROCS(0)) }
 
 func (sh *shard) resetLocked() {
-	sh.mu.m = make(map[string]item)
+	sh.mu.m = make(map[string]*cell)
 	sh.mu.tree = btree.NewG(32, itemLess)
 	sh.keys.Store(0)
 	sh.bytes.Store(0)
@@ -152,47 +180,50 @@ func (s *Store) Bytes() int64 {
 
 // getLocked returns the value of key; the shard's lock must be held.
 func (sh *shard) getLocked(key []byte) ([]byte, bool) {
-	it, ok := sh.mu.m[string(key)]
-	return it.val, ok
+	c, ok := sh.mu.m[string(key)]
+	return c.value(), ok
 }
 
-// lookupLocked returns key's item, for a write that then calls replaceLocked.
-func (sh *shard) lookupLocked(key []byte) (item, bool) {
-	it, ok := sh.mu.m[string(key)]
-	return it, ok
-}
+// lookupLocked returns key's cell, or nil, for a write that then calls
+// replaceLocked.
+func (sh *shard) lookupLocked(key []byte) *cell { return sh.mu.m[string(key)] }
 
 // putLocked stores val, which the store now owns, under key.
 func (sh *shard) putLocked(key, val []byte) {
-	old, found := sh.lookupLocked(key)
-	sh.replaceLocked(old, found, key, val)
+	sh.replaceLocked(sh.lookupLocked(key), key, val)
 }
 
-// replaceLocked stores val under key, whose current item lookupLocked
-// returned as old and found: passing them saves a second map lookup.
-func (sh *shard) replaceLocked(old item, found bool, key, val []byte) {
-	if !found {
-		sh.insertLocked(newItem(string(key), val))
+// replaceLocked stores val under key, whose cell lookupLocked returned as
+// old: passing it saves a second map lookup.
+func (sh *shard) replaceLocked(old *cell, key, val []byte) {
+	if old == nil {
+		sh.insertLocked(string(key), val)
 		return
 	}
-	// Reuse the stored key string: an overwrite allocates only the value.
-	it := item{old.pre, old.key, val}
-	sh.mu.m[it.key] = it
-	sh.mu.tree.ReplaceOrInsert(it)
 	sh.bytes.Add(int64(len(val) - len(old.val)))
+	if old.gen == sh.mu.gen {
+		old.val = val
+		return
+	}
+	// A clone may hold old. Reuse the stored key string: the write
+	// allocates only the value and the cell.
+	c := &cell{key: old.key, val: val, gen: sh.mu.gen}
+	sh.mu.m[c.key] = c
+	sh.mu.tree.ReplaceOrInsert(item{prefix(c.key), c.key, c})
 }
 
-// insertLocked stores it, without looking its key up first: it counts as
-// a new key unless the tree reports that it replaced one.
-func (sh *shard) insertLocked(it item) {
-	sh.mu.m[it.key] = it
-	old, replaced := sh.mu.tree.ReplaceOrInsert(it)
+// insertLocked stores val under key, without looking key up first: it
+// counts as a new key unless the tree reports that it replaced one.
+func (sh *shard) insertLocked(key string, val []byte) {
+	c := &cell{key: key, val: val, gen: sh.mu.gen}
+	sh.mu.m[key] = c
+	old, replaced := sh.mu.tree.ReplaceOrInsert(item{prefix(key), key, c})
 	if replaced {
-		sh.bytes.Add(int64(len(it.val) - len(old.val)))
+		sh.bytes.Add(int64(len(val) - len(old.c.val)))
 		return
 	}
 	sh.keys.Add(1)
-	sh.bytes.Add(int64(len(it.key) + len(it.val)))
+	sh.bytes.Add(int64(len(key) + len(val)))
 }
 
 // deleteLocked removes key and reports whether it existed.
@@ -202,7 +233,7 @@ func (sh *shard) deleteLocked(key []byte) bool {
 		return false
 	}
 	delete(sh.mu.m, string(key))
-	sh.mu.tree.Delete(newItem(string(key), nil))
+	sh.mu.tree.Delete(probe(string(key)))
 	sh.keys.Add(-1)
 	sh.bytes.Add(-int64(len(key) + len(old.val)))
 	return true
@@ -254,7 +285,9 @@ func (s *Store) clone() []*btree.BTreeG[item] {
 	defer s.unlock(s.every)
 	trees := make([]*btree.BTreeG[item], len(s.shards))
 	for i := range s.shards {
-		trees[i] = s.shards[i].mu.tree.Clone()
+		sh := &s.shards[i]
+		trees[i] = sh.mu.tree.Clone()
+		sh.mu.gen++ // the clone may share every cell made so far
 	}
 	return trees
 }

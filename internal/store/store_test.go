@@ -588,6 +588,39 @@ func TestSnapshotIsolation(t *testing.T) {
 	}
 }
 
+// A write changes a key's cell in place only while no snapshot can hold
+// it: each snapshot keeps the value its key had when it was taken, however
+// many writes follow, in place or not.
+func TestSnapshotCells(t *testing.T) {
+	s := New(Options{Shards: 1})
+	set(t, s, "a", "1")
+	set(t, s, "a", "2") // in place: no snapshot yet
+	sn1 := s.Snapshot()
+	set(t, s, "a", "3") // a new cell: sn1 holds the old one
+	set(t, s, "a", "4") // in place
+	sn2 := s.Snapshot()
+	do(t, s, OpAppend, 0, "a", "+")
+	incrBy(t, s, "b", 1)
+	sn3 := s.Snapshot()
+	set(t, s, "a", "5")
+	incrBy(t, s, "b", 1)
+	incrBy(t, s, "b", 1)
+	for _, c := range []struct {
+		sn   *Snapshot
+		want []string
+	}{{sn1, []string{"a=2"}}, {sn2, []string{"a=4"}}, {sn3, []string{"a=4+", "b=1"}}} {
+		if got := pairs(c.sn); !slices.Equal(got, c.want) {
+			t.Errorf("snapshot = %q, want %q", got, c.want)
+		}
+	}
+	if got := s.RangeN([]byte("a"), []byte("b"), 10, nil); len(got) != 2 || string(got[0].Val) != "5" || string(got[1].Val) != "3" {
+		t.Errorf("RangeN = %v, want a=5 b=3", got)
+	}
+	if s.Len() != 2 || s.Bytes() != 4 {
+		t.Errorf("Len, Bytes = %d, %d; want 2, 4", s.Len(), s.Bytes())
+	}
+}
+
 func TestShardsRoundedToPowerOfTwo(t *testing.T) {
 	def := 1 << bits.Len(uint(DefaultShards()-1))
 	for _, tc := range []struct{ in, want int }{{0, def}, {-3, def}, {1, 1}, {3, 4}, {64, 64}, {65, 128}} {
