@@ -160,6 +160,33 @@ func TestBatchEntryLimit(t *testing.T) {
 	wantSizes(t, kv, 1024, n-1024)
 }
 
+// TestDeferredReadLimit checks that reads pipelined after a write commit
+// the batch once they would read more than 1024 keys, and that every reply,
+// large values included (which Apply's callback does not copy), keeps the
+// commands' order.
+func TestDeferredReadLimit(t *testing.T) {
+	kv := newRecordingBackend()
+	raw := startRecording(t, kv)
+	big := strings.Repeat("b", 4000)
+	var p strings.Builder
+	p.WriteString("SET k v0\r\n")
+	for range 1000 {
+		p.WriteString("GET k\r\n")
+	}
+	p.WriteString("MGET k k k k k k k k k k k k k k k k k k k k k k k k k\r\n") // 25 keys: over 1024
+	p.WriteString("SET k " + big + "\r\nGET k\r\nSET k v2\r\nGET k\r\nSTRLEN k\r\n")
+	raw.send(p.String())
+	raw.expect(`"OK"`)
+	for range 1000 {
+		raw.expect(`"v0"`)
+	}
+	raw.expect("[" + strings.TrimSpace(strings.Repeat(`"v0" `, 25)) + "]")
+	for _, want := range []string{`"OK"`, `"` + big + `"`, `"OK"`, `"v2"`, "2"} {
+		raw.expect(want)
+	}
+	wantSizes(t, kv, 1, 2)
+}
+
 // TestApplyFailure checks that when Apply fails, every write of the batch
 // replies with its error, and the commands after it still run.
 func TestApplyFailure(t *testing.T) {

@@ -43,6 +43,23 @@ const (
 	maxBatchBytes   = 4 << 20 // encoded
 )
 
+// Limits of what Apply's callback adds to c.out, which cannot be sent while
+// Apply runs: it reads at most maxDeferredKeys keys for deferred reads, and
+// copies no value longer than maxCopiedInApply (see writeLarge). So a batch
+// adds at most about (maxBatchEntries+maxDeferredKeys)*maxCopiedInApply
+// bytes of replies, however long the pipeline and its values.
+const (
+	maxDeferredKeys  = 1024
+	maxCopiedInApply = 512
+)
+
+// lateBulk is a value that Apply's callback replied with but did not copy:
+// its bulk string goes at offset pos of c.out (see sendLate).
+type lateBulk struct {
+	pos int
+	val []byte
+}
+
 // A reply appends the reply to a committed write command, given its
 // result, which has no Err. Replies are top-level functions, so recording
 // one allocates nothing.
@@ -72,8 +89,16 @@ func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
 	}
 }
 
-// deferRead queues a simple read that came after pending writes.
+// deferRead queues a simple read that came after pending writes. A read
+// that would take the batch past maxDeferredKeys commits the batch first,
+// then runs.
 func (c *conn) deferRead(cmd *command, args [][]byte) {
+	if c.deferredKeys+len(args)-1 > maxDeferredKeys {
+		c.commit()
+		cmd.run(c, args)
+		return
+	}
+	c.deferredKeys += len(args) - 1
 	lo := len(c.dargs)
 	c.dargs = append(c.dargs, args...)
 	c.deferred = append(c.deferred, deferredRead{cmd: cmd, after: c.batch.Len(), lo: lo, hi: len(c.dargs)})
@@ -89,6 +114,7 @@ func (c *conn) commit() {
 	c.replied, c.nextRead, c.inApply = 0, 0, true
 	err := c.srv.kv.Apply(c.batch.Bytes(), c.applied)
 	c.inApply = false
+	c.sendLate()
 	// Empty the batch before replying to failures: the replies call err,
 	// which commits too.
 	c.resetBatch(len(c.batch.Bytes()))
@@ -97,7 +123,25 @@ func (c *conn) commit() {
 	}
 	c.replies = c.replies[:0]
 	clear(c.dargs) // let the input go
-	c.dargs, c.deferred = c.dargs[:0], c.deferred[:0]
+	c.dargs, c.deferred, c.deferredKeys = c.dargs[:0], c.deferred[:0], 0
+}
+
+// sendLate puts the values that Apply's callback left out of c.out in their
+// places, sending the replies as usual, with the client's backpressure.
+func (c *conn) sendLate() {
+	if len(c.late) == 0 {
+		return
+	}
+	replies, from := c.out, 0
+	c.out = make([]byte, 0, outInitial)
+	for _, l := range c.late {
+		c.out = append(c.out, replies[from:l.pos]...)
+		c.writeLarge(l.val)
+		from = l.pos
+	}
+	c.out = append(c.out, replies[from:]...)
+	clear(c.late) // let the values go
+	c.late = c.late[:0]
 }
 
 // writeApplied is Apply's done callback: write i has taken effect. It

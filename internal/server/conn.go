@@ -39,15 +39,17 @@ type conn struct {
 	// Writes executed but not yet committed, the replies they get once they
 	// are, and the reads pipelined among them: see commit.go, and its
 	// invariant on out.
-	batch     store.Batch
-	replies   []reply        // one per entry of batch
-	deferred  []deferredRead // in order
-	dargs     [][]byte       // the deferred reads' arguments, back to back
-	replied   int            // writes of the batch being applied that have replied
-	nextRead  int            // the first deferred read not yet run
-	inApply   bool           // Apply runs: out belongs to its done callback
-	applied   func(i int, res store.Result)
-	barrierOK bool // ReadBarrier succeeded after the last input arrived
+	batch        store.Batch
+	replies      []reply        // one per entry of batch
+	deferred     []deferredRead // in order
+	dargs        [][]byte       // the deferred reads' arguments, back to back
+	replied      int            // writes of the batch being applied that have replied
+	nextRead     int            // the first deferred read not yet run
+	deferredKeys int            // keys the deferred reads read
+	late         []lateBulk     // values replied with during Apply, not yet in out
+	inApply      bool           // Apply runs: out belongs to its done callback
+	applied      func(i int, res store.Result)
+	barrierOK    bool // ReadBarrier succeeded after the last input arrived
 
 	proto  protocol.Version
 	authed bool
@@ -294,8 +296,14 @@ func (c *conn) maybeFlush() {
 }
 
 // writeLarge appends a bulk string, sending a large one straight from val so
-// that it is not copied into the reply buffer.
+// that it is not copied into the reply buffer. While Apply runs, a value
+// longer than maxCopiedInApply is only noted, for sendLate: stored values
+// never change, so the reply can take it later.
 func (c *conn) writeLarge(val []byte) {
+	if c.inApply && len(val) > maxCopiedInApply {
+		c.late = append(c.late, lateBulk{len(c.out), val})
+		return
+	}
 	if len(val) < c.srv.cfg.MaxOutputBuffer || c.inApply {
 		c.out = protocol.AppendBulk(c.out, val)
 		c.maybeFlush()
