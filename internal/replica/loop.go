@@ -50,6 +50,7 @@ func (r *Replica) start() error {
 	go func() { defer r.wg.Done(); l.run() }()
 	go func() { defer r.wg.Done(); r.appendLoop() }()
 	go func() { defer r.wg.Done(); r.applyLoop() }()
+	go func() { r.wg.Wait(); close(r.exited) }()
 	return nil
 }
 

@@ -80,6 +80,7 @@ type Replica struct {
 	savec    chan *saveRequest     // snapshot requests, to the apply thread
 	appliedc chan struct{}         // the apply thread has advanced applied
 	dead     chan struct{}         // closed when the replica stops, by Close or a failure
+	exited   chan struct{}         // closed once, after dead, the three goroutines have returned
 	wg       sync.WaitGroup
 
 	nextID  atomic.Uint64
@@ -118,7 +119,7 @@ func Open(opt Options) (*Replica, error) {
 		propc: make(chan *proposal, 1024), readc: make(chan *readWait, 1024),
 		appendc: make(chan raftpb.Message, 1024), applyc: make(chan raftpb.Message, 1024),
 		respc: make(chan []raftpb.Message, 1024), appliedc: make(chan struct{}, 1), savec: make(chan *saveRequest),
-		dead: make(chan struct{})}
+		dead: make(chan struct{}), exited: make(chan struct{})}
 	var seed [8]byte
 	rand.Read(seed[:])
 	r.nextID.Store(binary.LittleEndian.Uint64(seed[:]) >> 1)
@@ -173,18 +174,26 @@ func (r *Replica) ReadBarrier() error {
 }
 
 // call hands req to one of the replica's goroutines over c and waits until
-// that goroutine closes done. It returns false if the replica stops first.
+// that goroutine closes done. It returns false if the replica stops first,
+// but only once its goroutines have returned: until then they may still
+// take req from c, read the caller's batch, or run its done callback, so
+// the caller could not yet reuse what req points to.
 func call[T any](r *Replica, c chan<- T, req T, done <-chan struct{}) bool {
 	select {
 	case c <- req:
-	case <-r.dead:
+	case <-r.exited:
 		return false
 	}
 	select {
 	case <-done:
 		return true
-	case <-r.dead:
-		return false
+	case <-r.exited:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
 	}
 }
 
