@@ -26,7 +26,7 @@ func serve(args []string) int {
 	fs.StringVar(&cfg.Addr, "addr", d.Addr, "address to listen on (host:port)")
 	fs.StringVar(&cfg.RequirePass, "requirepass", "", "password clients must AUTH with (default: $FLINT_PASSWORD; empty: none)")
 	fs.IntVar(&cfg.MaxClients, "maxclients", d.MaxClients, "most client connections open at once")
-	fs.IntVar(&cfg.MaxBulk, "max-bulk", d.MaxBulk, "longest bulk string (key or value) a client may send, bytes")
+	fs.IntVar(&cfg.MaxBulk, "max-bulk", d.MaxBulk, "longest bulk string (key or value) a client may send, bytes; at most 512 MiB")
 	fs.IntVar(&cfg.MaxArgs, "max-args", d.MaxArgs, "most arguments in one command")
 	fs.IntVar(&cfg.MaxInline, "max-inline", d.MaxInline, "longest inline command, bytes")
 	fs.IntVar(&cfg.MaxQueryBuffer, "max-query-buffer", d.MaxQueryBuffer, "most unparsed input buffered per client, bytes")
@@ -82,6 +82,10 @@ func serve(args []string) int {
 	return run(server.New(cfg, rep), rep, cfg.Logger)
 }
 
+// maxBulkLimit is the largest --max-bulk: a key or a value up to it,
+// written alone, fits the replica's largest batch, and so a log record.
+const maxBulkLimit = 512 << 20
+
 func validate(cfg server.Config) error {
 	for _, f := range []struct {
 		name string
@@ -91,6 +95,9 @@ func validate(cfg server.Config) error {
 		if f.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %d", f.name, f.v)
 		}
+	}
+	if cfg.MaxBulk > maxBulkLimit {
+		return fmt.Errorf("--max-bulk must be at most %d (512 MiB), got %d: every write must fit one log record", maxBulkLimit, cfg.MaxBulk)
 	}
 	if cfg.MaxQueryBuffer < cfg.MaxBulk {
 		return fmt.Errorf("--max-query-buffer (%d) must be at least --max-bulk (%d)", cfg.MaxQueryBuffer, cfg.MaxBulk)

@@ -52,6 +52,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--maxclients", "0"},
 		{"--max-bulk", "-1"},
 		{"--max-bulk", "100", "--max-query-buffer", "10"},
+		{"--max-bulk", "536870913", "--max-query-buffer", "1073741824"}, // over 512 MiB
 		{"--nosuchflag"},
 		{"--log-level", "loud"},
 		{"extra"},

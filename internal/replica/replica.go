@@ -58,7 +58,16 @@ var (
 	// ErrStopped means the replica is closed or has failed. A write that
 	// gets it may or may not have taken effect.
 	ErrStopped = errors.New("the node is stopping; the write may or may not have taken effect")
+	// ErrTooLarge refuses a batch longer than maxBatchBytes. The write did
+	// not take effect.
+	ErrTooLarge = fmt.Errorf("write too large: the writes pipelined together, or one command's arguments, exceed %d MiB", maxBatchBytes>>20)
 )
+
+// maxBatchBytes is the longest batch Apply takes. With the raft loop's
+// packing (maxEntryBytes plus one batch) and the log's framing, an entry
+// then always fits a log record (frame.MaxLen, 1 GiB), which the log
+// checks as well.
+const maxBatchBytes = 512 << 20
 
 // The single voter's raft id.
 const nodeID = 1
@@ -155,6 +164,9 @@ func (r *Replica) Apply(batch []byte, done func(i int, res store.Result)) error 
 	}
 	if r.noSpace.Load() {
 		return ErrNoSpace
+	}
+	if len(batch) > maxBatchBytes {
+		return ErrTooLarge
 	}
 	p := &proposal{batch: batch, done: done, applied: make(chan struct{})}
 	if !call(r, r.propc, p, p.applied) {

@@ -65,3 +65,17 @@ func TestApplyStoppedAfterCallbacks(t *testing.T) {
 		t.Fatalf("Apply = %v, want nil or ErrStopped", err)
 	}
 }
+
+// TestApplyTooLarge checks that a batch too large for a log record is
+// refused, and the replica goes on.
+func TestApplyTooLarge(t *testing.T) {
+	r := open(t, vfs.NewMem(), Options{})
+	defer r.Close()
+	big := make([]byte, maxBatchBytes+1) // never touched: the length is refused first
+	if err := r.Apply(big, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Apply of %d bytes = %v, want ErrTooLarge", len(big), err)
+	}
+	if err := r.Apply(batchOf("k", "v"), nil); err != nil {
+		t.Fatalf("Apply after a refused batch: %v", err)
+	}
+}

@@ -284,6 +284,21 @@ func TestWriteRejectsDisorder(t *testing.T) {
 	}
 }
 
+// TestWritePairTooLarge: a pair too large for a snapshot record fails the
+// Write, which leaves nothing behind, rather than writing a file that Load
+// would take for damaged.
+func TestWritePairTooLarge(t *testing.T) {
+	m := newMem(t)
+	big := make([]byte, frame.MaxLen) // never touched
+	_, _, err := snap.Write(m, dir, snap.Meta{Index: 3, Term: 1}, pairsOf([]pair{{"a", []byte("1")}, {"b", big}}), false)
+	if err == nil || !strings.Contains(err.Error(), "more than a snapshot record can hold") {
+		t.Fatalf("Write of a %d-byte value: %v, want refused", len(big), err)
+	}
+	if names, err := m.ReadDir(dir); err != nil || len(names) != 0 {
+		t.Fatalf("a failed Write left %v (%v)", names, err)
+	}
+}
+
 // TestWriteOS writes and loads a snapshot on the real filesystem.
 func TestWriteOS(t *testing.T) {
 	d := t.TempDir()

@@ -131,6 +131,11 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if w.failed != nil {
 		return w.failed
 	}
+	for i := range entries {
+		if n := len(entries[i].Data); n > maxEntryData {
+			return fmt.Errorf("wal: entry %d holds %d bytes, more than a log record can (%d): it is not written", entries[i].Index, n, maxEntryData)
+		}
+	}
 	writeHS := !raft.IsEmptyHardState(hs) && hs != w.hs
 	if len(entries) == 0 && !writeHS {
 		return nil
@@ -305,6 +310,10 @@ func headerPayload(seq, first uint64) []byte {
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	return binary.LittleEndian.AppendUint64(b, first)
 }
+
+// maxEntryData is the most data an entry's record holds: frame.MaxLen less
+// the type byte and the term, index and entry type (see the format).
+const maxEntryData = frame.MaxLen - 1 - 2*binary.MaxVarintLen64 - 1
 
 func appendEntry(dst []byte, e *raftpb.Entry) []byte {
 	dst, start := frame.Begin(dst, typeEntry)

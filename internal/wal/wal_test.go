@@ -6,11 +6,13 @@ import (
 	"math/rand/v2"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/frame"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -119,6 +121,22 @@ func TestBigEntries(t *testing.T) {
 	w, r := mustOpen(t, m, wal.Options{SegmentSize: 100}, 0)
 	defer mustClose(t, w)
 	checkEntries(t, "replay", r.entries(), want)
+}
+
+// TestEntryTooLarge checks that an entry too large for a record is refused
+// and nothing is written: the reader would take such a record for damage.
+func TestEntryTooLarge(t *testing.T) {
+	m := vfs.NewMem()
+	w, _ := mustOpen(t, m, wal.Options{}, 0)
+	mustSave(t, w, []raftpb.Entry{{Index: 1, Term: 1, Data: []byte("a")}}, hardState(1, 1, 1))
+	big := raftpb.Entry{Index: 2, Term: 1, Data: make([]byte, frame.MaxLen)} // never touched
+	if err := w.Save([]raftpb.Entry{big}, hardState(1, 1, 2)); err == nil || !strings.Contains(err.Error(), "more than a log record can") {
+		t.Fatalf("Save of a %d-byte entry: %v, want refused", len(big.Data), err)
+	}
+	mustClose(t, w)
+	w, r := mustOpen(t, m, wal.Options{}, 0)
+	defer mustClose(t, w)
+	checkEntries(t, "replay", r.entries(), []raftpb.Entry{{Index: 1, Term: 1, Data: []byte("a")}})
 }
 
 // TestAfter checks Open's after argument: a new log starts at after+1, and an
