@@ -22,41 +22,14 @@ import (
 // resume once space is freed, and nothing acknowledged is lost. It needs to
 // mount a tmpfs (root), and skips otherwise.
 func TestServeDiskFull(t *testing.T) {
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-	filler := filepath.Join(mnt, "filler")
-	if err := os.WriteFile(filler, make([]byte, 3<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	mnt, filler := smallDisk(t)
 	dir := filepath.Join(mnt, "data")
 	srv := proctest.Serve(t, flintBin, "--dir", dir)
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: time.Second, PoolSize: 4})
 	defer c.Close()
 	val := strings.Repeat("v", 4096)
-	acked := 0
-	full := false
-	for i := 0; i < 2000 && !full; i++ {
-		err := c.Set(ctx, fmt.Sprint("k", i), val, 0).Err()
-		switch {
-		case err == nil:
-			acked = i + 1
-		case strings.Contains(err.Error(), "no space left on device"):
-			full = true
-		case errors.Is(err, os.ErrDeadlineExceeded) || strings.Contains(err.Error(), "i/o timeout"):
-			// The write that found the disk full waits for space.
-		default:
-			t.Fatalf("SET k%d: %v", i, err)
-		}
-	}
-	if !full || acked == 0 {
-		t.Fatalf("after %d acknowledged writes, no write was refused for a full disk", acked)
-	}
-	t.Logf("%d writes of 4 KiB acknowledged before the disk filled", acked)
+	acked, _ := fillDisk(t, c, val)
 	if v, err := c.Get(ctx, "k0").Result(); err != nil || v != val {
 		t.Fatalf("GET on a full disk: %.10q, %v", v, err)
 	}
@@ -83,4 +56,82 @@ func TestServeDiskFull(t *testing.T) {
 	if v := c2.Get(ctx, "after").Val(); v != "1" {
 		t.Fatalf("after restart, after = %q", v)
 	}
+}
+
+// TestServeStopsOnFullDisk sends SIGTERM while a write waits for disk
+// space: flint serve stops after --shutdown-timeout rather than waiting for
+// the space, and what was acknowledged survives.
+func TestServeStopsOnFullDisk(t *testing.T) {
+	mnt, filler := smallDisk(t)
+	dir := filepath.Join(mnt, "data")
+	srv := proctest.Serve(t, flintBin, "--dir", dir, "--shutdown-timeout", "500ms")
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: time.Second, PoolSize: 4})
+	defer c.Close()
+	val := strings.Repeat("v", 4096)
+	acked, waiting := fillDisk(t, c, val)
+	if !waiting {
+		t.Fatal("no write was left waiting for space")
+	}
+	srv.Cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		os.Remove(filler)
+		t.Fatal("still running 10 s after SIGTERM, with a write waiting for space")
+	}
+	os.Remove(filler)
+	srv = proctest.Serve(t, flintBin, "--dir", dir)
+	c2 := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c2.Close()
+	for i := range acked {
+		if v, err := c2.Get(context.Background(), fmt.Sprint("k", i)).Result(); err != nil || v != val {
+			t.Fatalf("after restart k%d: %.10q, %v", i, v, err)
+		}
+	}
+}
+
+// smallDisk mounts a 4 MiB tmpfs, three quarters full with the file filler,
+// or skips the test if it cannot (that needs root).
+func smallDisk(t *testing.T) (mnt, filler string) {
+	mnt = filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	filler = filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return mnt, filler
+}
+
+// fillDisk writes keys k0, k1, ... of val until a write is refused for a
+// full disk. It returns how many were acknowledged, and whether a write
+// timed out instead: the write that found the disk full waits for space.
+func fillDisk(t *testing.T, c *redis.Client, val string) (acked int, waiting bool) {
+	for i := 0; i < 2000; i++ {
+		err := c.Set(context.Background(), fmt.Sprint("k", i), val, 0).Err()
+		switch {
+		case err == nil:
+			acked = i + 1
+		case strings.Contains(err.Error(), "no space left on device"):
+			if acked == 0 {
+				t.Fatal("the first write was refused for a full disk")
+			}
+			t.Logf("%d writes of %d bytes acknowledged before the disk filled", acked, len(val))
+			return acked, waiting
+		case errors.Is(err, os.ErrDeadlineExceeded) || strings.Contains(err.Error(), "i/o timeout"):
+			waiting = true
+		default:
+			t.Fatalf("SET k%d: %v", i, err)
+		}
+	}
+	t.Fatalf("after %d acknowledged writes, no write was refused for a full disk", acked)
+	return
 }

@@ -10,6 +10,7 @@ import (
 	_ "net/http/pprof" // registers the profiling handlers served by --pprof
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,6 +42,7 @@ func serve(args []string) int {
 	segBytes := fs.Int64("segment-bytes", 64<<20, "start a new log segment after this many bytes")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections; writes still waiting (for disk space, say) then get an error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -50,6 +52,10 @@ func serve(args []string) int {
 	}
 	if *fsync != "always" && *fsync != "never" {
 		fmt.Fprintf(os.Stderr, "flint serve: --fsync must be always or never, got %q\n", *fsync)
+		return 2
+	}
+	if *shutdownTimeout <= 0 {
+		fmt.Fprintf(os.Stderr, "flint serve: --shutdown-timeout must be positive\n")
 		return 2
 	}
 	if *snapEntries == 0 || *snapBytes <= 0 || *segBytes <= 0 {
@@ -79,7 +85,7 @@ func serve(args []string) int {
 		cfg.Logger.Error("cannot open the data directory", "dir", *dir, "err", err)
 		return 1
 	}
-	return run(server.New(cfg, rep), rep, cfg.Logger)
+	return run(server.New(cfg, rep), rep, *shutdownTimeout, cfg.Logger)
 }
 
 // maxBulkLimit is the largest --max-bulk: a key or a value up to it,
@@ -108,10 +114,14 @@ func validate(cfg server.Config) error {
 	return nil
 }
 
-// run serves until SIGINT or SIGTERM, then shuts down gracefully. If the
-// replica fails (an fsync error, say), it stops at once and returns 1.
-func run(srv *server.Server, rep *replica.Replica, log *slog.Logger) int {
-	defer rep.Close()
+// run serves until SIGINT or SIGTERM, then shuts down gracefully: it lets
+// clients' commands finish for up to timeout, then closes their connections
+// and the replica, so that a write waiting for disk space gets ErrStopped
+// rather than holding up the shutdown. If the replica fails (an fsync
+// error, say), it stops at once and returns 1.
+func run(srv *server.Server, rep *replica.Replica, timeout time.Duration, log *slog.Logger) int {
+	closeRep := sync.OnceValue(rep.Close)
+	defer closeRep()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
@@ -126,8 +136,9 @@ func run(srv *server.Server, rep *replica.Replica, log *slog.Logger) int {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	context.AfterFunc(sctx, func() { closeRep() })
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown timed out; closed remaining clients", "err", err)
 	}
