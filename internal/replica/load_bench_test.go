@@ -20,7 +20,7 @@ func BenchmarkLoadSnapshot(b *testing.B) {
 				return
 			}
 		}
-	}, true)
+	})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func (r *Replica) bootstrap() error {
 			r.walDir(), r.snapDir())
 	}
 	meta := snap.Meta{Index: 1, Term: 1, Voters: []uint64{nodeID}}
-	if _, _, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(func(string, []byte) bool) {}, r.opt.NoSync); err != nil {
+	if _, _, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(func(string, []byte) bool) {}); err != nil {
 		return err
 	}
 	r.opt.Logger.Info("initialized a new data directory", "dir", r.opt.Dir)

@@ -109,7 +109,7 @@ func (r *Replica) Snapshot() error {
 // next snapshot tries again; the log still holds everything.
 func (r *Replica) writeSnapshot(view *store.Snapshot, meta snap.Meta) error {
 	start := time.Now()
-	name, size, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(yield func(string, []byte) bool) { view.Ascend(yield) }, r.opt.NoSync)
+	name, size, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(yield func(string, []byte) bool) { view.Ascend(yield) })
 	info := snapInfo{index: meta.Index, name: name, size: size, took: time.Since(start), at: time.Now(), err: err}
 	if err != nil {
 		r.opt.Logger.Warn("snapshot failed; the log keeps everything, and the next snapshot will try again", "index", meta.Index, "err", err)

@@ -21,7 +21,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	ps := []pair{{"", nil}, {"a", []byte("1")}, {"key", bytes.Repeat([]byte("v"), 100)}}
 	for i, meta := range []snap.Meta{{Index: 1, Term: 1}, {Index: 7, Term: 3, Voters: []uint64{1, 2, 3}}} {
-		name, _, err := snap.Write(m, dir, meta, pairsOf(ps[:i+2]), true)
+		name, _, err := snap.Write(m, dir, meta, pairsOf(ps[:i+2]))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		// What loaded writes back, and loads the same.
-		name2, _, err := snap.Write(m, dir, meta, pairsOf(got), true)
+		name2, _, err := snap.Write(m, dir, meta, pairsOf(got))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -101,7 +101,7 @@ func newMem(t testing.TB) *vfs.Mem {
 // mustWrite writes a snapshot and checks its name and size.
 func mustWrite(t testing.TB, fs vfs.FS, m *vfs.Mem, meta snap.Meta, ps []pair) string {
 	t.Helper()
-	name, size, err := snap.Write(fs, dir, meta, pairsOf(ps), false)
+	name, size, err := snap.Write(fs, dir, meta, pairsOf(ps))
 	if err != nil {
 		t.Fatalf("Write: %v", err)
 	}
@@ -274,7 +274,7 @@ func TestWriteRejectsDisorder(t *testing.T) {
 		{{"", nil}, {"", nil}},
 	} {
 		m := newMem(t)
-		_, _, err := snap.Write(m, dir, snap.Meta{Index: 3, Term: 1}, pairsOf(ps), false)
+		_, _, err := snap.Write(m, dir, snap.Meta{Index: 3, Term: 1}, pairsOf(ps))
 		if err == nil || !strings.Contains(err.Error(), "out of order") {
 			t.Fatalf("Write of keys %q, %q: err %v, want pairs out of order", ps[0].key, ps[1].key, err)
 		}
@@ -290,7 +290,7 @@ func TestWriteRejectsDisorder(t *testing.T) {
 func TestWritePairTooLarge(t *testing.T) {
 	m := newMem(t)
 	big := make([]byte, frame.MaxLen) // never touched
-	_, _, err := snap.Write(m, dir, snap.Meta{Index: 3, Term: 1}, pairsOf([]pair{{"a", []byte("1")}, {"b", big}}), false)
+	_, _, err := snap.Write(m, dir, snap.Meta{Index: 3, Term: 1}, pairsOf([]pair{{"a", []byte("1")}, {"b", big}}))
 	if err == nil || !strings.Contains(err.Error(), "more than a snapshot record can hold") {
 		t.Fatalf("Write of a %d-byte value: %v, want refused", len(big), err)
 	}
@@ -304,7 +304,7 @@ func TestWriteOS(t *testing.T) {
 	d := t.TempDir()
 	ps := randomPairs(rand.New(rand.NewPCG(1, 2)), 100)
 	meta := snap.Meta{Index: 9, Term: 2, Voters: []uint64{1}}
-	name, _, err := snap.Write(vfs.OS, d, meta, pairsOf(ps), false)
+	name, _, err := snap.Write(vfs.OS, d, meta, pairsOf(ps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -631,7 +631,7 @@ func TestCrash(t *testing.T) {
 		{"directory sync fails", func() { f.FailSyncDir(syscall.EIO) }},
 	} {
 		tc.arm()
-		_, _, err := snap.Write(f, dir, meta2, pairsOf(ps2), false)
+		_, _, err := snap.Write(f, dir, meta2, pairsOf(ps2))
 		f.Heal()
 		m.SetCapacity(0)
 		if err == nil {
@@ -643,11 +643,9 @@ func TestCrash(t *testing.T) {
 		if !strings.Contains(err.Error(), name2) {
 			t.Fatalf("%s: Write's error %q does not name the snapshot", tc.name, err)
 		}
-		if tc.name != "directory sync fails" {
-			// Nothing is left behind, not even the .tmp file.
-			if got := files(t, m); !slices.Equal(got, []string{name1}) {
-				t.Fatalf("%s: after a failed Write the directory holds %v", tc.name, got)
-			}
+		// Nothing is left behind, not even the .tmp file.
+		if got := files(t, m); !slices.Equal(got, []string{name1}) {
+			t.Fatalf("%s: after a failed Write the directory holds %v", tc.name, got)
 		}
 		m.CrashWith(rng)
 		for _, n := range files(t, m) {
@@ -674,7 +672,7 @@ func TestCrash(t *testing.T) {
 				return
 			}
 		}
-	}, false)
+	})
 	if err == nil || !crashed || !errors.Is(err, vfs.ErrStaleHandle) {
 		t.Fatalf("Write across a crash returned %v", err)
 	}

@@ -14,28 +14,33 @@ import (
 type Pairs func(yield func(key string, val []byte) bool)
 
 // Write writes a snapshot of meta and pairs into dir and returns its file
-// name and size. Unless noSync, the snapshot is durable when Write returns.
-// On error nothing is left behind but perhaps a .tmp file.
-func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs, noSync bool) (string, int64, error) {
+// name and size. The snapshot is durable when Write returns, whatever the
+// log's fsync policy: Prune deletes older snapshots once newer ones exist,
+// so a newer one that a power loss could tear would leave none. On error
+// nothing is left behind but perhaps a .tmp file, and, after a crash, a
+// snapshot whose rename could not be made durable.
+func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error) {
 	name := fileName(meta.Index, meta.Term)
-	tmp := path.Join(dir, name+".tmp")
+	tmp, final := path.Join(dir, name+".tmp"), path.Join(dir, name)
 	f, err := fs.Create(tmp)
 	if err != nil {
 		return "", 0, fmt.Errorf("snap: %w", err)
 	}
 	w := &writer{f: f, buf: frame.Append(nil, typeHeader, headerPayload(meta))}
 	size, err := w.write(pairs)
-	if err == nil && !noSync {
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = fs.Rename(tmp, path.Join(dir, name))
-	}
-	if err == nil && !noSync {
-		err = fs.SyncDir(dir)
+		err = fs.Rename(tmp, final)
+		if err == nil {
+			if err = fs.SyncDir(dir); err != nil {
+				fs.Remove(final) // not durable: List and Prune must not count it
+			}
+		}
 	}
 	if err != nil {
 		fs.Remove(tmp)
