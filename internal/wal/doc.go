@@ -36,7 +36,11 @@
 // repeat an index: a later entry with index i replaces the entry i and every
 // entry after it, as raft's log truncation does. Within a segment and across
 // segments, an entry's index is at most one more than the last index before
-// it.
+// it, with one exception: a segment started when the log ended before the
+// snapshot that Open was given (a log whose tail a power loss took, with
+// NoSync) starts at the snapshot's index plus one, and entries before it
+// may end earlier. Open accepts such a gap only before entries that its
+// snapshot holds.
 //
 // # Durability and recovery
 //
@@ -46,7 +50,7 @@
 // is a torn write (also when zeros follow it, in a preallocated segment): the
 // segment is truncated there and the loss is logged. Any
 // other damage (a bad frame followed by valid ones, damage in an earlier
-// segment, a missing segment, an index gap) stops Open with an *Error that
+// segment, a missing segment, a gap in entries the snapshot lacks) stops Open with an *Error that
 // names the file and offset. Nothing is skipped silently.
 //
 // An fsync that fails leaves the file's state unknown, so the WAL refuses all

@@ -18,9 +18,12 @@ import (
 // Open opens the log in dir, creating dir and a first segment if there is
 // none, and passes every record to replay in file order. after is the index
 // of the snapshot the caller restored: the log must hold every entry after
-// it, and a new log starts at after+1. Damage is reported as an *Error.
+// it, and a new log starts at after+1. A log that ends before after holds
+// nothing the snapshot lacks (with NoSync a power loss can take its tail):
+// new entries then go to a new segment that starts at after+1. Damage is
+// reported as an *Error.
 func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (*WAL, error) {
-	w := &WAL{fs: fs, dir: dir, opt: opt, last: after}
+	w := &WAL{fs: fs, dir: dir, opt: opt, last: after, after: after}
 	w.withDefaults()
 	if err := fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
@@ -49,6 +52,14 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (*WAL
 	w.loseLastWrite(segs[len(segs)-1])
 	if err := w.replay(segs, replay); err != nil {
 		return nil, err
+	}
+	if w.last < after {
+		w.opt.Logger.Warn("wal: the log ends before the snapshot; new entries start a new segment",
+			"dir", dir, "last", w.last, "snapshot", after)
+		w.last = after
+		if err := w.rotate(nil); err != nil {
+			return nil, err
+		}
 	}
 	w.metrics.LastIndex = w.last
 	w.startSpare()
@@ -252,8 +263,9 @@ func (w *WAL) record(s segment, i int, typ byte, p []byte, replay Replay) error 
 			return err
 		}
 		// A raft truncation may rewrite entries from before the segment's
-		// first index: only a gap is damage.
-		if e.Index > w.last+1 {
+		// first index: only a gap is damage, and only one in entries that
+		// the snapshot does not hold.
+		if e.Index > max(w.last, w.after)+1 {
 			return fmt.Errorf("entry %d follows entry %d in a segment starting at %d: entries are missing", e.Index, w.last, s.first)
 		}
 		w.last = e.Index

@@ -75,6 +75,7 @@ type WAL struct {
 	f      vfs.File // the last segment
 	off    int64    // end of the last valid frame in f
 	last   uint64   // index of the last entry saved
+	after  uint64   // index of the snapshot that Open was given
 	hs     raftpb.HardState
 	buf    []byte
 	failed error

@@ -176,6 +176,36 @@ func TestAfter(t *testing.T) {
 	checkWalError(t, err, segName(1, 42), 0, "missing", "1 to 41")
 }
 
+// TestLogBehindSnapshot: a log that ends before the snapshot (its tail lost
+// to a power loss with NoSync, say) opens, and the entries saved after it
+// go to a new segment, so that the log opens again.
+func TestLogBehindSnapshot(t *testing.T) {
+	m := vfs.NewMem()
+	w, _ := mustOpen(t, m, small, 0)
+	old := entries(1, 5, 1)
+	mustSave(t, w, old, hardState(1, 1, 5))
+	mustClose(t, w)
+	w, r := mustOpen(t, m, small, 10)
+	checkEntries(t, "replay behind the snapshot", r.entries(), old)
+	if mt := w.Metrics(); mt.LastIndex != 10 {
+		t.Fatalf("LastIndex %d, want the snapshot's 10", mt.LastIndex)
+	}
+	later := entries(11, 12, 1)
+	mustSave(t, w, later, hardState(1, 1, 12))
+	mustClose(t, w)
+	if segs := segments(t, m); segs[len(segs)-1] != segName(2, 11) {
+		t.Fatalf("segments %v, want the last to be %s", segs, segName(2, 11))
+	}
+	for _, after := range []uint64{10, 11} {
+		w, r = mustOpen(t, m, small, after)
+		checkEntries(t, fmt.Sprintf("replay after %d", after), r.entries(), append(slices.Clone(old), later...))
+		mustClose(t, w)
+	}
+	// Entries the snapshot lacks must still be there.
+	_, _, err := open(t, m, small, 9)
+	checkWalError(t, err, segName(2, 11), 56, "missing", "entry 11 follows entry 5") // after the header and hard state
+}
+
 // TestTruncation saves entries that repeat indexes, as raft does when a new
 // leader overwrites the tail of the log: Open reports the records in file
 // order, and accepts any index up to one past the last.
@@ -294,9 +324,11 @@ func TestReleaseTo(t *testing.T) {
 		if mt := w.Metrics(); mt.Segments != len(want) || mt.LogBytes != size {
 			t.Fatalf("after ReleaseTo(%d) metrics %+v, want %d segments of %d bytes", index, mt, len(want), size)
 		}
-		if index%10 == 0 {
+		if index%10 == 0 && index <= 60 {
 			// The deletions are durable, and the log opens after index
-			// with the hard state saved before the deleted segments.
+			// with the hard state saved before the deleted segments. (A
+			// log opened after its last entry starts a new segment: see
+			// TestLogBehindSnapshot.)
 			mustClose(t, w)
 			m.Crash()
 			if got := segments(t, m); !slices.Equal(got, want) {
