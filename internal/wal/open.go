@@ -22,9 +22,17 @@ import (
 // nothing the snapshot lacks (with NoSync a power loss can take its tail):
 // new entries then go to a new segment that starts at after+1. Damage is
 // reported as an *Error.
-func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (*WAL, error) {
+func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *WAL, err error) {
 	w := &WAL{fs: fs, dir: dir, opt: opt, last: after, after: after}
 	w.withDefaults()
+	defer func() {
+		if err != nil { // let go of the spare being prepared and the last segment
+			w.dropSpare()
+			if w.f != nil {
+				w.f.Close()
+			}
+		}
+	}()
 	if err := fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}

@@ -8,7 +8,9 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -175,5 +177,24 @@ func tearLastSegment(t *testing.T, d string) {
 	defer f.Close()
 	if _, err := f.WriteAt(torn[:len(torn)/2], s.Offset()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFailedOpenDropsSpare: an Open that fails after it started preparing
+// a spare stops that work and removes the spare, leaving no goroutine that
+// writes to the directory, or holds a file, after Open returns.
+func TestFailedOpenDropsSpare(t *testing.T) {
+	m := vfs.NewMem()
+	f := vfs.NewFaulty(m)
+	f.FailSyncDir(syscall.EIO) // creating the first segment fails
+	if _, _, err := open(t, f, wal.Options{Preallocate: true, SegmentSize: 1 << 20}, 0); err == nil {
+		t.Fatal("Open succeeded")
+	}
+	for range 2 {
+		names, _ := m.ReadDir(dir)
+		if slices.Contains(names, "spare.tmp") {
+			t.Fatalf("after a failed Open the directory holds %v", names)
+		}
+		time.Sleep(100 * time.Millisecond) // time for a leaked goroutine to show
 	}
 }
