@@ -24,6 +24,7 @@ type loop struct {
 	unled    []*readWait            // arrived while this node did not lead; raft would drop them
 	props    []*proposal
 	data     []byte
+	resps    []raftpb.Message // storage threads' responses that send took, not yet stepped
 }
 
 // readGroup is the reads that one read-index request serves.
@@ -59,6 +60,11 @@ func (l *loop) run() {
 	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
 	for {
+		if len(l.resps) > 0 {
+			l.step(l.resps)
+			clear(l.resps)
+			l.resps = l.resps[:0]
+		}
 		select {
 		case p := <-l.r.propc:
 			l.propose(p)
@@ -196,10 +202,19 @@ func (l *loop) handleReady(rd raft.Ready) {
 	}
 }
 
+// send hands m to a storage thread. While c is full it takes the storage
+// threads' responses too, to step on the loop's next turn: a thread that
+// waits to send the loop a response may be the one that would empty c.
 func (l *loop) send(c chan raftpb.Message, m raftpb.Message) {
-	select {
-	case c <- m:
-	case <-l.r.dead:
+	for {
+		select {
+		case c <- m:
+			return
+		case msgs := <-l.r.respc:
+			l.resps = append(l.resps, msgs...)
+		case <-l.r.dead:
+			return
+		}
 	}
 }
 
