@@ -99,7 +99,7 @@ func TestNoSyncSnapshotsDurable(t *testing.T) {
 	}
 	m.Crash()
 	r.Close()
-	r2, err := Open(Options{FS: m, Dir: "data", Logger: quiet()})
+	r2, err := Open(Options{FS: m, Dir: "data", NoSync: true, Logger: quiet()})
 	if err != nil {
 		t.Fatalf("restart after a power loss: %v", err)
 	}

@@ -36,11 +36,11 @@
 // repeat an index: a later entry with index i replaces the entry i and every
 // entry after it, as raft's log truncation does. Within a segment and across
 // segments, an entry's index is at most one more than the last index before
-// it, with one exception: a segment started when the log ended before the
-// snapshot that Open was given (a log whose tail a power loss took, with
-// NoSync) starts at the snapshot's index plus one, and entries before it
-// may end earlier. Open accepts such a gap only before entries that its
-// snapshot holds.
+// it, with one exception: with NoSync, a segment started when the log ended
+// before the snapshot that Open was given (its tail taken by a power loss)
+// starts at the snapshot's index plus one, and entries before it may end
+// earlier. Open accepts such a gap only before entries that its snapshot
+// holds; without NoSync, a log that ends before the snapshot is damage.
 //
 // # Durability and recovery
 //

@@ -18,10 +18,11 @@ import (
 // Open opens the log in dir, creating dir and a first segment if there is
 // none, and passes every record to replay in file order. after is the index
 // of the snapshot the caller restored: the log must hold every entry after
-// it, and a new log starts at after+1. A log that ends before after holds
-// nothing the snapshot lacks (with NoSync a power loss can take its tail):
-// new entries then go to a new segment that starts at after+1. Damage is
-// reported as an *Error.
+// it, and a new log starts at after+1. With Options.NoSync, a power loss
+// can take the log's tail and leave it ending before after: the log then
+// holds nothing the snapshot lacks, and new entries go to a new segment that
+// starts at after+1. Without NoSync such a log has lost acknowledged
+// entries, which is damage. Damage is reported as an *Error.
 func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *WAL, err error) {
 	w := &WAL{fs: fs, dir: dir, opt: opt, last: after, after: after}
 	w.withDefaults()
@@ -62,7 +63,15 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 		return nil, err
 	}
 	if w.last < after {
-		w.opt.Logger.Warn("wal: the log ends before the snapshot; new entries start a new segment",
+		if !opt.NoSync {
+			// With fsync, entries after the snapshot are durable before
+			// the snapshot is taken: the tail of the log was lost.
+			return nil, &Error{File: path.Join(dir, w.segs[len(w.segs)-1].name), Offset: w.off, Reason: fmt.Sprintf(
+				"the log ends at entry %d, before the snapshot's %d: its last segment is missing or was cut short. "+
+					"If the node ran with --fsync never and lost power, that is expected: move the wal directory aside to start from the snapshot alone; "+
+					"otherwise restore the data directory from a backup", w.last, after)}
+		}
+		w.opt.Logger.Warn("wal: the log ends before the snapshot, as a power loss without fsync can leave it; new entries start a new segment",
 			"dir", dir, "last", w.last, "snapshot", after)
 		w.last = after
 		if err := w.rotate(nil); err != nil {

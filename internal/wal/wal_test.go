@@ -176,16 +176,20 @@ func TestAfter(t *testing.T) {
 	checkWalError(t, err, segName(1, 42), 0, "missing", "1 to 41")
 }
 
-// TestLogBehindSnapshot: a log that ends before the snapshot (its tail lost
-// to a power loss with NoSync, say) opens, and the entries saved after it
-// go to a new segment, so that the log opens again.
+// TestLogBehindSnapshot: with NoSync, a log that ends before the snapshot
+// (its tail lost to a power loss) opens, and the entries saved after it go
+// to a new segment, so that the log opens again. With fsync such a log has
+// lost acknowledged entries: Open reports it.
 func TestLogBehindSnapshot(t *testing.T) {
 	m := vfs.NewMem()
-	w, _ := mustOpen(t, m, small, 0)
+	noSync := wal.Options{SegmentSize: small.SegmentSize, NoSync: true}
+	w, _ := mustOpen(t, m, noSync, 0)
 	old := entries(1, 5, 1)
 	mustSave(t, w, old, hardState(1, 1, 5))
 	mustClose(t, w)
-	w, r := mustOpen(t, m, small, 10)
+	_, _, err := open(t, m, small, 10)
+	checkWalError(t, err, segName(1, 1), 264, "ends at entry 5, before the snapshot's 10") // the end of its last record
+	w, r := mustOpen(t, m, noSync, 10)
 	checkEntries(t, "replay behind the snapshot", r.entries(), old)
 	if mt := w.Metrics(); mt.LastIndex != 10 {
 		t.Fatalf("LastIndex %d, want the snapshot's 10", mt.LastIndex)
@@ -202,7 +206,7 @@ func TestLogBehindSnapshot(t *testing.T) {
 		mustClose(t, w)
 	}
 	// Entries the snapshot lacks must still be there.
-	_, _, err := open(t, m, small, 9)
+	_, _, err = open(t, m, small, 9)
 	checkWalError(t, err, segName(2, 11), 56, "missing", "entry 11 follows entry 5") // after the header and hard state
 }
 
