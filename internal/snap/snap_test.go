@@ -299,6 +299,31 @@ func TestWritePairTooLarge(t *testing.T) {
 	}
 }
 
+// TestWriteSameSnapshotAgain: a second Write of the snapshot at the same
+// index (a SAVE with no write since the last) whose directory sync fails
+// leaves the first in place, not a removed file.
+func TestWriteSameSnapshotAgain(t *testing.T) {
+	m := newMem(t)
+	f := vfs.NewFaulty(m)
+	meta := snap.Meta{Index: 3, Term: 1}
+	ps := []pair{{"a", []byte("1")}}
+	name, _, err := snap.Write(f, dir, meta, pairsOf(ps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.FailSyncDir(syscall.EIO)
+	if _, _, err := snap.Write(f, dir, meta, pairsOf(ps)); err == nil {
+		t.Fatal("Write succeeded with a failing directory sync")
+	}
+	f.Heal()
+	if got := files(t, m); !slices.Equal(got, []string{name}) {
+		t.Fatalf("after the failed second Write the directory holds %v, want %s", got, name)
+	}
+	if _, err := snap.Load(m, path.Join(dir, name), func(_, _ []byte) {}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWriteOS writes and loads a snapshot on the real filesystem.
 func TestWriteOS(t *testing.T) {
 	d := t.TempDir()

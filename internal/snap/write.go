@@ -35,9 +35,10 @@ func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error)
 		err = cerr
 	}
 	if err == nil {
+		existed := exists(fs, final) // a SAVE with no write since the last
 		err = fs.Rename(tmp, final)
 		if err == nil {
-			if err = fs.SyncDir(dir); err != nil {
+			if err = fs.SyncDir(dir); err != nil && !existed {
 				fs.Remove(final) // not durable: List and Prune must not count it
 			}
 		}
@@ -47,6 +48,15 @@ func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error)
 		return "", 0, fmt.Errorf("snap: writing %s: %w", name, err)
 	}
 	return name, size, nil
+}
+
+// exists reports whether name can be opened.
+func exists(fs vfs.FS, name string) bool {
+	f, err := fs.Open(name)
+	if err == nil {
+		f.Close()
+	}
+	return err == nil
 }
 
 // writer streams frames to a file.
