@@ -60,25 +60,26 @@ func (l *loop) run() {
 	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
 	for {
-		if len(l.resps) > 0 {
+		if len(l.resps) > 0 { // taken by send: step them before anything new
 			l.step(l.resps)
 			clear(l.resps)
 			l.resps = l.resps[:0]
-		}
-		select {
-		case p := <-l.r.propc:
-			l.propose(p)
-		case w := <-l.r.readc:
-			l.readIndex(w)
-		case msgs := <-l.r.respc:
-			l.step(msgs)
-		case <-l.r.appliedc:
-			l.releaseReads()
-		case <-tick.C:
-			l.rn.Tick()
-		case <-l.r.dead:
-			l.abandon()
-			return
+		} else {
+			select {
+			case p := <-l.r.propc:
+				l.propose(p)
+			case w := <-l.r.readc:
+				l.readIndex(w)
+			case msgs := <-l.r.respc:
+				l.step(msgs)
+			case <-l.r.appliedc:
+				l.releaseReads()
+			case <-tick.C:
+				l.rn.Tick()
+			case <-l.r.dead:
+				l.abandon()
+				return
+			}
 		}
 		if l.rn.HasReady() {
 			l.handleReady(l.rn.Ready())
