@@ -37,6 +37,10 @@ const HeaderSize = 8
 // treated as damage, never allocated.
 const MaxLen = 1 << 30
 
+// MaxPayload is the longest payload a frame holds: MaxLen less the type
+// byte. Writers must refuse a longer one, which readers take for damage.
+const MaxPayload = MaxLen - 1
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Size returns the number of bytes a frame with n payload bytes occupies.

@@ -92,17 +92,13 @@ func (w *writer) write(pairs Pairs) (int64, error) {
 	return w.off, w.err
 }
 
-// maxPair is the most bytes one pair takes in a pairs frame, whose payload
-// is at most frame.MaxLen less the type byte.
-const maxPair = frame.MaxLen - 1
-
 func (w *writer) pair(key string, val []byte) {
 	n := len(key) + len(val) + 2*binary.MaxVarintLen64
-	if n > maxPair {
+	if n > frame.MaxPayload {
 		w.err = fmt.Errorf("the pair of key %.40q is %d bytes, more than a snapshot record can hold", key, len(key)+len(val))
 		return
 	}
-	if w.start >= 0 && len(w.buf)-w.start+n > maxPair {
+	if w.start >= 0 && len(w.buf)-w.start+n > frame.MaxPayload {
 		w.closePairs()
 		w.flush()
 	}

@@ -312,9 +312,9 @@ func headerPayload(seq, first uint64) []byte {
 	return binary.LittleEndian.AppendUint64(b, first)
 }
 
-// maxEntryData is the most data an entry's record holds: frame.MaxLen less
-// the type byte and the term, index and entry type (see the format).
-const maxEntryData = frame.MaxLen - 1 - 2*binary.MaxVarintLen64 - 1
+// maxEntryData is the most data an entry's record holds: a frame's payload
+// less the term, index and entry type (see the format).
+const maxEntryData = frame.MaxPayload - 2*binary.MaxVarintLen64 - 1
 
 func appendEntry(dst []byte, e *raftpb.Entry) []byte {
 	dst, start := frame.Begin(dst, typeEntry)
