@@ -250,9 +250,7 @@ func (g *gateFS) OpenRW(name string) (f vfs.File, err error) {
 
 func (g *gateFS) Rename(o, n string) error { return g.do(func() error { return g.fs.Rename(o, n) }) }
 func (g *gateFS) Remove(name string) error { return g.do(func() error { return g.fs.Remove(name) }) }
-func (g *gateFS) MkdirAll(dir string) error {
-	return g.do(func() error { return g.fs.MkdirAll(dir) })
-}
+func (g *gateFS) Mkdir(dir string) error   { return g.do(func() error { return g.fs.Mkdir(dir) }) }
 func (g *gateFS) SyncDir(dir string) error { return g.do(func() error { return g.fs.SyncDir(dir) }) }
 
 func (g *gateFS) ReadDir(dir string) (names []string, err error) {

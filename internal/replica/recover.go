@@ -13,6 +13,7 @@ import (
 
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/store"
+	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
 
@@ -29,7 +30,7 @@ type recovery struct {
 func (r *Replica) recover() error {
 	fs := r.opt.FS
 	for _, d := range []string{r.opt.Dir, r.snapDir(), r.walDir()} {
-		if err := fs.MkdirAll(d); err != nil {
+		if err := vfs.MkdirAll(fs, d); err != nil {
 			return errorf("%w", err)
 		}
 	}

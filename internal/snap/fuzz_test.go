@@ -16,7 +16,7 @@ import (
 // back and loads the same.
 func FuzzLoad(f *testing.F) {
 	m := vfs.NewMem()
-	if err := m.MkdirAll(dir); err != nil {
+	if err := vfs.MkdirAll(m, dir); err != nil {
 		f.Fatal(err)
 	}
 	ps := []pair{{"", nil}, {"a", []byte("1")}, {"key", bytes.Repeat([]byte("v"), 100)}}
@@ -38,7 +38,7 @@ func FuzzLoad(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := vfs.NewMem()
-		if err := m.MkdirAll(dir); err != nil {
+		if err := vfs.MkdirAll(m, dir); err != nil {
 			t.Fatal(err)
 		}
 		name := "0000000000000001-0000000000000001.snap"

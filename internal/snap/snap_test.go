@@ -92,7 +92,7 @@ func checkMeta(t testing.TB, got, want snap.Meta) {
 func newMem(t testing.TB) *vfs.Mem {
 	t.Helper()
 	m := vfs.NewMem()
-	if err := m.MkdirAll(dir); err != nil {
+	if err := vfs.MkdirAll(m, dir); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -362,7 +362,7 @@ func TestListAndPrune(t *testing.T) {
 	writeFile(t, m, names[0]+".tmp", []byte("partial"))
 	writeFile(t, m, "0000000000000400-0000000000000004.snap.tmp", nil)
 	writeFile(t, m, "README", []byte("not a snapshot"))
-	if err := m.MkdirAll(path.Join(dir, "sub")); err != nil {
+	if err := vfs.MkdirAll(m, path.Join(dir, "sub")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -117,8 +117,8 @@ func (f *Faulty) Remove(name string) error { return f.fs.Remove(name) }
 // ReadDir lists dir in the wrapped FS.
 func (f *Faulty) ReadDir(dir string) ([]string, error) { return f.fs.ReadDir(dir) }
 
-// MkdirAll creates dir in the wrapped FS.
-func (f *Faulty) MkdirAll(dir string) error { return f.fs.MkdirAll(dir) }
+// Mkdir creates dir in the wrapped FS.
+func (f *Faulty) Mkdir(dir string) error { return f.fs.Mkdir(dir) }
 
 // SyncDir syncs dir in the wrapped FS unless a FailSyncDir fault applies.
 func (f *Faulty) SyncDir(dir string) error {

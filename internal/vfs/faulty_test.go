@@ -15,7 +15,7 @@ var errInjected = errors.New("injected")
 
 func TestFaultyPassesThrough(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	testFS(t, NewFaulty(m), "d")
 	testFS(t, NewFaulty(OS), t.TempDir())
 }
@@ -98,7 +98,7 @@ func TestFaultyWrites(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMem()
-			must(t, m.MkdirAll("d"))
+			must(t, MkdirAll(m, "d"))
 			f := NewFaulty(m)
 			tc.arm(f)
 			want := map[string]string{}
@@ -126,7 +126,7 @@ func TestFaultyWrites(t *testing.T) {
 
 func TestFaultySync(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	f := NewFaulty(m)
 	file, err := f.Create("d/a")
 	must(t, err)
@@ -172,7 +172,7 @@ func TestFaultySync(t *testing.T) {
 
 func TestFaultyPassesErrorsOn(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	m.SetCapacity(4)
 	f := NewFaulty(m)
 	f.FailAfterBytes(6, errInjected)
@@ -195,7 +195,7 @@ func TestFaultyPassesErrorsOn(t *testing.T) {
 func TestFaultyConcurrentBudget(t *testing.T) {
 	const budget, writers, writes = 100, 8, 50
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	f := NewFaulty(m)
 	f.FailAfterBytes(budget, errInjected)
 	var written, syncs atomic.Int64

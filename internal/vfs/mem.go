@@ -25,8 +25,9 @@ var ErrStaleHandle = errors.New("vfs: file handle from before a crash")
 // which File.Sync sets to the current content. Every directory has current
 // bindings of names to files and durable ones, which SyncDir sets to the
 // current ones. Crash makes the durable state current again, as a power
-// loss would. Directories themselves are durable as soon as MkdirAll makes
-// them, and Remove removes files only.
+// loss would. A directory made by Mkdir is durable once its parent is
+// synced; a Crash before then removes it, with all it holds. Remove removes
+// files only, and Rename renames files only.
 //
 // A file is an inode shared by its name and its open handles: a renamed
 // file keeps its content and handles, and a removed file lives on for the
@@ -51,6 +52,7 @@ type Mem struct {
 type memDir struct {
 	files   map[string]*inode // current bindings; never nil
 	durable map[string]*inode // bindings that survive a crash; never nil
+	synced  bool              // the directory's own entry in its parent survives a crash
 }
 
 // inode is a file's content.
@@ -73,7 +75,9 @@ type memFile struct {
 
 // NewMem returns an empty Mem holding only its roots.
 func NewMem() *Mem {
-	return &Mem{dirs: map[string]*memDir{".": newMemDir(), "/": newMemDir()}}
+	m := &Mem{dirs: map[string]*memDir{".": newMemDir(), "/": newMemDir()}}
+	m.dirs["."].synced, m.dirs["/"].synced = true, true
+	return m
 }
 
 // newMemDir returns an empty directory.
@@ -107,6 +111,11 @@ func (m *Mem) CrashWith(r *rand.Rand) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.epoch++
+	for name := range m.dirs {
+		if !m.survives(name) {
+			delete(m.dirs, name)
+		}
+	}
 	seen := map[*inode]bool{}
 	for _, name := range slices.Sorted(maps.Keys(m.dirs)) {
 		d := m.dirs[name]
@@ -119,6 +128,20 @@ func (m *Mem) CrashWith(r *rand.Rand) {
 		// A file durably bound in two directories, because it was renamed
 		// and only one side synced, now has two names, like a hard link.
 		d.files = maps.Clone(d.durable)
+	}
+}
+
+// survives reports whether the directory name and every directory above it
+// are synced into their parents, so that a crash keeps it. m.mu must be
+// held.
+func (m *Mem) survives(name string) bool {
+	for ; ; name = path.Dir(name) {
+		if d := m.dirs[name]; d == nil || !d.synced {
+			return false
+		}
+		if path.Dir(name) == name {
+			return true
+		}
 	}
 }
 
@@ -308,36 +331,49 @@ func (m *Mem) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
-// MkdirAll creates dir and its parents. They are durable at once.
-func (m *Mem) MkdirAll(dir string) error {
+// Mkdir creates the directory dir, whose parent must exist. It is durable
+// once SyncDir on its parent returns nil.
+func (m *Mem) Mkdir(dir string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var missing []string
-	// The loop ends at a root at the latest, as the roots exist.
-	for p := path.Clean(dir); m.dirs[p] == nil; p = path.Dir(p) {
-		missing = append(missing, p)
+	clean := path.Clean(dir)
+	if m.dirs[clean] != nil {
+		return &os.PathError{Op: "mkdir", Path: dir, Err: syscall.EEXIST}
 	}
-	if len(missing) > 0 {
-		top := missing[len(missing)-1]
-		if m.dirs[path.Dir(top)].files[path.Base(top)] != nil {
-			return &os.PathError{Op: "mkdir", Path: top, Err: syscall.ENOTDIR}
-		}
+	d, base, err := m.parent("mkdir", clean)
+	switch {
+	case err != nil && m.isFile(path.Dir(clean)):
+		return &os.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+	case err != nil:
+		return err
+	case d.files[base] != nil:
+		return &os.PathError{Op: "mkdir", Path: dir, Err: syscall.EEXIST}
 	}
-	for _, p := range missing {
-		m.dirs[p] = newMemDir()
-	}
+	m.dirs[clean] = newMemDir()
 	return nil
+}
+
+// isFile reports whether name is bound to a file. m.mu must be held.
+func (m *Mem) isFile(name string) bool {
+	d, base, errno := m.locate(name)
+	return errno == 0 && d.files[base] != nil
 }
 
 // SyncDir makes the current bindings of dir durable.
 func (m *Mem) SyncDir(dir string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.dirs[path.Clean(dir)]
+	clean := path.Clean(dir)
+	d := m.dirs[clean]
 	if d == nil {
 		return &os.PathError{Op: "open", Path: dir, Err: syscall.ENOENT}
 	}
 	d.durable = maps.Clone(d.files)
+	for sub, sd := range m.dirs {
+		if sub != clean && path.Dir(sub) == clean {
+			sd.synced = true
+		}
+	}
 	return nil
 }
 

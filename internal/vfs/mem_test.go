@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ func TestMem(t *testing.T) {
 	for _, dir := range []string{".", "/", "db", "/abs/db"} {
 		t.Run(dir, func(t *testing.T) {
 			m := NewMem()
-			must(t, m.MkdirAll(dir))
+			must(t, MkdirAll(m, dir))
 			testFS(t, m, dir)
 		})
 	}
@@ -66,7 +67,7 @@ func durable(t *testing.T, m *Mem, name, s string) {
 	must(t, err)
 	must(t, f.Sync())
 	must(t, f.Close())
-	must(t, m.SyncDir("d"))
+	must(t, m.SyncDir(path.Dir(name)))
 }
 
 // contents returns every file in d and its content.
@@ -220,7 +221,7 @@ func TestMemCrash(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMem()
-			must(t, m.MkdirAll("d"))
+			must(t, MkdirAll(m, "d"))
 			durable(t, m, "d/a", "hello")
 			tc.do(t, m)
 			m.Crash()
@@ -244,20 +245,40 @@ func equalMaps(a, b map[string]string) bool {
 	return true
 }
 
+// TestMemCrashDirectories checks that a directory survives a crash only once
+// its parent is synced, and takes what it holds with it otherwise; and that
+// MkdirAll syncs what it makes, and what an earlier run made without
+// syncing.
 func TestMemCrashDirectories(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("x/y"))
+	must(t, m.Mkdir("redo"))
+	must(t, MkdirAll(m, "redo")) // as if after a crash before syncing "."
+	must(t, MkdirAll(m, "x/y"))
+	must(t, m.Mkdir("x/lost"))
+	durable(t, m, "x/lost/f", "data") // synced in x/lost, which x does not hold durably
+	must(t, m.Mkdir("x/z"))
+	must(t, m.Mkdir("x/z/kept")) // x/z holds it durably, but x does not hold x/z
+	must(t, m.SyncDir("x/z"))
 	m.Crash()
-	names, err := m.ReadDir("x")
-	if err != nil || !slices.Equal(names, []string{"y"}) {
-		t.Fatalf("after Crash, ReadDir(x) = %q, %v; directories are durable at once", names, err)
+	for dir, want := range map[string][]string{".": {"redo", "x"}, "x": {"y"}, "redo": nil} {
+		if names, err := m.ReadDir(dir); err != nil || !slices.Equal(names, want) {
+			t.Errorf("after Crash, ReadDir(%s) = %q, %v, want %q", dir, names, err, want)
+		}
+	}
+	for _, name := range []string{"x/lost", "x/z/kept"} {
+		if _, err := m.ReadDir(name); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("after Crash, ReadDir(%s): %v, want it gone", name, err)
+		}
+	}
+	if err := m.WriteFile("x/lost/f", nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("WriteFile in a directory a crash removed: %v", err)
 	}
 }
 
 func TestMemCrashRenameAcrossDirectories(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
-	must(t, m.MkdirAll("e"))
+	must(t, MkdirAll(m, "d"))
+	must(t, MkdirAll(m, "e"))
 	durable(t, m, "d/a", "hello")
 	must(t, m.Rename("d/a", "e/a"))
 	must(t, m.SyncDir("e")) // but not d: the file has both names
@@ -311,7 +332,7 @@ func TestMemCrashWith(t *testing.T) {
 // crashes with seed, and returns what the file holds.
 func crashWith(t *testing.T, seed uint64, synced, unsynced string, at int64) string {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	durable(t, m, "d/a", synced)
 	write(t, m, "d/a", unsynced, at, false)
 	m.CrashWith(rand.New(rand.NewPCG(seed, 0)))
@@ -326,7 +347,7 @@ func crashWith(t *testing.T, seed uint64, synced, unsynced string, at int64) str
 
 func TestMemStaleHandles(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	durable(t, m, "d/a", "hello")
 	f := mustOpen(t)(m.OpenRW("d/a"))
 	closed := mustOpen(t)(m.Open("d/a"))
@@ -358,7 +379,7 @@ func TestMemStaleHandles(t *testing.T) {
 
 func TestMemHandleErrors(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	durable(t, m, "d/a", "hello")
 	ro := mustOpen(t)(m.Open("d/a"))
 	rw := mustOpen(t)(m.OpenRW("d/a"))
@@ -379,7 +400,10 @@ func TestMemHandleErrors(t *testing.T) {
 		{"Open a root", first(m.Open("/")), syscall.EISDIR},
 		{"Rename a directory", m.Rename("d", "e"), syscall.EISDIR},
 		{"Rename over a directory", m.Rename("d/a", "."), syscall.EISDIR},
-		{"MkdirAll over a file", m.MkdirAll("d/a/b"), syscall.ENOTDIR},
+		{"MkdirAll over a file", MkdirAll(m, "d/a/b"), syscall.ENOTDIR},
+		{"Mkdir over a file", m.Mkdir("d/a"), fs.ErrExist},
+		{"Mkdir again", m.Mkdir("d"), fs.ErrExist},
+		{"Mkdir in a missing directory", m.Mkdir("nodir/d"), fs.ErrNotExist},
 		{"Remove a directory", m.Remove("d"), syscall.EISDIR},
 		{"SyncDir missing", m.SyncDir("nodir"), fs.ErrNotExist},
 		{"ReadFile missing", first(m.ReadFile("d/b")), fs.ErrNotExist},
@@ -395,8 +419,8 @@ func TestMemHandleErrors(t *testing.T) {
 
 func TestMemReadDir(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d/sub/deeper"))
-	must(t, m.MkdirAll("/d/elsewhere"))
+	must(t, MkdirAll(m, "d/sub/deeper"))
+	must(t, MkdirAll(m, "/d/elsewhere"))
 	for _, name := range []string{"d/z", "d/a", "d/sub/x"} {
 		must(t, m.WriteFile(name, nil))
 	}
@@ -421,7 +445,7 @@ func TestMemReadDir(t *testing.T) {
 
 func TestMemCapacity(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	m.SetCapacity(10)
 	a := mustOpen(t)(m.Create("d/a"))
 	b := mustOpen(t)(m.Create("d/b"))
@@ -461,7 +485,7 @@ func TestMemCapacity(t *testing.T) {
 
 func TestMemConcurrent(t *testing.T) {
 	m := NewMem()
-	must(t, m.MkdirAll("d"))
+	must(t, MkdirAll(m, "d"))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

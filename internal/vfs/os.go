@@ -51,8 +51,8 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 	return names, err
 }
 
-// MkdirAll creates dir and its parents with mode 0755.
-func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+// Mkdir creates dir with mode 0755.
+func (osFS) Mkdir(dir string) error { return os.Mkdir(dir, 0o755) }
 
 // SyncDir fsyncs dir itself, which makes the entries in it durable.
 func (osFS) SyncDir(dir string) error {

@@ -8,13 +8,16 @@
 //
 // Durability contract, which Mem enforces and code using an FS must follow:
 // data written to a file survives a crash only after File.Sync returns nil;
-// a file's creation, removal or rename survives only after SyncDir on its
-// directory returns nil.
+// a file's or directory's creation, and a file's removal or rename, survive
+// only after SyncDir on its directory returns nil. MkdirAll makes the
+// directories it creates durable.
 package vfs
 
 import (
 	"errors"
 	"io"
+	"io/fs"
+	"path"
 	"syscall"
 )
 
@@ -33,8 +36,10 @@ type FS interface {
 	Remove(name string) error
 	// ReadDir returns the names of the entries in dir, sorted.
 	ReadDir(dir string) ([]string, error)
-	// MkdirAll creates dir and its parents.
-	MkdirAll(dir string) error
+	// Mkdir creates the directory dir, whose parent must exist. It fails
+	// with an error matching fs.ErrExist if dir exists, as a directory or
+	// a file.
+	Mkdir(dir string) error
 	// SyncDir makes the creations, removals and renames in dir durable.
 	SyncDir(dir string) error
 }
@@ -59,3 +64,26 @@ var ErrNoSpace error = syscall.ENOSPC
 
 // IsNoSpace reports whether err means the disk is full.
 func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
+
+// MkdirAll creates dir and any missing parents in fsys, durably: it syncs
+// the parent of each directory it creates, and the parent of dir in any
+// case, so that dir survives a crash once MkdirAll returns nil, even if an
+// earlier process made it and crashed before syncing. (A parent made by
+// such a process stays as durable as it left it.)
+func MkdirAll(fsys FS, dir string) error {
+	dir = path.Clean(dir)
+	parent := path.Dir(dir)
+	if parent == dir { // a root, which always exists
+		return nil
+	}
+	err := fsys.Mkdir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = MkdirAll(fsys, parent); err == nil {
+			err = fsys.Mkdir(dir)
+		}
+	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return fsys.SyncDir(parent)
+}

@@ -173,7 +173,7 @@ func TestDiskFull(t *testing.T) {
 			// A log opened now holds only what was saved before.
 			{
 				m2 := vfs.NewMem()
-				if err := m2.MkdirAll(dir); err != nil {
+				if err := vfs.MkdirAll(m2, dir); err != nil {
 					t.Fatal(err)
 				}
 				for s, b := range before {

@@ -35,7 +35,7 @@ func FuzzSegment(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := vfs.NewMem()
-		if err := m.MkdirAll(dir); err != nil {
+		if err := vfs.MkdirAll(m, dir); err != nil {
 			t.Fatal(err)
 		}
 		name := segName(1, 1)

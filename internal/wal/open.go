@@ -34,7 +34,7 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 			}
 		}
 	}()
-	if err := fs.MkdirAll(dir); err != nil {
+	if err := vfs.MkdirAll(fs, dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	if err := w.removeStaleSpare(); err != nil {
