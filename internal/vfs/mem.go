@@ -98,7 +98,7 @@ func (m *Mem) SetCapacity(capacity int64) {
 
 // Crash reverts the filesystem to its durable state and makes every open
 // handle stale. Data written since the file's last Sync is lost.
-func (m *Mem) Crash() { m.CrashWith(nil) }
+func (m *Mem) Crash() { m.crash(nil, false) }
 
 // CrashWith is Crash for a power loss that tears writes: in a file whose
 // content changed since its last Sync, of the bytes from the first changed
@@ -107,7 +107,21 @@ func (m *Mem) Crash() { m.CrashWith(nil) }
 // then on. Other unsynced changes are lost as by Crash, which is
 // CrashWith(nil). Files are visited in name order, so a seeded r gives
 // the same result every time.
-func (m *Mem) CrashWith(r *rand.Rand) {
+func (m *Mem) CrashWith(r *rand.Rand) { m.crash(r, false) }
+
+// CrashSectors is CrashWith for a disk that writes sectors in any order:
+// of the changed bytes, those in each 512-byte sector of the file reach
+// the disk, or not, with even odds chosen by r. Bytes of a sector kept
+// past the file's durable end leave zeros before them where sectors were
+// lost.
+func (m *Mem) CrashSectors(r *rand.Rand) { m.crash(r, true) }
+
+// SectorSize is the unit in which CrashSectors tears writes.
+const SectorSize = 512
+
+// crash reverts the filesystem, tearing writes as CrashWith (r, !sectors)
+// or CrashSectors (r, sectors) say.
+func (m *Mem) crash(r *rand.Rand, sectors bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.epoch++
@@ -122,7 +136,7 @@ func (m *Mem) CrashWith(r *rand.Rand) {
 		for _, base := range slices.Sorted(maps.Keys(d.durable)) {
 			if ino := d.durable[base]; !seen[ino] {
 				seen[ino] = true
-				ino.revert(r)
+				ino.revert(r, sectors)
 			}
 		}
 		// A file durably bound in two directories, because it was renamed
@@ -145,16 +159,35 @@ func (m *Mem) survives(name string) bool {
 	}
 }
 
-// revert makes the durable content current, keeping a prefix chosen by r of
-// the changed bytes if r is not nil (see CrashWith). The kept bytes are on
-// the disk now, so they become durable too.
-func (ino *inode) revert(r *rand.Rand) {
-	if from, to := ino.changed(); to > from && r != nil {
-		keep := ino.data[from : from+r.IntN(to-from+1)]
-		ino.durable = append(ino.durable, make([]byte, max(0, from+len(keep)-len(ino.durable)))...)
-		copy(ino.durable[from:], keep)
+// revert makes the durable content current, keeping the changed bytes
+// that r chooses, if r is not nil: a prefix, or whole sectors if sectors
+// (see CrashWith and CrashSectors). The kept bytes are on the disk now, so
+// they become durable too.
+func (ino *inode) revert(r *rand.Rand, sectors bool) {
+	from, to := ino.changed()
+	switch {
+	case r == nil || to <= from:
+	case sectors:
+		for lo := from; lo < to; {
+			hi := min(to, (lo/SectorSize+1)*SectorSize)
+			if r.IntN(2) == 0 {
+				ino.keep(lo, hi)
+			}
+			lo = hi
+		}
+	default:
+		ino.keep(from, from+r.IntN(to-from+1))
 	}
 	ino.data = bytes.Clone(ino.durable)
+}
+
+// keep makes the current bytes in [lo, hi) durable, with zeros before them
+// where the durable content ends short of lo.
+func (ino *inode) keep(lo, hi int) {
+	if n := hi - len(ino.durable); n > 0 {
+		ino.durable = append(ino.durable, make([]byte, n)...)
+	}
+	copy(ino.durable[lo:hi], ino.data[lo:hi])
 }
 
 // changed returns the range of the current content that differs from the

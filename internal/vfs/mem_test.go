@@ -328,6 +328,43 @@ func TestMemCrashWith(t *testing.T) {
 	}
 }
 
+// TestMemCrashSectors tears a write of four sectors, over synced bytes and
+// past them: each sector is kept whole or lost whole, a lost sector past
+// the durable end reads as zeros when a later one is kept, and crashes keep
+// sectors after lost ones, as no prefix would.
+func TestMemCrashSectors(t *testing.T) {
+	synced := bytes.Repeat([]byte("s"), SectorSize+100)
+	const at, end = 100, 4 * SectorSize
+	patterns := map[string]bool{}
+	for seed := range uint64(100) {
+		m := NewMem()
+		must(t, MkdirAll(m, "d"))
+		durable(t, m, "d/a", string(synced))
+		write(t, m, "d/a", strings.Repeat("w", end-at), at, false)
+		m.CrashSectors(rand.New(rand.NewPCG(seed, 0)))
+		got, err := m.ReadFile("d/a")
+		must(t, err)
+		want, pattern := bytes.Clone(synced), ""
+		for lo := 0; lo < end; lo += SectorSize {
+			first := max(lo, at)
+			if first >= len(got) || got[first] != 'w' {
+				pattern += "-"
+				continue
+			}
+			pattern += "w"
+			want = append(want, make([]byte, max(0, lo+SectorSize-len(want)))...)
+			copy(want[first:lo+SectorSize], strings.Repeat("w", lo+SectorSize-first))
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("seed %d: kept sectors %s, but the file holds %q", seed, pattern, got)
+		}
+		patterns[pattern] = true
+	}
+	if len(patterns) < 12 {
+		t.Fatalf("100 crashes kept only %d of the 16 patterns of sectors: %v", len(patterns), patterns)
+	}
+}
+
 // crashWith syncs synced to a file, writes unsynced at at without syncing,
 // crashes with seed, and returns what the file holds.
 func crashWith(t *testing.T, seed uint64, synced, unsynced string, at int64) string {
