@@ -3,9 +3,9 @@ package frame
 import "hash/crc32"
 
 // crcIndex gives the CRC-32C of any range of b in time logarithmic in its
-// length, after one pass over b. FindValid
-// uses it so that checking candidate frames with large lengths at every
-// offset of a damaged file costs O(len(b)) in all, not O(len(b)²).
+// length, after one pass over b. Finder uses it so that checking candidate
+// frames with large lengths at every offset of a damaged file costs
+// O(len(b)) in all, not O(len(b)²).
 //
 // It rests on the linearity of CRCs (as zlib's crc32_combine does): for
 // byte strings A and B, crc(A‖B) = shift(crc(A), len(B)) ⊕ crc(B), where

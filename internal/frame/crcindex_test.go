@@ -28,6 +28,50 @@ func TestCRCIndex(t *testing.T) {
 	}
 }
 
+// TestFinderCRC compares Finder.CRC of random ranges, and Combine of their
+// halves, with hash/crc32's checksums.
+func TestFinderCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	b := make([]byte, 1<<14)
+	for i := range b {
+		b[i] = byte(rng.IntN(256))
+	}
+	f := NewFinder(b)
+	for range 2000 {
+		s := rng.IntN(len(b) + 1)
+		e := s + rng.IntN(len(b)-s+1)
+		m := s + rng.IntN(e-s+1)
+		want := crc32.Checksum(b[s:e], castagnoli)
+		if got := f.CRC(s, e); got != want {
+			t.Fatalf("CRC(%d, %d) = %#x, want %#x", s, e, got, want)
+		}
+		if got := Combine(crc32.Checksum(b[s:m], castagnoli), crc32.Checksum(b[m:e], castagnoli), e-m); got != want {
+			t.Fatalf("Combine of [%d, %d) and [%d, %d) = %#x, want %#x", s, m, m, e, got, want)
+		}
+	}
+}
+
+// TestFinderWalk walks every valid frame after damage with one Finder, as
+// the log does to tell a torn write from damage.
+func TestFinderWalk(t *testing.T) {
+	b := Append(nil, 1, []byte("kept"))
+	b = append(b, make([]byte, 24)...) // a lost sector: zeros
+	for i := range 3 {
+		b = Append(b, byte(2+i), make([]byte, 100*i+300)) // the longest go through the index
+	}
+	f := NewFinder(b)
+	var types []byte
+	for fr, ok := f.Next(Size(4)); ok; fr, ok = f.Next(int(fr.Offset) + Size(len(fr.Payload))) {
+		types = append(types, fr.Type)
+		if fr.Err != nil || len(fr.Payload) != 100*len(types)+200 {
+			t.Fatalf("frame %d: %d bytes of payload, err %v", len(types), len(fr.Payload), fr.Err)
+		}
+	}
+	if string(types) != "\x02\x03\x04" {
+		t.Fatalf("walked frames of types %v, want 2, 3, 4", types)
+	}
+}
+
 // TestFindValidLongCandidates: a valid frame longer than directCheck is
 // found through the index, behind damage that declares a plausible long
 // frame at every offset.

@@ -13,7 +13,7 @@
 // type byte and the payload, so a damaged length is caught like damaged data.
 // Zero bytes pad the frame to a multiple of 8 bytes; frames therefore start
 // at offsets that are multiples of 8, which bounds the search for a valid
-// frame after a damaged one (see FindValid). The meaning of types and
+// frame after a damaged one (see Finder). The meaning of types and
 // payloads belongs to the file format that uses the frames.
 //
 // Zeros from the end of a frame to the end of the file are not a frame but
@@ -89,36 +89,68 @@ func check(hdr []byte, body []byte) bool {
 }
 
 // FindValid reports the offset of the first valid frame in b at or after
-// from (relative to b's start), looking only at multiples of 8. It is how a
-// reader tells a torn tail (nothing valid follows the damage) from damage in
-// the middle of a file (valid frames follow it).
+// from (relative to b's start), looking only at multiples of 8. It is
+// NewFinder(b).Next(from) for a single search.
+func FindValid(b []byte, from int) (int, bool) {
+	fr, ok := NewFinder(b).Next(from)
+	return int(fr.Offset), ok
+}
+
+// Finder finds the valid frames that follow damage in b, which is how a
+// reader tells a torn tail from damage in the middle of a file, and
+// checksums ranges of b.
 //
 // Its cost is linear in len(b), whatever b holds: a candidate frame longer
-// than directCheck bytes is checked through a crcIndex of b, not by
-// checksumming its body, so damage that looks like long frames at every
-// offset cannot make it quadratic.
-func FindValid(b []byte, from int) (int, bool) {
-	var x *crcIndex // built for the first long candidate
-	for off := (from + 7) &^ 7; off+HeaderSize < len(b); off += 8 {
+// than directCheck bytes is checked through a crcIndex of b, built once on
+// first need, not by checksumming its body, so damage that looks like long
+// frames at every offset cannot make a search quadratic.
+type Finder struct {
+	b []byte
+	x *crcIndex
+}
+
+// NewFinder returns a Finder over b, the contents of a file from offset 0.
+func NewFinder(b []byte) *Finder { return &Finder{b: b} }
+
+// Next returns the first valid frame at or after offset from, looking only
+// at multiples of 8, and whether there is one. Its Err is nil.
+func (f *Finder) Next(from int) (Frame, bool) {
+	b := f.b
+	for off := max(0, (from+7)&^7); off+HeaderSize < len(b); off += 8 {
 		n := binary.LittleEndian.Uint32(b[off:])
 		if n == 0 || n > MaxLen || int64(n) > int64(len(b)-off-HeaderSize) {
 			continue
 		}
-		if n <= directCheck {
-			if check(b[off:off+HeaderSize], b[off+HeaderSize:off+HeaderSize+int(n)]) {
-				return off, true
-			}
+		body := b[off+HeaderSize : off+HeaderSize+int(n)]
+		if n <= directCheck && !check(b[off:off+HeaderSize], body) {
 			continue
 		}
-		if x == nil {
-			x = newCRCIndex(b)
+		if n > directCheck && f.index().frameCRC(off, int(n)) != binary.LittleEndian.Uint32(b[off+4:]) {
+			continue
 		}
-		if x.frameCRC(off, int(n)) == binary.LittleEndian.Uint32(b[off+4:]) {
-			return off, true
-		}
+		return Frame{Offset: int64(off), Type: body[0], Payload: body[1:len(body):len(body)]}, true
 	}
-	return 0, false
+	return Frame{}, false
 }
+
+// CRC returns the CRC-32C of b[s:e], in time logarithmic in e-s once the
+// Finder's index is built.
+func (f *Finder) CRC(s, e int) uint32 {
+	x := f.index()
+	return x.crcAt(e) ^ shift(x.crcAt(s), e-s)
+}
+
+// index returns the Finder's crcIndex, building it if need be.
+func (f *Finder) index() *crcIndex {
+	if f.x == nil {
+		f.x = newCRCIndex(f.b)
+	}
+	return f.x
+}
+
+// Combine returns the CRC-32C of A‖B, given the CRC-32C of A, that of B,
+// and the length of B.
+func Combine(crcA, crcB uint32, lenB int) uint32 { return shift(crcA, lenB) ^ crcB }
 
 // directCheck is the longest candidate frame body FindValid checksums
 // directly: about what a crcIndex lookup costs.

@@ -220,7 +220,11 @@ func (g *gateFS) crash(rng *rand.Rand) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.crashed = true
-	g.fs.CrashWith(rng)
+	if rng.IntN(2) == 0 {
+		g.fs.CrashWith(rng)
+	} else {
+		g.fs.CrashSectors(rng) // a disk that writes sectors out of order
+	}
 }
 
 // do runs fn unless the gate is crashed.

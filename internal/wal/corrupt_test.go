@@ -16,16 +16,24 @@ import (
 	"github.com/flintkv/flint/internal/wal"
 )
 
-// Frame types of format version 1, and the header's size.
+// Frame types of format version 2, the version, and the header's size.
 const (
 	typeHeader    = 1
 	typeEntry     = 2
 	typeHardState = 3
+	typeSeal      = 4
+	walVersion    = 2
 	headerSize    = 40
+	sealFrameSize = 24 // 8 (len, crc) + 1 (type) + 12, padded
 )
 
+// durableDamage is what the error for damage followed by a later write
+// says.
+const durableDamage = "was made once it was durable, so this is damage"
+
 // testLog is a log written for a test: several segments, the last holding
-// several entries and ending with one. Its final hard state is lastHS.
+// several entries and ending with one, in a write of its own. Every write
+// ends with a seal. Its final hard state is lastHS.
 type testLog struct {
 	m       *vfs.Mem
 	segs    []string
@@ -152,17 +160,17 @@ func TestCorruption(t *testing.T) {
 		name: "flipped byte in the last segment before valid records",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
 			name, b, fr := l.frames(t, -1)
-			f := fr[len(fr)-4]
+			f := fr[len(fr)-4] // the hard state of the write before the last
 			writeFile(t, l.m, name, flip(b, f.off+f.size/2))
-			return name, f.off, []string{"checksum mismatch", "a valid record follows"}
+			return name, f.off, []string{"checksum mismatch", durableDamage}
 		},
 	}, {
-		name: "flipped byte in the last segment before its last record",
+		name: "flipped byte in the seal before the last write",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
 			name, b, fr := l.frames(t, -1)
-			f := fr[len(fr)-2]
+			f := fr[len(fr)-3]
 			writeFile(t, l.m, name, flip(b, f.off+frame.HeaderSize))
-			return name, f.off, []string{"checksum mismatch", "a valid record follows at offset " + itoa(fr[len(fr)-1].off)}
+			return name, f.off, []string{"checksum mismatch", "the write sealed at offset " + itoa(fr[len(fr)-1].off) + " " + durableDamage}
 		},
 	}, {
 		name: "zero length in the last segment",
@@ -170,7 +178,7 @@ func TestCorruption(t *testing.T) {
 			name, b, fr := l.frames(t, -1)
 			f := fr[3]
 			writeFile(t, l.m, name, setLen(b, f.off, 0))
-			return name, f.off, []string{"bad frame length 0", "a valid record follows"}
+			return name, f.off, []string{"bad frame length 0", durableDamage}
 		},
 	}, {
 		name: "huge length in the last segment",
@@ -178,16 +186,16 @@ func TestCorruption(t *testing.T) {
 			name, b, fr := l.frames(t, -1)
 			f := fr[3]
 			writeFile(t, l.m, name, setLen(b, f.off, 1<<31))
-			return name, f.off, []string{"bad frame length", "a valid record follows"}
+			return name, f.off, []string{"bad frame length", durableDamage}
 		},
 	}, {
 		name: "length past the end in the last segment",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
-			// It looks like a torn write, but valid records follow.
+			// It looks like a torn write, but later writes follow.
 			name, b, fr := l.frames(t, -1)
 			f := fr[3]
 			writeFile(t, l.m, name, setLen(b, f.off, uint32(len(b))))
-			return name, f.off, []string{"file ends", "a valid record follows"}
+			return name, f.off, []string{"file ends", durableDamage}
 		},
 	}, {
 		name: "missing middle segment",
@@ -228,7 +236,7 @@ func TestCorruption(t *testing.T) {
 		name: "bad magic in a middle segment",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
 			name, b, _ := l.frames(t, 1)
-			h := header("FLNTWAL2", 1, 2, segmentFirst(t, name))
+			h := header("FLNTWAL2", walVersion, 2, segmentFirst(t, name))
 			writeFile(t, l.m, name, append(h, b[headerSize:]...))
 			return name, 0, []string{"bad magic"}
 		},
@@ -236,7 +244,7 @@ func TestCorruption(t *testing.T) {
 		name: "bad magic in the last segment",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
 			name, b, _ := l.frames(t, -1)
-			h := header("FLNTSNP1", 1, uint64(len(l.segs)), segmentFirst(t, name))
+			h := header("FLNTSNP1", walVersion, uint64(len(l.segs)), segmentFirst(t, name))
 			writeFile(t, l.m, name, append(h, b[headerSize:]...))
 			return name, 0, []string{"bad magic"}
 		},
@@ -244,9 +252,9 @@ func TestCorruption(t *testing.T) {
 		name: "bad version",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
 			name, b, _ := l.frames(t, -1)
-			h := header("FLNTWAL1", 2, uint64(len(l.segs)), segmentFirst(t, name))
+			h := header("FLNTWAL1", 1, uint64(len(l.segs)), segmentFirst(t, name))
 			writeFile(t, l.m, name, append(h, b[headerSize:]...))
-			return name, 0, []string{"version 2"}
+			return name, 0, []string{"log format version 1, this build reads version 2"}
 		},
 	}, {
 		name: "short header",
@@ -259,7 +267,7 @@ func TestCorruption(t *testing.T) {
 		name: "header of another segment",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
 			name, b, _ := l.frames(t, 1)
-			h := header("FLNTWAL1", 1, 7, segmentFirst(t, name))
+			h := header("FLNTWAL1", walVersion, 7, segmentFirst(t, name))
 			writeFile(t, l.m, name, append(h, b[headerSize:]...))
 			return name, 0, []string{"header says segment 7"}
 		},
@@ -311,12 +319,12 @@ func TestCorruption(t *testing.T) {
 			// The last entry of segment 1 is lost, and the name says so.
 			name, b, fr := l.frames(t, 1)
 			f := fr[len(fr)-1]
-			if f.typ == typeHardState {
-				f = fr[len(fr)-2]
+			for i := len(fr) - 2; f.typ != typeEntry; i-- {
+				f = fr[i]
 			}
 			writeFile(t, l.m, name, append(bytes.Clone(b[:f.off]), b[f.off+f.size:]...))
 			next, _, nfr := l.frames(t, 2)
-			return next, nfr[2].off, []string{"entries are missing"}
+			return next, nfr[3].off, []string{"entries are missing"} // after header, hard state, seal
 		},
 	}, {
 		name: "not a segment name",
@@ -368,53 +376,56 @@ func TestTornTail(t *testing.T) {
 		lost int
 		// hs is the hard state left, if not the last saved.
 		hs *raftpb.HardState
+		// sealAfter is true if the last write's seal is left after the
+		// damage.
+		sealAfter bool
 	}{{
 		name: "cut in the payload",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-1]
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			return b[:f.off+f.size/2], f.off
 		},
 		lost: 1,
 	}, {
 		name: "cut in the frame header",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-1]
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			return b[:f.off+3], f.off
 		},
 		lost: 1,
 	}, {
 		name: "cut after the frame header",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-1]
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			return b[:f.off+frame.HeaderSize], f.off
 		},
 		lost: 1,
 	}, {
 		name: "cut in the padding",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-1]
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			return b[:f.off+f.size-2], f.off
 		},
 		lost: 1,
 	}, {
 		name: "cut after the type byte of the previous frame",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-2]
+			f := fr[len(fr)-4] // the write before the last: hard state, seal
 			return b[:f.off+frame.HeaderSize+1], f.off
 		},
-		lost: 1, // the previous frame is a hard state
+		lost: 1, // the hard state's write did not change the log
 		hs:   &raftpb.HardState{Term: 2, Vote: 1, Commit: 33},
 	}, {
 		name: "cut and zeros appended",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-1]
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			return append(bytes.Clone(b[:f.off+11]), make([]byte, 1000)...), f.off
 		},
 		lost: 1,
 	}, {
 		name: "zeros over the last record",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-1]
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			b = bytes.Clone(b)
 			clear(b[f.off+4:])
 			return b, f.off
@@ -439,7 +450,7 @@ func TestTornTail(t *testing.T) {
 	}, {
 		name: "random garbage over the last record",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			f := fr[len(fr)-1]
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			g := randomGarbage(rng, 8+rng.IntN(5000))
 			binary.LittleEndian.PutUint32(g, uint32(len(g)+1))
 			return append(bytes.Clone(b[:f.off]), g...), f.off
@@ -448,19 +459,27 @@ func TestTornTail(t *testing.T) {
 	}, {
 		name: "damaged last record",
 		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
-			// Damage with nothing valid after it cannot be told from a
-			// torn write.
-			f := fr[len(fr)-1]
+			// Damage in the last write cannot be told from a torn write,
+			// even with the write's seal after it: the seal does not
+			// verify.
+			f := fr[len(fr)-2] // the last entry; its write's seal follows
 			return flip(b, f.off+f.size/2), f.off
 		},
-		lost: 1,
+		lost:      1,
+		sealAfter: true,
+	}, {
+		name: "damaged last seal",
+		tear: func(b []byte, fr []frameInfo) ([]byte, int64) {
+			f := fr[len(fr)-1]
+			return flip(b, f.off+f.size-6), f.off
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newTestLog(t)
 			name, b, fr := l.frames(t, -1)
 			torn, size := tc.tear(b, fr)
-			if _, ok := frame.FindValid(torn[size:], frame.HeaderSize); ok {
-				t.Fatalf("test bug: a valid frame follows the damage")
+			if _, ok := frame.FindValid(torn[size:], frame.HeaderSize); ok != tc.sealAfter {
+				t.Fatalf("test bug: a valid frame follows the damage: %v, want %v", ok, tc.sealAfter)
 			}
 			writeFile(t, l.m, name, torn)
 			hs := l.lastHS
@@ -469,6 +488,59 @@ func TestTornTail(t *testing.T) {
 			}
 			checkTornOpen(t, l, name, size, l.entries[:len(l.entries)-tc.lost], hs)
 		})
+	}
+}
+
+// TestTornSectors loses a sector in the middle of a write, with frames of
+// the write, its seal among them, after it, as a disk that writes sectors
+// in any order may on a power loss. In the last write, that is a torn
+// write: Open truncates it at the first damaged frame. Once a later write
+// follows, made after this one was durable, it is damage.
+func TestTornSectors(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		m := vfs.NewMem()
+		w, _ := mustOpen(t, m, wal.Options{}, 0)
+		mustSave(t, w, entries(1, 3, 1), hardState(1, 1, 3))
+		name := segments(t, m)[0]
+		start := int64(len(readFile(t, m, name)))
+		big := entries(4, 11, 1)
+		for i := range big {
+			big[i].Data = bytes.Repeat(big[i].Data, 20) // 8 entries of 20 to 820 bytes
+		}
+		mustSave(t, w, big, hardState(1, 1, 11))
+		if later {
+			mustSave(t, w, entries(12, 12, 1), hardState(1, 1, 12))
+		}
+		mustClose(t, w)
+		b := readFile(t, m, name)
+		sector := (start/vfs.SectorSize + 1) * vfs.SectorSize // inside the 8-entry write
+		var first frameInfo
+		for _, f := range framesOf(t, b) {
+			if f.off+f.size > sector {
+				first = f
+				break
+			}
+		}
+		clear(b[sector : sector+vfs.SectorSize])
+		writeFile(t, m, name, b)
+		var logBuf bytes.Buffer
+		w, r, err := open(t, m, wal.Options{Logger: logger(&logBuf)}, 0)
+		if later {
+			checkWalError(t, err, name, first.off, durableDamage)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		kept := r.entries()
+		if n := len(kept); n < 3 || n >= 11 || first.typ != typeEntry {
+			t.Fatalf("replayed %s, with the first damaged frame of type %d: test bug", span(kept), first.typ)
+		}
+		checkEntries(t, "replay", kept, append(entries(1, 3, 1), big[:len(kept)-3]...))
+		if got := int64(len(readFile(t, m, name))); got != first.off || !strings.Contains(logBuf.String(), "torn") {
+			t.Fatalf("Open left %d bytes, want %d, and logged %q", got, first.off, logBuf.String())
+		}
+		mustClose(t, w)
 	}
 }
 
@@ -526,7 +598,7 @@ func TestTornSegmentStart(t *testing.T) {
 			hs := binary.AppendUvarint(nil, l.lastHS.Term)
 			hs = binary.AppendUvarint(hs, l.lastHS.Vote)
 			hs = binary.AppendUvarint(hs, l.lastHS.Commit)
-			start := append(header("FLNTWAL1", 1, seq, 37), frame.Append(nil, typeHardState, hs)...)
+			start := append(header("FLNTWAL1", walVersion, seq, 37), frame.Append(nil, typeHardState, hs)...)
 			writeFile(t, l.m, name, start)
 			if w, r := mustOpen(t, l.m, small, 0); !recEqual(r.recs[len(r.recs)-1], hsRec(l.lastHS)) {
 				t.Fatalf("test bug: the new segment replays %v", r.recs[len(r.recs)-1])
@@ -534,7 +606,8 @@ func TestTornSegmentStart(t *testing.T) {
 				mustClose(t, w)
 			}
 			writeFile(t, l.m, name, start[:cut])
-			checkTornOpen(t, l, name, int64(len(start)), l.entries, l.lastHS)
+			// Written again, the start is sealed.
+			checkTornOpen(t, l, name, int64(len(start)+sealFrameSize), l.entries, l.lastHS)
 
 			// The segment starts with the hard state again: releasing
 			// everything before it keeps it.

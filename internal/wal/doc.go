@@ -20,15 +20,24 @@
 // frames are written over: zeros after the last frame are the segment's
 // clean end. spare.tmp is never part of the log.
 //
-// # Format, version 1
+// # Format, version 2
 //
 // A segment is a sequence of frames (see package frame: length, CRC-32C,
 // type, payload, padding to 8 bytes). Integers in payloads are unsigned
 // varints unless noted.
 //
-//	type 1, header:     "FLNTWAL1" (8 bytes), version uint32 LE (1), seq uint64 LE, first uint64 LE
+//	type 1, header:     "FLNTWAL1" (8 bytes), version uint32 LE (2), seq uint64 LE, first uint64 LE
 //	type 2, entry:      term, index, entry type (1 byte: raftpb.EntryType), data (the rest)
 //	type 3, hard state: term, vote, commit
+//	type 4, seal:       from uint64 LE, cover uint32 LE
+//
+// Every write to a segment (one call to Append, or a segment's start) ends
+// with a seal. from is the offset of the segment's first byte that was not
+// known to be durable when the write was made: the end of the last write
+// fsynced, or 0. cover is the CRC-32C of the segment's seq and first, as
+// uint64 LE each, followed by the segment's bytes from from to the seal's
+// own offset. Replay skips seals; they tell a torn write from damage (see
+// below). Version 1, without seals, is not read: no release wrote it.
 //
 // The header is the first frame of every segment and appears only there. The
 // second frame of every segment is the hard state current when it was
@@ -45,13 +54,20 @@
 // # Durability and recovery
 //
 // Save writes a group of frames with one write and, unless Options.NoSync,
-// makes them durable with one fsync before it returns. At Open, a frame that
-// cannot be read at the end of the last segment, with no valid frame after it,
-// is a torn write (also when zeros follow it, in a preallocated segment): the
-// segment is truncated there and the loss is logged. Any
-// other damage (a bad frame followed by valid ones, damage in an earlier
-// segment, a missing segment, a gap in entries the snapshot lacks) stops Open with an *Error that
-// names the file and offset. Nothing is skipped silently.
+// makes them durable with one fsync before it returns. A power loss may tear
+// the writes not yet fsynced in any way: a disk may write their sectors in
+// any order, so a torn write can leave whole frames after lost ones. At
+// Open, a frame that cannot be read in the last segment is a torn write
+// unless a seal after it verifies and its from is past the damage: that
+// seal ends a write made once the damaged bytes were durable. A torn write
+// is truncated at the first frame that cannot be read (zeros after it, in
+// a preallocated segment, are no loss) and the loss is logged. Any other
+// damage (a bad frame with such a seal after it, damage in an earlier
+// segment, a missing segment, a gap in entries the snapshot lacks) stops
+// Open with an *Error that names the file and offset. Nothing is skipped
+// silently. Damage to the last write cannot be told from a torn write; with
+// NoSync, no write in the last segment is known durable, so damage there is
+// always taken for one.
 //
 // An fsync that fails leaves the file's state unknown, so the WAL refuses all
 // later writes; the node must stop. A write that finds the disk full is

@@ -224,7 +224,8 @@ func TestDiskFullFaulty(t *testing.T) {
 // TestDiskFullRotation fills the disk when a Save starts a new segment:
 // no new segment is left behind, and the log works once there is room.
 func TestDiskFullRotation(t *testing.T) {
-	for _, room := range []int64{0, 10, 45, 55, 56, 60} {
+	const start = headerSize + 16 + sealFrameSize // header, hard state, seal
+	for _, room := range []int64{0, 10, 45, start - 1, start, start + 4} {
 		m := vfs.NewMem()
 		opt := wal.Options{SegmentSize: 200}
 		w, _ := mustOpen(t, m, opt, 0)
@@ -246,9 +247,9 @@ func TestDiskFullRotation(t *testing.T) {
 			if !strings.Contains(err.Error(), segName(2, next)) {
 				t.Fatalf("room %d: error %q does not name the new segment", room, err)
 			}
-			if room < headerSize+16 {
+			if room < start {
 				checkDirUnchanged(t, m, before)
-			} else if segs := segments(t, m); len(segs) != 2 || len(readFile(t, m, segs[1])) != headerSize+16 {
+			} else if segs := segments(t, m); len(segs) != 2 || len(readFile(t, m, segs[1])) != start {
 				// The new segment was started; the entry did not fit.
 				t.Fatalf("room %d: segments %v after a failed Save", room, segs)
 			}
@@ -292,7 +293,7 @@ func TestOpenDiskFull(t *testing.T) {
 func TestOpenFailures(t *testing.T) {
 	l := newTestLog(t)
 	name, b, _ := l.frames(t, -1)
-	writeFile(t, l.m, name, b[:len(b)-3])
+	writeFile(t, l.m, name, b[:len(b)-sealFrameSize-3]) // in the last entry
 	f := vfs.NewFaulty(l.m)
 	f.FailSync(syscall.EIO)
 	if _, _, err := open(t, f, wal.Options{}, 0); err == nil || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), path.Join(dir, name)) {

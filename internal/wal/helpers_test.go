@@ -301,3 +301,13 @@ func seed(t testing.TB) uint64 {
 	t.Logf("seed %d (rerun with -seed %d)", s, s)
 	return s
 }
+
+// powerLoss crashes m as a power loss would, tearing unsynced writes either
+// as a prefix or sector by sector, as rng chooses.
+func powerLoss(m *vfs.Mem, rng *rand.Rand) {
+	if rng.IntN(2) == 0 {
+		m.CrashWith(rng)
+	} else {
+		m.CrashSectors(rng)
+	}
+}

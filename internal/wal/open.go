@@ -140,11 +140,11 @@ func (w *WAL) mapSegment(s segment) ([]byte, error) {
 
 // start begins an empty log with its first segment.
 func (w *WAL) start(seq, first uint64) error {
-	f, size, err := w.create(seq, first)
+	f, size, seal, err := w.create(seq, first)
 	if err != nil {
 		return err
 	}
-	w.f, w.off = f, size
+	w.f, w.off, w.seal = f, size, seal
 	w.segs = []segment{{seq: seq, first: first, name: segmentName(seq, first), size: size}}
 	w.size = size
 	return nil
@@ -210,12 +210,21 @@ func (w *WAL) reopenLast(s segment, b []byte, fe *frame.Error) (segment, error) 
 	if err == nil && end <= headerSize {
 		end, err = w.rewriteHeader(f, s)
 	}
+	// What the segment holds may not be durable yet, if the process
+	// crashed; the next write's seal may only cover what follows it once
+	// it is.
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("wal: fsync %s: %w", s.name, err)
+		}
+	}
 	if err != nil {
 		f.Close()
 		return s, err
 	}
 	s.size = end
-	w.f, w.off = f, end
+	w.f, w.off, w.seal = f, end, newSealer(s.seq, s.first)
+	w.seal.reset(end)
 	w.spare.grows = true
 	return s, nil
 }
@@ -228,7 +237,7 @@ var headerSize = int64(frame.Size(len(magic) + 20))
 func (w *WAL) rewriteHeader(f vfs.File, s segment) (int64, error) {
 	w.opt.Logger.Warn("wal: the start of the last segment was torn; writing its header and the hard state again",
 		"file", path.Join(w.dir, s.name))
-	b := w.segmentStart(s.seq, s.first)
+	b, _ := w.segmentStart(s.seq, s.first)
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return 0, fmt.Errorf("wal: rewriting the header of %s: %w", s.name, err)
 	}
@@ -294,6 +303,11 @@ func (w *WAL) record(s segment, i int, typ byte, p []byte, replay Replay) error 
 		}
 		w.hs = hs
 		return replay.HardState(hs)
+	case typ == typeSeal:
+		if _, _, ok := decodeSeal(p); !ok {
+			return fmt.Errorf("a seal of %d bytes, not %d", len(p), sealSize)
+		}
+		return nil // only a torn tail's repair reads seals
 	}
 	return fmt.Errorf("unknown frame type %d (written by a newer version?)", typ)
 }
@@ -319,13 +333,12 @@ func checkHeader(p []byte, s segment) error {
 // the file is truncated.
 func (w *WAL) repairTail(f vfs.File, b []byte, s segment, fe *frame.Error) (int64, error) {
 	name := path.Join(w.dir, s.name)
-	rest := b[fe.Offset:]
-	if at, ok := frame.FindValid(rest, frame.HeaderSize); ok {
+	if at, ok := sealedAfter(b, s, fe.Offset); ok {
 		return 0, &Error{File: name, Offset: fe.Offset, Reason: fmt.Sprintf(
-			"%s, and a valid record follows at offset %d, so this is damage, not a torn write: restore the data directory from a backup",
-			fe.Reason, fe.Offset+int64(at))}
+			"%s, and the write sealed at offset %d was made once it was durable, so this is damage, not a torn write: restore the data directory from a backup",
+			fe.Reason, at)}
 	}
-	torn := len(bytes.TrimRight(rest, "\x00")) // the zeros of a preallocated segment are no loss
+	torn := len(bytes.TrimRight(b[fe.Offset:], "\x00")) // the zeros of a preallocated segment are no loss
 	if err := f.Truncate(fe.Offset); err != nil {
 		return 0, fmt.Errorf("wal: truncating torn tail of %s: %w", name, err)
 	}

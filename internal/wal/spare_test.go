@@ -65,7 +65,7 @@ func TestPreallocate(t *testing.T) {
 		for range 1 + rng.IntN(5) {
 			save(w)
 		}
-		m.CrashWith(rng)
+		powerLoss(m, rng)
 		w, r = mustOpen(t, m, opt, 0)
 		got := r.entries()
 		if len(got) < durable || len(got) > len(want) {

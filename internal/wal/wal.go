@@ -16,16 +16,17 @@ import (
 	"github.com/flintkv/flint/internal/vfs"
 )
 
-// Frame types of format version 1.
+// Frame types of format version 2.
 const (
 	typeHeader    = 1
 	typeEntry     = 2
 	typeHardState = 3
+	typeSeal      = 4
 )
 
 const (
-	magic   = "FLNTWAL1"
-	version = 1
+	magic   = "FLNTWAL1" // the file type, whatever the version
+	version = 2
 )
 
 // Options configure a WAL.
@@ -79,7 +80,8 @@ type WAL struct {
 	hs     raftpb.HardState
 	buf    []byte
 	failed error
-	dirty  bool // written since the last fsync
+	dirty  bool   // written since the last fsync
+	seal   sealer // seals the writes to f
 	spare  spare
 }
 
@@ -153,10 +155,12 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if writeHS {
 		w.buf = appendHardState(w.buf, hs)
 	}
+	seal := w.seal
+	w.buf = seal.close(w.buf)
 	if err := w.write(w.buf); err != nil {
 		return err
 	}
-	w.dirty = true
+	w.seal, w.dirty = seal, true
 	if len(entries) > 0 {
 		w.last = entries[len(entries)-1].Index
 		w.mu.Lock()
@@ -186,6 +190,7 @@ func (w *WAL) Sync() error {
 		return w.fail(fmt.Errorf("wal: fsync %s: %w", w.lastName(), err))
 	}
 	w.dirty = false
+	w.seal.reset(w.off)
 	d := time.Since(start)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -256,14 +261,14 @@ func (w *WAL) rotate(entries []raftpb.Entry) error {
 	w.mu.Lock()
 	seq := w.segs[len(w.segs)-1].seq + 1
 	w.mu.Unlock()
-	f, size, err := w.create(seq, first)
+	f, size, seal, err := w.create(seq, first)
 	if err != nil {
 		return err
 	}
 	if err := w.f.Close(); err != nil {
 		return w.fail(fmt.Errorf("wal: close %s: %w", w.lastName(), err))
 	}
-	w.f, w.off = f, size
+	w.f, w.off, w.seal = f, size, seal
 	w.mu.Lock()
 	w.segs = append(w.segs, segment{seq: seq, first: first, name: segmentName(seq, first), size: size})
 	w.size += size
@@ -271,15 +276,18 @@ func (w *WAL) rotate(entries []raftpb.Entry) error {
 	return nil
 }
 
-// create makes a durable new segment holding its header and the hard state.
-func (w *WAL) create(seq, first uint64) (vfs.File, int64, error) {
+// create makes a durable new segment holding its header and the hard state,
+// and returns it with its size and the sealer of its next write.
+func (w *WAL) create(seq, first uint64) (vfs.File, int64, sealer, error) {
 	name := path.Join(w.dir, segmentName(seq, first))
-	b := w.segmentStart(seq, first)
+	b, seal := w.segmentStart(seq, first)
 	f, err := w.takeSpare(name)
 	if err == nil {
 		_, err = f.WriteAt(b, 0)
 		if err == nil && !w.opt.NoSync {
-			err = f.Sync()
+			if err = f.Sync(); err == nil {
+				seal.reset(int64(len(b)))
+			}
 		}
 		if err == nil {
 			err = w.fs.SyncDir(w.dir)
@@ -290,19 +298,21 @@ func (w *WAL) create(seq, first uint64) (vfs.File, int64, error) {
 	}
 	if err != nil && vfs.IsNoSpace(err) {
 		w.fs.Remove(name)
-		return nil, 0, fmt.Errorf("wal: starting segment %s: %w", name, err)
+		return nil, 0, seal, fmt.Errorf("wal: starting segment %s: %w", name, err)
 	}
 	if err != nil {
-		return nil, 0, w.fail(fmt.Errorf("wal: starting segment %s: %w", name, err))
+		return nil, 0, seal, w.fail(fmt.Errorf("wal: starting segment %s: %w", name, err))
 	}
-	return f, int64(len(b)), nil
+	return f, int64(len(b)), seal, nil
 }
 
-// segmentStart returns the first frames of a segment: its header and the
-// current hard state.
-func (w *WAL) segmentStart(seq, first uint64) []byte {
+// segmentStart returns the first write of a segment, its header and the
+// current hard state, sealed, and the sealer of the next write.
+func (w *WAL) segmentStart(seq, first uint64) ([]byte, sealer) {
+	seal := newSealer(seq, first)
 	b := frame.Append(nil, typeHeader, headerPayload(seq, first))
-	return appendHardState(b, w.hs)
+	b = appendHardState(b, w.hs)
+	return seal.close(b), seal
 }
 
 func headerPayload(seq, first uint64) []byte {

@@ -188,7 +188,7 @@ func TestLogBehindSnapshot(t *testing.T) {
 	mustSave(t, w, old, hardState(1, 1, 5))
 	mustClose(t, w)
 	_, _, err := open(t, m, small, 10)
-	checkWalError(t, err, segName(1, 1), 264, "ends at entry 5, before the snapshot's 10") // the end of its last record
+	checkWalError(t, err, segName(1, 1), 312, "ends at entry 5, before the snapshot's 10") // the end of its last write
 	w, r := mustOpen(t, m, noSync, 10)
 	checkEntries(t, "replay behind the snapshot", r.entries(), old)
 	if mt := w.Metrics(); mt.LastIndex != 10 {
@@ -207,7 +207,7 @@ func TestLogBehindSnapshot(t *testing.T) {
 	}
 	// Entries the snapshot lacks must still be there.
 	_, _, err = open(t, m, small, 9)
-	checkWalError(t, err, segName(2, 11), 56, "missing", "entry 11 follows entry 5") // after the header and hard state
+	checkWalError(t, err, segName(2, 11), 80, "missing", "entry 11 follows entry 5") // after the header, hard state and seal
 }
 
 // TestTruncation saves entries that repeat indexes, as raft does when a new
@@ -450,7 +450,7 @@ func TestCrash(t *testing.T) {
 				break // the WAL refuses writes now
 			}
 		}
-		m.CrashWith(rng)
+		powerLoss(m, rng)
 		f.Heal()
 
 		w, r = mustOpen(t, f, small, 0)
@@ -530,7 +530,7 @@ func TestAppendSync(t *testing.T) {
 		if w.Metrics().Segments < 2 && iter == 0 {
 			t.Log("no new segment in the first iteration")
 		}
-		m.CrashWith(rng)
+		powerLoss(m, rng)
 		w, r := mustOpen(t, m, small, 0)
 		log := r.log()
 		if len(log) < int(synced) || len(log) > int(next-1) {
