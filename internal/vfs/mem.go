@@ -351,7 +351,10 @@ func (m *Mem) ReadDir(dir string) ([]string, error) {
 	defer m.mu.Unlock()
 	clean := path.Clean(dir)
 	d := m.dirs[clean]
-	if d == nil {
+	switch {
+	case d == nil && m.isFile(clean):
+		return nil, &os.PathError{Op: "readdirent", Path: dir, Err: syscall.ENOTDIR}
+	case d == nil:
 		return nil, &os.PathError{Op: "open", Path: dir, Err: syscall.ENOENT}
 	}
 	names := slices.Collect(maps.Keys(d.files))

@@ -253,6 +253,10 @@ func TestMemCrashDirectories(t *testing.T) {
 	m := NewMem()
 	must(t, m.Mkdir("redo"))
 	must(t, MkdirAll(m, "redo")) // as if after a crash before syncing "."
+	must(t, MkdirAll(m, "p"))
+	must(t, m.Mkdir("p/q"))                       // as if after a crash before syncing p
+	must(t, MkdirAll(m, "p/q/data"))              // syncs p too
+	durable(t, m, "p/q/data/log", "acknowledged") // synced, in p/q/data
 	must(t, MkdirAll(m, "x/y"))
 	must(t, m.Mkdir("x/lost"))
 	durable(t, m, "x/lost/f", "data") // synced in x/lost, which x does not hold durably
@@ -260,7 +264,7 @@ func TestMemCrashDirectories(t *testing.T) {
 	must(t, m.Mkdir("x/z/kept")) // x/z holds it durably, but x does not hold x/z
 	must(t, m.SyncDir("x/z"))
 	m.Crash()
-	for dir, want := range map[string][]string{".": {"redo", "x"}, "x": {"y"}, "redo": nil} {
+	for dir, want := range map[string][]string{".": {"p", "redo", "x"}, "x": {"y"}, "redo": nil, "p/q/data": {"log"}} {
 		if names, err := m.ReadDir(dir); err != nil || !slices.Equal(names, want) {
 			t.Errorf("after Crash, ReadDir(%s) = %q, %v, want %q", dir, names, err, want)
 		}

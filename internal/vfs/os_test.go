@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -56,6 +57,12 @@ func testFS(t *testing.T, fsys FS, dir string) {
 	run("Close", f.Close())
 
 	run("MkdirAll", MkdirAll(fsys, name("sub/deeper")))
+	run("MkdirAll again", MkdirAll(fsys, name("sub/deeper")))
+	for _, over := range []string{"a", "a/below"} { // a is a file
+		if err := MkdirAll(fsys, name(over)); !errors.Is(err, syscall.ENOTDIR) {
+			t.Fatalf("MkdirAll(%s) over a file: %v, want ENOTDIR", over, err)
+		}
+	}
 	f, err = fsys.Create(name("b"))
 	run("Create b", err)
 	run("Close b", f.Close())

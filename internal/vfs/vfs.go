@@ -66,23 +66,37 @@ var ErrNoSpace error = syscall.ENOSPC
 func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 
 // MkdirAll creates dir and any missing parents in fsys, durably: it syncs
-// the parent of each directory it creates, and the parent of dir in any
-// case, so that dir survives a crash once MkdirAll returns nil, even if an
-// earlier process made it and crashed before syncing. (A parent made by
-// such a process stays as durable as it left it.)
+// the parent of each directory on the path below the root, so that dir
+// survives a crash once MkdirAll returns nil, even if an earlier process
+// made some of them and crashed before syncing. A file named dir fails it
+// (ENOTDIR), as one named like a parent does.
 func MkdirAll(fsys FS, dir string) error {
-	dir = path.Clean(dir)
+	if err := mkdirAll(fsys, path.Clean(dir)); err != nil {
+		return err
+	}
+	_, err := fsys.ReadDir(dir) // Mkdir took a file named dir for a directory
+	return err
+}
+
+// mkdirAll is MkdirAll without the check that dir is a directory. The
+// parent of a directory that was there already is synced too, in case an
+// earlier process made it and crashed before syncing; but an error there
+// is not one: that parent may be one this process may not open (mode
+// 0711, say), made long before and durable.
+func mkdirAll(fsys FS, dir string) error {
 	parent := path.Dir(dir)
 	if parent == dir { // a root, which always exists
 		return nil
 	}
-	err := fsys.Mkdir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = MkdirAll(fsys, parent); err == nil {
-			err = fsys.Mkdir(dir)
-		}
+	if err := mkdirAll(fsys, parent); err != nil {
+		return err
 	}
-	if err != nil && !errors.Is(err, fs.ErrExist) {
+	err := fsys.Mkdir(dir)
+	if errors.Is(err, fs.ErrExist) {
+		fsys.SyncDir(parent)
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	return fsys.SyncDir(parent)
