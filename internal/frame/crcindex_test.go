@@ -72,10 +72,10 @@ func TestFinderWalk(t *testing.T) {
 	}
 }
 
-// TestFindValidLongCandidates: a valid frame longer than directCheck is
+// TestFinderLongCandidates: a valid frame longer than directCheck is
 // found through the index, behind damage that declares a plausible long
 // frame at every offset.
-func TestFindValidLongCandidates(t *testing.T) {
+func TestFinderLongCandidates(t *testing.T) {
 	damage := make([]byte, 4096)
 	for i := 0; i < len(damage); i += 8 {
 		damage[i+1] = 0x10 // len 4096 at every offset: long, and fits
@@ -85,19 +85,19 @@ func TestFindValidLongCandidates(t *testing.T) {
 		payload[i] = byte(i)
 	}
 	b := Append(append([]byte(nil), damage...), 7, payload)
-	if off, ok := FindValid(b, 0); !ok || off != len(damage) {
-		t.Fatalf("FindValid = %d, %v; want %d, true", off, ok, len(damage))
+	if off, ok := findValid(b, 0); !ok || off != len(damage) {
+		t.Fatalf("Next = %d, %v; want %d, true", off, ok, len(damage))
 	}
 	b[len(damage)+HeaderSize+100] ^= 1
-	if off, ok := FindValid(b, 0); ok {
-		t.Fatalf("FindValid found a frame at %d in a file whose only frame is damaged", off)
+	if off, ok := findValid(b, 0); ok {
+		t.Fatalf("Next found a frame at %d in a file whose only frame is damaged", off)
 	}
 }
 
-// BenchmarkFindValidAdversarial times FindValid over damage that declares
+// BenchmarkFinderAdversarial times Finder.Next over damage that declares
 // a frame of half its size at every offset: quadratic if each candidate's
 // body were checksummed (1.8 s for 1 MiB before the index).
-func BenchmarkFindValidAdversarial(b *testing.B) {
+func BenchmarkFinderAdversarial(b *testing.B) {
 	const size = 1 << 20
 	buf := make([]byte, size)
 	for i := 0; i < size; i += 8 {
@@ -105,7 +105,7 @@ func BenchmarkFindValidAdversarial(b *testing.B) {
 	}
 	b.SetBytes(size)
 	for b.Loop() {
-		if _, ok := FindValid(buf, 0); ok {
+		if _, ok := findValid(buf, 0); ok {
 			b.Fatal("found a valid frame in damage")
 		}
 	}

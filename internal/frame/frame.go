@@ -88,14 +88,6 @@ func check(hdr []byte, body []byte) bool {
 	return crc == binary.LittleEndian.Uint32(hdr[4:])
 }
 
-// FindValid reports the offset of the first valid frame in b at or after
-// from (relative to b's start), looking only at multiples of 8. It is
-// NewFinder(b).Next(from) for a single search.
-func FindValid(b []byte, from int) (int, bool) {
-	fr, ok := NewFinder(b).Next(from)
-	return int(fr.Offset), ok
-}
-
 // Finder finds the valid frames that follow damage in b, which is how a
 // reader tells a torn tail from damage in the middle of a file, and
 // checksums ranges of b.
@@ -152,6 +144,6 @@ func (f *Finder) index() *crcIndex {
 // and the length of B.
 func Combine(crcA, crcB uint32, lenB int) uint32 { return shift(crcA, lenB) ^ crcB }
 
-// directCheck is the longest candidate frame body FindValid checksums
+// directCheck is the longest candidate frame body Finder checksums
 // directly: about what a crcIndex lookup costs.
 const directCheck = 256

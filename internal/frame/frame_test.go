@@ -106,18 +106,18 @@ func TestZeroTail(t *testing.T) {
 	}
 }
 
-func TestFindValid(t *testing.T) {
+func TestFinderNext(t *testing.T) {
 	b := frames("first", "second", "third")
 	second, third := Size(len("first")), Size(len("first"))+Size(len("second"))
 	b[second+10] ^= 1
-	if off, ok := FindValid(b, second+1); !ok || off != third {
-		t.Fatalf("FindValid = %d, %v; want %d", off, ok, third)
+	if off, ok := findValid(b, second+1); !ok || off != third {
+		t.Fatalf("Next = %d, %v; want %d", off, ok, third)
 	}
-	if _, ok := FindValid(b[:third], second+1); ok {
-		t.Fatal("FindValid found a frame in damaged bytes")
+	if _, ok := findValid(b[:third], second+1); ok {
+		t.Fatal("Next found a frame in damaged bytes")
 	}
-	if _, ok := FindValid(make([]byte, 4096), 0); ok {
-		t.Fatal("FindValid found a frame in zeros")
+	if _, ok := findValid(make([]byte, 4096), 0); ok {
+		t.Fatal("Next found a frame in zeros")
 	}
 }
 
@@ -137,11 +137,18 @@ func FuzzScanner(f *testing.F) {
 			}
 			end = r.Offset()
 		}
-		// Every frame read is a valid one, so FindValid agrees at offset 0.
+		// Every frame read is a valid one, so Next agrees at offset 0.
 		if end > 0 {
-			if off, ok := FindValid(b, 0); !ok || off != 0 {
-				t.Fatalf("FindValid(0) = %d, %v after reading valid frames", off, ok)
+			if off, ok := findValid(b, 0); !ok || off != 0 {
+				t.Fatalf("Next(0) = %d, %v after reading valid frames", off, ok)
 			}
 		}
 	})
+}
+
+// findValid is the offset of the first valid frame in b at or after from,
+// as a new Finder sees it.
+func findValid(b []byte, from int) (int, bool) {
+	fr, ok := NewFinder(b).Next(from)
+	return int(fr.Offset), ok
 }

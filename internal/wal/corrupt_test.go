@@ -478,7 +478,7 @@ func TestTornTail(t *testing.T) {
 			l := newTestLog(t)
 			name, b, fr := l.frames(t, -1)
 			torn, size := tc.tear(b, fr)
-			if _, ok := frame.FindValid(torn[size:], frame.HeaderSize); ok != tc.sealAfter {
+			if _, ok := frame.NewFinder(torn[size:]).Next(frame.HeaderSize); ok != tc.sealAfter {
 				t.Fatalf("test bug: a valid frame follows the damage: %v, want %v", ok, tc.sealAfter)
 			}
 			writeFile(t, l.m, name, torn)
@@ -635,7 +635,7 @@ func randomGarbage(rng *rand.Rand, n int) []byte {
 		for i := range g {
 			g[i] = byte(rng.IntN(256))
 		}
-		if _, ok := frame.FindValid(g, 0); !ok {
+		if _, ok := frame.NewFinder(g).Next(0); !ok {
 			return g
 		}
 	}

@@ -254,6 +254,7 @@ func (w *WAL) rotate(entries []raftpb.Entry) error {
 		return w.fail(fmt.Errorf("wal: fsync %s: %w", w.lastName(), err))
 	}
 	w.dirty = false
+	w.seal.reset(w.off) // for writes here, if a full disk stops the rotation
 	first := w.last + 1
 	if len(entries) > 0 {
 		first = entries[0].Index
