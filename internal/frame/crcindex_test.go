@@ -10,10 +10,7 @@ import (
 // hash/crc32's.
 func TestCRCIndex(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	b := make([]byte, 1<<16)
-	for i := range b {
-		b[i] = byte(rng.IntN(256))
-	}
+	b := randomBytes(rng, 1<<16)
 	x := newCRCIndex(b)
 	for range 5000 {
 		off := rng.IntN((len(b)-HeaderSize)/8) * 8
@@ -32,10 +29,7 @@ func TestCRCIndex(t *testing.T) {
 // halves, with hash/crc32's checksums.
 func TestFinderCRC(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	b := make([]byte, 1<<14)
-	for i := range b {
-		b[i] = byte(rng.IntN(256))
-	}
+	b := randomBytes(rng, 1<<14)
 	f := NewFinder(b)
 	for range 2000 {
 		s := rng.IntN(len(b) + 1)
@@ -49,6 +43,15 @@ func TestFinderCRC(t *testing.T) {
 			t.Fatalf("Combine of [%d, %d) and [%d, %d) = %#x, want %#x", s, m, m, e, got, want)
 		}
 	}
+}
+
+// randomBytes returns n bytes drawn from rng.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.IntN(256))
+	}
+	return b
 }
 
 // TestFinderWalk walks every valid frame after damage with one Finder, as
