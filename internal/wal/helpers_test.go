@@ -208,12 +208,24 @@ func segments(t testing.TB, fs vfs.FS) []string {
 
 // segmentFirst returns the first index in a segment's name.
 func segmentFirst(t testing.TB, name string) uint64 {
+	_, first := parseSegName(t, name)
+	return first
+}
+
+// segmentSeq returns the sequence number in a segment's name.
+func segmentSeq(t testing.TB, name string) uint64 {
+	seq, _ := parseSegName(t, name)
+	return seq
+}
+
+// parseSegName returns the sequence number and first index in a segment's
+// name.
+func parseSegName(t testing.TB, name string) (seq, first uint64) {
 	t.Helper()
-	var seq, first uint64
 	if _, err := fmt.Sscanf(name, "%016x-%016x.wal", &seq, &first); err != nil {
 		t.Fatalf("segment name %q: %v", name, err)
 	}
-	return first
+	return seq, first
 }
 
 // segName returns the name of segment seq starting at first.
