@@ -93,7 +93,7 @@ func mkdirAll(fsys FS, dir string) error {
 	}
 	err := fsys.Mkdir(dir)
 	if errors.Is(err, fs.ErrExist) {
-		fsys.SyncDir(parent)
+		_ = fsys.SyncDir(parent) // best effort: see above
 		return nil
 	}
 	if err != nil {
