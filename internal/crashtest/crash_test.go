@@ -106,7 +106,8 @@ type harness struct {
 	// Totals for the summary.
 	restarts                          int
 	restartTime                       time.Duration
-	snapshots, tornTails, otherWarns  int
+	snapshots, tornTails, tornStarts  int
+	otherWarns                        int
 	firstSeg, lastSeg                 uint64
 	walBytes                          int64
 	resolvedApplied, resolvedNotTaken int
@@ -437,7 +438,10 @@ func wait(t *testing.T, srv *proctest.Server) error {
 
 // checkLogs checks the logs of a server that has exited: every line must be
 // slog's, and none may be an error. Warnings are counted: a kill during a
-// log write leaves a torn tail that the next start truncates, as expected.
+// log write leaves a torn tail that the next start truncates, and a kill
+// between a spare file's rename into a new segment and the write of its
+// header leaves a segment of zeros whose start the next start writes again,
+// as expected.
 func (h *harness) checkLogs(srv *proctest.Server) {
 	t := h.t
 	t.Helper()
@@ -452,6 +456,8 @@ func (h *harness) checkLogs(srv *proctest.Server) {
 			h.snapshots++
 		case strings.Contains(line, `msg="wal: truncated a torn write at the end of the log"`):
 			h.tornTails++
+		case strings.Contains(line, `msg="wal: the start of the last segment was torn`):
+			h.tornStarts++ // killed after a spare became the segment, before its header was written
 		case strings.Contains(line, " level=WARN "):
 			h.otherWarns++
 			t.Logf("flint serve warned: %s", line)
@@ -492,11 +498,11 @@ func (h *harness) summary(cycles int) {
 	h.t.Logf("%d kill -9 cycles (%d of them once every call was answered, and %d more kills during startup) in %v: %d calls and %d commands acknowledged and verified; "+
 		"of the commands in flight at the kills, %d had taken effect and %d had not; "+
 		"%d restarts took %v on average; %d snapshots written; %d log segments started and %d deleted (%d MiB of log at the end); "+
-		"%d torn log tails truncated; %d other warnings; %d calls timed out",
+		"%d torn log tails truncated; %d segment starts written again; %d other warnings; %d calls timed out",
 		cycles, h.quiesced, h.startupKills, time.Since(h.start).Round(time.Millisecond), calls, ops,
 		h.resolvedApplied, h.resolvedNotTaken,
 		h.restarts, (h.restartTime / time.Duration(h.restarts)).Round(time.Millisecond), h.snapshots,
-		h.lastSeg-1, h.firstSeg-1, h.walBytes>>20, h.tornTails, h.otherWarns, h.stalls)
+		h.lastSeg-1, h.firstSeg-1, h.walBytes>>20, h.tornTails, h.tornStarts, h.otherWarns, h.stalls)
 }
 
 // dataDir returns a new data directory, removed after the test unless it
