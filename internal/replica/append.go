@@ -42,10 +42,18 @@ func (r *Replica) appendLoop() {
 			}
 			resps = append(resps, m.Responses...)
 		}
-		// Raft needs durability only before it hears back: a write that
-		// only advances the commit index carries no responses and rides
-		// on the next fsync.
-		if !r.save(ents, hs, len(resps) > 0) {
+		// Raft needs durability only before it hears back. A message that
+		// only advances the commit index carries no responses and is not
+		// written at all: the commit index is volatile state in raft, which
+		// a restart may find older (the new term's first entry commits the
+		// rest again), and the next write saves it. So every write to the
+		// log is fsynced before the next one is made, and damage to any
+		// but the last can be told from a torn write (see package wal).
+		if len(ents) == 0 && len(resps) == 0 {
+			if !raft.IsEmptyHardState(hs) {
+				r.storage.SetHardState(hs)
+			}
+		} else if !r.save(ents, hs) {
 			return
 		}
 		select {
@@ -57,15 +65,12 @@ func (r *Replica) appendLoop() {
 	}
 }
 
-// save writes to the WAL, durably if durable, and to raft's storage. A full
-// disk is retried until space is freed, with writes refused meanwhile; any
-// other failure stops the replica. It reports whether the replica may go on.
-func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState, durable bool) bool {
+// save writes to the WAL, durably, and to raft's storage. A full disk is
+// retried until space is freed, with writes refused meanwhile; any other
+// failure stops the replica. It reports whether the replica may go on.
+func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 	for {
-		err := r.wal.Append(ents, hs)
-		if err == nil && durable {
-			err = r.wal.Sync()
-		}
+		err := r.wal.Save(ents, hs)
 		if err == nil {
 			break
 		}

@@ -12,9 +12,10 @@
 //     messages to the two threads below, in order.
 //   - the append thread saves log entries and hard state to the WAL. It takes
 //     every append message waiting when it starts a write, so all the writes
-//     that arrive during an fsync share the next one (group commit). It
-//     fsyncs only when raft waits to hear back: a write that only advances
-//     the commit index needs no durability, and rides on the next fsync.
+//     that arrive during an fsync share the next one (group commit). A
+//     message that only advances the commit index is not written: the next
+//     write saves the new commit index, and a restart that finds an older
+//     one commits the rest again with its first entry.
 //   - the apply thread applies committed entries to the store, completes the
 //     writes waiting on them, and starts background snapshots.
 //
