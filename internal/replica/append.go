@@ -21,6 +21,7 @@ func (r *Replica) appendLoop() {
 	var msgs []raftpb.Message
 	var ents []raftpb.Entry
 	var resps []raftpb.Message
+	saved, _, _ := r.storage.InitialState() // the hard state last written
 	for {
 		select {
 		case m := <-r.appendc:
@@ -42,19 +43,22 @@ func (r *Replica) appendLoop() {
 			}
 			resps = append(resps, m.Responses...)
 		}
-		// Raft needs durability only before it hears back. A message that
-		// only advances the commit index carries no responses and is not
-		// written at all: the commit index is volatile state in raft, which
-		// a restart may find older (the new term's first entry commits the
-		// rest again), and the next write saves it. So every write to the
-		// log is fsynced before the next one is made, and damage to any
-		// but the last can be told from a torn write (see package wal).
-		if len(ents) == 0 && len(resps) == 0 {
-			if !raft.IsEmptyHardState(hs) {
-				r.storage.SetHardState(hs)
+		// A write that changes only the commit index is not made: the
+		// commit index is volatile state in raft, which a restart may find
+		// older (the new term's first entry commits the rest again), and
+		// the next write saves it. Responses need no write either: every
+		// earlier write is durable already. So every write to the log is
+		// fsynced before the next one is made, and damage to any but the
+		// last can be told from a torn write (see package wal).
+		if len(ents) > 0 || termOrVoteChanged(hs, saved) {
+			if !r.save(ents, hs) {
+				return
 			}
-		} else if !r.save(ents, hs) {
-			return
+			if !raft.IsEmptyHardState(hs) {
+				saved = hs
+			}
+		} else if !raft.IsEmptyHardState(hs) {
+			r.storage.SetHardState(hs)
 		}
 		select {
 		case r.respc <- append([]raftpb.Message(nil), resps...):
@@ -63,6 +67,12 @@ func (r *Replica) appendLoop() {
 		}
 		clear(msgs)
 	}
+}
+
+// termOrVoteChanged reports whether hs, if not empty, changes the term or
+// the vote of saved, which raft needs durable before it acts on them.
+func termOrVoteChanged(hs, saved raftpb.HardState) bool {
+	return !raft.IsEmptyHardState(hs) && (hs.Term != saved.Term || hs.Vote != saved.Vote)
 }
 
 // save writes to the WAL, durably, and to raft's storage. A full disk is

@@ -1,11 +1,16 @@
 package replica
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/flintkv/flint/internal/vfs"
+	"github.com/flintkv/flint/internal/wal"
 )
 
 // TestEveryLogWriteSynced checks that each write to a log segment is
@@ -26,6 +31,47 @@ func TestEveryLogWriteSynced(t *testing.T) {
 	}
 	if fs.writes.Load() < 50 {
 		t.Fatalf("test bug: %d writes to log segments seen", fs.writes.Load())
+	}
+}
+
+// TestNoCommitOnlyWrites has 16 clients write at once, so that raft often
+// asks to hear back about a hard state that only moves the commit index,
+// and checks that the log holds no such write: no hard state record
+// follows another, with no entry between, changing only the commit index.
+func TestNoCommitOnlyWrites(t *testing.T) {
+	m := vfs.NewMem()
+	r := open(t, m, Options{})
+	var wg sync.WaitGroup
+	for c := range 16 {
+		wg.Go(func() {
+			for i := range 100 {
+				set(t, r, fmt.Sprintf("k%d", c), fmt.Sprint(i))
+			}
+		})
+	}
+	wg.Wait()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var last *raftpb.HardState // the last hard state record, if no entry followed it
+	records, commitOnly := 0, 0
+	w, err := wal.Open(m, "data/wal", wal.Options{Logger: quiet()}, 1, wal.Replay{
+		Entry: func(raftpb.Entry) error { records++; last = nil; return nil },
+		HardState: func(hs raftpb.HardState) error {
+			records++
+			if last != nil && hs.Term == last.Term && hs.Vote == last.Vote && hs.Commit != last.Commit {
+				commitOnly++
+			}
+			last = &hs
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if commitOnly > 0 || records < 100 {
+		t.Fatalf("%d of the log's %d records are writes of a new commit index alone", commitOnly, records)
 	}
 }
 

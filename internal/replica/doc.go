@@ -12,10 +12,11 @@
 //     messages to the two threads below, in order.
 //   - the append thread saves log entries and hard state to the WAL. It takes
 //     every append message waiting when it starts a write, so all the writes
-//     that arrive during an fsync share the next one (group commit). A
-//     message that only advances the commit index is not written: the next
-//     write saves the new commit index, and a restart that finds an older
-//     one commits the rest again with its first entry.
+//     that arrive during an fsync share the next one (group commit).
+//     Messages that only advance the commit index are not written, even
+//     when raft waits to hear back: the next write saves the new commit
+//     index, and a restart that finds an older one commits the rest again
+//     with its first entry.
 //   - the apply thread applies committed entries to the store, completes the
 //     writes waiting on them, and starts background snapshots.
 //

@@ -128,8 +128,9 @@ func (w *WAL) Save(entries []raftpb.Entry, hs raftpb.HardState) error {
 }
 
 // Append is Save without the fsync: what it writes survives a crash of the
-// process but not of the machine until the next Sync. Raft lets a hard state
-// that only advances the commit index be written so.
+// process but not of the machine until the next Sync. Damage to what was
+// appended since the last Sync but one cannot be told from a torn write
+// (see the package doc).
 func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if w.failed != nil {
 		return w.failed
