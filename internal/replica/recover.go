@@ -29,7 +29,7 @@ type recovery struct {
 // recover rebuilds the store and raft's storage from the data directory.
 func (r *Replica) recover() error {
 	fs := r.opt.FS
-	for _, d := range []string{r.opt.Dir, r.snapDir(), r.walDir()} {
+	for _, d := range []string{r.snapDir(), r.walDir()} { // each makes r.opt.Dir too
 		if err := vfs.MkdirAll(fs, d); err != nil {
 			return errorf("%w", err)
 		}
