@@ -223,8 +223,7 @@ func (w *WAL) reopenLast(s segment, b []byte, fe *frame.Error) (segment, error) 
 		return s, err
 	}
 	s.size = end
-	w.f, w.off, w.seal = f, end, newSealer(s.seq, s.first)
-	w.seal.reset(end)
+	w.f, w.off, w.seal = f, end, newSealer(s.seq, s.first, end)
 	w.spare.grows = true
 	return s, nil
 }

@@ -26,10 +26,10 @@ type sealer struct {
 	crc  uint32
 }
 
-// newSealer returns the sealer of the first write to segment seq-first.
-func newSealer(seq, first uint64) sealer {
+// newSealer returns the sealer of segment seq-first, durable up to from.
+func newSealer(seq, first uint64, from int64) sealer {
 	s := sealer{seed: coverSeed(seq, first)}
-	s.reset(0)
+	s.reset(from)
 	return s
 }
 

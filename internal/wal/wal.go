@@ -311,7 +311,7 @@ func (w *WAL) create(seq, first uint64) (vfs.File, int64, sealer, error) {
 // segmentStart returns the first write of a segment, its header and the
 // current hard state, sealed, and the sealer of the next write.
 func (w *WAL) segmentStart(seq, first uint64) ([]byte, sealer) {
-	seal := newSealer(seq, first)
+	seal := newSealer(seq, first, 0)
 	b := frame.Append(nil, typeHeader, headerPayload(seq, first))
 	b = appendHardState(b, w.hs)
 	return seal.close(b), seal
