@@ -6,12 +6,17 @@ alternately (A B A B ...), for --pairs pairs, and prints per-pair ratios and
 medians of throughput, p99 latency and server CPU time per operation (utime +
 stime of the server process from /proc, divided by requests served).
 
+With --null, each pair also runs scripts/nullserver.c, a server that answers
++OK to every command and does nothing else: no server, Redis or Flint, can be
+faster with the same client on the same machine, so its rate bounds any target.
+
 Needs redis-server and redis-benchmark (apt-get install redis-server
-redis-tools) and a built bin/flint. Example:
+redis-tools) and a built bin/flint; --null also needs gcc. Example:
 
     scripts/bench_vs_redis.py --pairs 3 -- -P 64 -c 50 -t get,set -r 1000000 -n 2000000
 """
 import argparse
+import atexit
 import csv
 import io
 import json
@@ -52,9 +57,19 @@ def wait_port(port, proc, timeout=10):
     raise RuntimeError("server did not start listening")
 
 
-def start(kind, port, flint_bin, extra, data_dir):
-    if kind == "flint":
-        cmd = [flint_bin, "serve", "--addr", f"127.0.0.1:{port}", "--log-level", "warn",
+def build_null(tmp):
+    """Compiles scripts/nullserver.c into tmp and returns the binary's path."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nullserver.c")
+    out = os.path.join(tmp, "nullserver")
+    subprocess.run(["gcc", "-O2", "-o", out, src], check=True)
+    return out
+
+
+def start(kind, port, args, extra, data_dir):
+    if kind == "null":
+        cmd = [args.null_bin, str(port)]
+    elif kind == "flint":
+        cmd = [args.flint, "serve", "--addr", f"127.0.0.1:{port}", "--log-level", "warn",
                "--dir", data_dir] + extra
     else:
         cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -83,7 +98,7 @@ def run_once(kind, args, bench_args):
     port = free_port()
     extra = args.flint_args.split() if kind == "flint" else args.redis_args.split()
     data_dir = tempfile.mkdtemp(prefix=f"bench-{kind}-")
-    proc = start(kind, port, args.flint, extra, data_dir)
+    proc = start(kind, port, args, extra, data_dir)
     try:
         cpu0, t0 = cpu_seconds(proc.pid), time.time()
         out = subprocess.run(["redis-benchmark", "-p", str(port), "--csv", "-q"] + bench_args,
@@ -116,14 +131,21 @@ def main():
     ap.add_argument("--flint", default="bin/flint")
     ap.add_argument("--flint-args", default="")
     ap.add_argument("--redis-args", default="")
+    ap.add_argument("--null", action="store_true", help="also run scripts/nullserver.c in each pair")
     ap.add_argument("--json", help="write all results to this file")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="arguments for redis-benchmark after --")
     args = ap.parse_args()
     bench_args = [a for a in args.bench_args if a != "--"]
+    kinds = ("flint", "redis")
+    if args.null:
+        kinds += ("null",)
+        tmp = tempfile.mkdtemp(prefix="nullserver-")
+        atexit.register(shutil.rmtree, tmp, True)
+        args.null_bin = build_null(tmp)
     results = []
     for i in range(args.pairs):
         pair = {}
-        for kind in ("flint", "redis"):
+        for kind in kinds:
             tests, cpu, total = run_once(kind, args, bench_args)
             pair[kind] = {"tests": tests, "cpu_s": cpu, "requests": total,
                           "cpu_us_per_op": 1e6 * cpu / total}
@@ -136,6 +158,9 @@ def main():
                 continue
             f, r = pair["flint"]["tests"][t], pair["redis"]["tests"][t]
             line.append(f"{t} flint {f['rps']:.0f}/s redis {r['rps']:.0f}/s ratio {f['rps'] / r['rps']:.2f}")
+            if args.null:
+                n = pair["null"]["tests"][t]["rps"]
+                line.append(f"null {n:.0f}/s ({n / r['rps']:.2f}x redis)")
         line.append(f"cpu/op flint {pair['flint']['cpu_us_per_op']:.2f}us redis {pair['redis']['cpu_us_per_op']:.2f}us")
         print("  ".join(line), flush=True)
     print(f"\nmedians over {args.pairs} pairs, redis-benchmark {' '.join(bench_args)}")
@@ -149,6 +174,10 @@ def main():
         fp = statistics.median(p["flint"]["tests"][t]["p99"] for p in results)
         rp = statistics.median(p["redis"]["tests"][t]["p99"] for p in results)
         print(f"{t:8} {f:12.0f} {r:12.0f} {ratio:6.2f} {fp:8.3f}ms {rp:8.3f}ms")
+        if args.null:
+            n = statistics.median(p["null"]["tests"][t]["rps"] for p in results)
+            nr = statistics.median(p["null"]["tests"][t]["rps"] / p["redis"]["tests"][t]["rps"] for p in results)
+            print(f"{'':8} null server {n:.0f} ops/s, {nr:.2f}x redis (median of per-pair ratios)")
     if "_fsync" in results[0]["flint"]["tests"]:
         fps = statistics.median(p["flint"]["tests"]["_fsync"]["per_s"] for p in results)
         wpf = statistics.median(p["flint"]["tests"]["_fsync"]["writes_per_fsync"] for p in results)
