@@ -28,7 +28,7 @@ import (
 // before the batch's, which is harmless; while Apply runs, nothing is sent.
 // execBuffered commits at the end of each pass, before its replies are sent
 // and before the input the deferred reads point into is dropped; write
-// commits a batch that reaches maxBatchEntries or maxBatchBytes.
+// commits a batch that reaches maxBatchEntries or would pass maxBatchBytes.
 
 // deferredRead is a read pipelined after the write numbered after-1 of the
 // batch; its arguments are c.dargs[lo:hi].
@@ -80,8 +80,14 @@ func replySet(c *conn, res store.Result) {
 }
 
 // write adds a write command to the batch; reply replies to it once the
-// batch is committed.
+// batch is committed. A command that would take the batch past
+// maxBatchBytes commits the batch first, so that a batch passes that limit
+// only when it holds one command, and a command too long for the backend is
+// refused alone, not with the writes pipelined before it.
 func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
+	if c.batch.Len() > 0 && len(c.batch.Bytes())+store.AddSize(args...) > maxBatchBytes {
+		c.commit()
+	}
 	c.batch.Add(op, flags, args...)
 	c.replies = append(c.replies, reply)
 	if c.batch.Len() >= maxBatchEntries || len(c.batch.Bytes()) >= maxBatchBytes {

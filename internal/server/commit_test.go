@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"slices"
 	"testing"
 
 	"github.com/flintkv/flint/internal/store"
@@ -43,13 +44,33 @@ func TestBatchByteLimit(t *testing.T) {
 		c.exec(set)
 	}
 	c.commit()
-	// Four 1 MiB values and their framing pass 4 MiB: the batch is committed.
-	if len(kv.bytes) != 3 || kv.bytes[0] <= maxBatchBytes || kv.bytes[0] > maxBatchBytes+1<<20 ||
-		kv.bytes[2] >= 1<<20+100 {
-		t.Fatalf("batches of %v bytes, want two of just over %d and one of 1 MiB", kv.bytes, maxBatchBytes)
+	// A fourth 1 MiB value and its framing would pass 4 MiB: the batch is
+	// committed before it.
+	if len(kv.bytes) != 3 || kv.bytes[0] != kv.bytes[1] || kv.bytes[1] != kv.bytes[2] ||
+		kv.bytes[0] < 3<<20 || kv.bytes[0] > maxBatchBytes {
+		t.Fatalf("batches of %v bytes, want three of 3 MiB and their framing", kv.bytes)
 	}
 	if want := bytes.Repeat([]byte("+OK\r\n"), 9); !bytes.Equal(c.out, want) {
 		t.Fatalf("replies %q, want %q", c.out, want)
+	}
+}
+
+// TestLongCommandAlone checks that a command longer than maxBatchBytes
+// goes to the backend in a batch of its own, so that a backend that refuses
+// it refuses nothing else, and that the writes after it batch again.
+func TestLongCommandAlone(t *testing.T) {
+	kv := &doneBackend{}
+	c := testConn(t, kv)
+	small := [][]byte{[]byte("SET"), []byte("a"), []byte("1")}
+	long := [][]byte{[]byte("SET"), []byte("b"), make([]byte, maxBatchBytes+1)}
+	for _, cmd := range [][][]byte{small, small, long, small, small} {
+		c.exec(cmd)
+	}
+	c.commit()
+	// An entry holds the key and value, not the command name.
+	want := []int{2 * store.AddSize(small[1:]...), store.AddSize(long[1:]...), 2 * store.AddSize(small[1:]...)}
+	if !slices.Equal(kv.bytes, want) {
+		t.Fatalf("batches of %v bytes, want %v", kv.bytes, want)
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // A batch is a sequence of entries that take effect one after another, in
@@ -29,6 +30,19 @@ func (b *Batch) Add(op Op, flags byte, args ...[]byte) {
 	b.buf = append(b.buf, b.tmp...)
 	b.n++
 }
+
+// AddSize returns how many bytes Add appends for a command with these
+// arguments, whatever its op and flags.
+func AddSize(args ...[]byte) int {
+	n := 3 + uvarintLen(uint64(len(args))) // version, op, flags, nargs
+	for _, a := range args {
+		n += uvarintLen(uint64(len(a))) + len(a)
+	}
+	return uvarintLen(uint64(n)) + n
+}
+
+// uvarintLen returns the length of x as an unsigned varint.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // Len returns the number of entries in the batch.
 func (b *Batch) Len() int { return b.n }

@@ -57,3 +57,23 @@ func TestApplyBatchMalformedChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAddSize checks AddSize against what Add appends, across the lengths
+// where a varint gains a byte.
+func TestAddSize(t *testing.T) {
+	var b Batch
+	for _, n := range []int{0, 1, 127, 128, 16383, 16384, 1 << 21} {
+		for _, args := range [][][]byte{
+			nil,
+			{make([]byte, n)},
+			{[]byte("k"), make([]byte, n)},
+			make([][]byte, n%200), // many empty arguments
+		} {
+			before := len(b.Bytes())
+			b.Add(OpMSet, SetNX, args...)
+			if got, want := AddSize(args...), len(b.Bytes())-before; got != want {
+				t.Fatalf("AddSize of %d args (longest %d) = %d, Add appended %d", len(args), n, got, want)
+			}
+		}
+	}
+}
