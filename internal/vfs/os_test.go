@@ -176,3 +176,35 @@ func TestMap(t *testing.T) {
 		}
 	}
 }
+
+// syncLog is an FS that records the directories SyncDir syncs.
+type syncLog struct {
+	FS
+	synced []string
+}
+
+func (s *syncLog) SyncDir(dir string) error {
+	s.synced = append(s.synced, dir)
+	return s.FS.SyncDir(dir)
+}
+
+// TestMkdirAllDotDot checks that MkdirAll syncs the real parent of each
+// directory it makes on a path that climbs out of the working directory,
+// and nothing for the ".." it climbs through, which exists.
+func TestMkdirAllDotDot(t *testing.T) {
+	cwd := filepath.Join(t.TempDir(), "cwd")
+	if err := os.Mkdir(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	fsys := &syncLog{FS: OS}
+	if err := MkdirAll(fsys, "../x/y"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"..", "../x"}; !slices.Equal(fsys.synced, want) {
+		t.Fatalf("synced %q, want %q", fsys.synced, want)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "../x/y")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -66,7 +66,8 @@ var ErrNoSpace error = syscall.ENOSPC
 func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 
 // MkdirAll creates dir and any missing parents in fsys, durably: it syncs
-// the parent of each directory on the path below the root, so that dir
+// the parent of each directory on the path below the root, or below the
+// last "..", which names an ancestor of the working directory, so that dir
 // survives a crash once MkdirAll returns nil, even if an earlier process
 // made some of them and crashed before syncing. A file named dir fails it
 // (ENOTDIR), as one named like a parent does.
@@ -85,7 +86,7 @@ func MkdirAll(fsys FS, dir string) error {
 // 0711, say), made long before and durable.
 func mkdirAll(fsys FS, dir string) error {
 	parent := path.Dir(dir)
-	if parent == dir { // a root, which always exists
+	if parent == dir || path.Base(dir) == ".." { // a root, or an ancestor of the working directory
 		return nil
 	}
 	if err := mkdirAll(fsys, parent); err != nil {
