@@ -207,4 +207,12 @@ func TestMkdirAllDotDot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cwd, "../x/y")); err != nil {
 		t.Fatal(err)
 	}
+	// Taken as cleaned: "a" need not exist.
+	fsys.synced = nil
+	if err := MkdirAll(fsys, "a/../../z"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".."}; !slices.Equal(fsys.synced, want) {
+		t.Fatalf("synced %q, want %q", fsys.synced, want)
+	}
 }

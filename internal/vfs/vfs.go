@@ -70,9 +70,11 @@ func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 // last "..", which names an ancestor of the working directory, so that dir
 // survives a crash once MkdirAll returns nil, even if an earlier process
 // made some of them and crashed before syncing. A file named dir fails it
-// (ENOTDIR), as one named like a parent does.
+// (ENOTDIR), as one named like a parent does. The path is taken as
+// path.Clean reads it, as path.Join does: "a/../b" is "b", whatever a is.
 func MkdirAll(fsys FS, dir string) error {
-	if err := mkdirAll(fsys, path.Clean(dir)); err != nil {
+	dir = path.Clean(dir)
+	if err := mkdirAll(fsys, dir); err != nil {
 		return err
 	}
 	_, err := fsys.ReadDir(dir) // Mkdir took a file named dir for a directory
