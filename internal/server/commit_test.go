@@ -57,13 +57,15 @@ func TestBatchByteLimit(t *testing.T) {
 
 // TestLongCommandAlone checks that a command longer than maxBatchBytes
 // goes to the backend in a batch of its own, so that a backend that refuses
-// it refuses nothing else, and that the writes after it batch again.
+// it refuses nothing else, that the writes after it batch again, and that
+// replies, a deferred read's among them, keep the commands' order.
 func TestLongCommandAlone(t *testing.T) {
-	kv := &doneBackend{}
+	kv := &doneBackend{Local: Local{S: store.New(store.Options{})}}
 	c := testConn(t, kv)
 	small := [][]byte{[]byte("SET"), []byte("a"), []byte("1")}
+	get := [][]byte{[]byte("GET"), []byte("a")} // deferred: doneBackend stores nothing
 	long := [][]byte{[]byte("SET"), []byte("b"), make([]byte, maxBatchBytes+1)}
-	for _, cmd := range [][][]byte{small, small, long, small, small} {
+	for _, cmd := range [][][]byte{small, get, small, long, small, get, small} {
 		c.exec(cmd)
 	}
 	c.commit()
@@ -71,6 +73,9 @@ func TestLongCommandAlone(t *testing.T) {
 	want := []int{2 * store.AddSize(small[1:]...), store.AddSize(long[1:]...), 2 * store.AddSize(small[1:]...)}
 	if !slices.Equal(kv.bytes, want) {
 		t.Fatalf("batches of %v bytes, want %v", kv.bytes, want)
+	}
+	if want := "+OK\r\n$-1\r\n+OK\r\n+OK\r\n+OK\r\n$-1\r\n+OK\r\n"; string(c.out) != want {
+		t.Fatalf("replies %q, want %q", c.out, want)
 	}
 }
 
