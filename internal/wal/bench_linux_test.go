@@ -18,8 +18,9 @@ import (
 // them: wall time, and in cpu-us/op the CPU time (user and system) of the
 // thread that calls Save. That leaves out the goroutine that prepares the
 // next spare, which flint serve pays once per segment. With fsync the CPU
-// time is mostly the kernel's, and is what a durable write costs the
-// machine beyond the wait; see docs/PERFORMANCE.md.
+// time is mostly the kernel's, and a floor for what a durable write costs
+// the machine beyond the wait: interrupts and the host's side of the I/O
+// fall elsewhere. See docs/PERFORMANCE.md.
 //
 //	go test -run '^$' -bench BenchmarkSave -benchtime 2000x ./internal/wal
 func BenchmarkSave(b *testing.B) {
