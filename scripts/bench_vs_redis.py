@@ -96,7 +96,7 @@ def persistence_info(port):
 
 def run_once(kind, args, bench_args):
     port = free_port()
-    extra = args.flint_args.split() if kind == "flint" else args.redis_args.split()
+    extra = {"flint": args.flint_args, "redis": args.redis_args}.get(kind, "").split()
     data_dir = tempfile.mkdtemp(prefix=f"bench-{kind}-")
     proc = start(kind, port, args, extra, data_dir)
     try:
