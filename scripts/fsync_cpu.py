@@ -16,20 +16,15 @@ import datetime
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
 
+from bench_vs_redis import free_port, wait_port
+
 FIELDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_times():
@@ -60,19 +55,6 @@ class Sampler(threading.Thread):
         return [y - x for x, y in zip(a, b)], t1 - t0
 
 
-def wait_listening(port, proc, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"fsync_cpu: flint serve exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("fsync_cpu: flint serve did not start listening")
-
-
 def started(stamp):
     """The Unix time of a result.json timestamp (RFC 3339 in UTC, up to nanoseconds)."""
     whole, _, frac = stamp.rstrip("Z").partition(".")
@@ -88,7 +70,7 @@ def one_run(flint, fsync, bench_args, duration):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     sampler = Sampler()
     try:
-        wait_listening(port, server)
+        wait_port(port, server)
         sampler.start()
         bench = subprocess.run([flint, "bench", "--target", f"flint://127.0.0.1:{port}", "--server-pid",
                                 str(server.pid), "--duration", duration, "--out", out] + bench_args,
