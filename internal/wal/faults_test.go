@@ -309,3 +309,61 @@ func TestOpenFailures(t *testing.T) {
 	defer mustClose(t, w)
 	checkEntries(t, "replay", r.entries(), l.entries[:len(l.entries)-1])
 }
+
+// TestRestartSyncsSegmentName stops a process after it made a segment but
+// before the segment's name was durable: its directory fsync failed, or the
+// write of its start did. Killing the process there leaves the same state.
+// The next process saves entries in that segment; a power loss must keep
+// them, so Open must make the name durable before writing there.
+func TestRestartSyncsSegmentName(t *testing.T) {
+	rotation := wal.Options{SegmentSize: 256}
+	for _, tc := range []struct {
+		name string
+		opt  wal.Options
+		// fail arms f so that an Open or a Save fails while making a
+		// segment; it returns the entries saved before.
+		fail func(t *testing.T, f *vfs.Faulty) uint64
+	}{
+		{name: "directory fsync of a new log", fail: func(t *testing.T, f *vfs.Faulty) uint64 {
+			f.SetFilter(func(name string) bool { return name == dir }) // not its parent's, when Open makes it
+			f.FailSyncDir(syscall.EIO)
+			if _, _, err := open(t, f, wal.Options{}, 0); err == nil {
+				t.Fatal("Open succeeded with its directory fsync failing")
+			}
+			return 0
+		}},
+		{name: "directory fsync of a new segment", opt: rotation, fail: func(t *testing.T, f *vfs.Faulty) uint64 {
+			w, _ := mustOpen(t, f, rotation, 0)
+			mustSave(t, w, entries(1, 1, 1), hardState(1, 1, 0))
+			f.FailSyncDir(syscall.EIO)
+			return saveUntilFailure(w, 2)
+		}},
+		{name: "write of a new segment's start", opt: rotation, fail: func(t *testing.T, f *vfs.Faulty) uint64 {
+			w, _ := mustOpen(t, f, rotation, 0)
+			f.SetFilter(func(name string) bool { return strings.HasPrefix(path.Base(name), segName(2, 0)[:16]) })
+			f.FailWrite(syscall.EIO)
+			return saveUntilFailure(w, 1)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := vfs.NewMem()
+			f := vfs.NewFaulty(m)
+			saved := tc.fail(t, f)
+			w, r := mustOpen(t, m, tc.opt, 0)
+			checkEntries(t, "replay", r.entries(), entries(1, saved, 1))
+			mustSave(t, w, entries(saved+1, saved+3, 1), hardState(1, 1, saved))
+			m.Crash()
+			w, r = mustOpen(t, m, tc.opt, 0)
+			defer mustClose(t, w)
+			checkEntries(t, "replay after a power loss", r.entries(), entries(1, saved+3, 1))
+		})
+	}
+}
+
+// saveUntilFailure saves one entry at a time, from index next, until a Save
+// fails, and returns the index of the last one saved.
+func saveUntilFailure(w *wal.WAL, next uint64) uint64 {
+	for ; w.Save(entries(next, next, 1), hardState(1, 1, next-1)) == nil; next++ {
+	}
+	return next - 1
+}

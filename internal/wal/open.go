@@ -212,10 +212,17 @@ func (w *WAL) reopenLast(s segment, b []byte, fe *frame.Error) (segment, error) 
 	}
 	// What the segment holds may not be durable yet, if the process
 	// crashed; the next write's seal may only cover what follows it once
-	// it is.
+	// it is. Nor may the segment's name be, if the process stopped between
+	// making the segment and syncing its directory (see create): writes
+	// acknowledged here would go with the name at a power loss.
 	if err == nil {
 		if err = f.Sync(); err != nil {
 			err = fmt.Errorf("wal: fsync %s: %w", s.name, err)
+		}
+	}
+	if err == nil {
+		if err = w.fs.SyncDir(w.dir); err != nil {
+			err = fmt.Errorf("wal: fsync %s: %w", w.dir, err)
 		}
 	}
 	if err != nil {
