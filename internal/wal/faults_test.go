@@ -367,3 +367,27 @@ func saveUntilFailure(w *wal.WAL, next uint64) uint64 {
 	}
 	return next - 1
 }
+
+// TestNoSyncKeepsHardState deletes the segments before the last with
+// NoSync; the hard state they held must survive a power loss in the last
+// segment's start.
+func TestNoSyncKeepsHardState(t *testing.T) {
+	m := vfs.NewMem()
+	opt := wal.Options{SegmentSize: 256, NoSync: true}
+	w, _ := mustOpen(t, m, opt, 0)
+	next := uint64(1)
+	for ; len(segments(t, m)) < 3; next++ {
+		mustSave(t, w, entries(next, next, 7), hardState(7, 1, next-1))
+	}
+	segs := segments(t, m)
+	first := segmentFirst(t, segs[len(segs)-1])
+	if err := w.ReleaseTo(first - 1); err != nil {
+		t.Fatal(err)
+	}
+	m.Crash()
+	w, r := mustOpen(t, m, opt, first-1)
+	defer mustClose(t, w)
+	if hs := r.hardState(); hs.Term != 7 || hs.Vote != 1 {
+		t.Fatalf("hard state after a power loss is %+v, want term 7 and vote 1", hs)
+	}
+}

@@ -32,7 +32,7 @@ const (
 // Options configure a WAL.
 type Options struct {
 	SegmentSize int64 // start a new segment after this many bytes; default 64 MiB
-	NoSync      bool  // fsync only when a segment is full: a power loss can lose acknowledged writes
+	NoSync      bool  // fsync only a full segment and a new one's start: a power loss can lose acknowledged writes
 	// Preallocate writes each segment's zeros ahead of time, in the
 	// background, so that appending never grows the file: see spare.go.
 	Preallocate bool
@@ -279,14 +279,16 @@ func (w *WAL) rotate(entries []raftpb.Entry) error {
 }
 
 // create makes a durable new segment holding its header and the hard state,
-// and returns it with its size and the sealer of its next write.
+// and returns it with its size and the sealer of its next write. It fsyncs
+// the segment's start even with NoSync: once ReleaseTo deletes the segments
+// before it, that start is the only copy of the hard state.
 func (w *WAL) create(seq, first uint64) (vfs.File, int64, sealer, error) {
 	name := path.Join(w.dir, segmentName(seq, first))
 	b, seal := w.segmentStart(seq, first)
 	f, err := w.takeSpare(name)
 	if err == nil {
 		_, err = f.WriteAt(b, 0)
-		if err == nil && !w.opt.NoSync {
+		if err == nil {
 			if err = f.Sync(); err == nil {
 				seal.reset(int64(len(b)))
 			}
