@@ -75,6 +75,17 @@ func termOrVoteChanged(hs, saved raftpb.HardState) bool {
 	return !raft.IsEmptyHardState(hs) && (hs.Term != saved.Term || hs.Vote != saved.Vote)
 }
 
+// logNoSpace says what a full disk holds up: writes, or, before Open has
+// returned, everything.
+func (r *Replica) logNoSpace(err error) {
+	if r.ready.Load() {
+		r.opt.Logger.Error("the disk is full: refusing writes until space is freed", "dir", r.opt.Dir, "err", err)
+		return
+	}
+	r.opt.Logger.Error("the disk is full: the node cannot start serving until space is freed, "+
+		"as it must first write its new term to the log", "dir", r.opt.Dir, "err", err)
+}
+
 // save writes to the WAL, durably, and to raft's storage. A full disk is
 // retried until space is freed, with writes refused meanwhile; any other
 // failure stops the replica. It reports whether the replica may go on.
@@ -89,7 +100,7 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 			return false
 		}
 		if !r.noSpace.Swap(true) {
-			r.opt.Logger.Error("the disk is full: refusing writes until space is freed", "dir", r.opt.Dir, "err", err)
+			r.logNoSpace(err)
 		}
 		select {
 		case <-time.After(retryNoSpace):

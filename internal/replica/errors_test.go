@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,15 +70,7 @@ func TestDiskFull(t *testing.T) {
 	r := open(t, mem, Options{})
 	defer r.Close()
 	set(t, r, "before", "1")
-	used := int64(0)
-	for _, dir := range []string{"data/wal", "data/snap"} {
-		names, _ := mem.ReadDir(dir)
-		for _, n := range names {
-			b, _ := mem.ReadFile(dir + "/" + n)
-			used += int64(len(b))
-		}
-	}
-	mem.SetCapacity(used + 100)
+	mem.SetCapacity(usage(mem) + 100)
 	blocked := make(chan error, 1)
 	go func() { // finds the disk full, and waits for space
 		err := r.Apply(batchOf("big", strings.Repeat("x", 1000)), nil)
@@ -113,6 +106,72 @@ func TestDiskFull(t *testing.T) {
 			t.Fatalf("after restart %s = %.20s, want %.20s", k, got, v)
 		}
 	}
+}
+
+// TestOpenOnFullDisk restarts a node on a disk with no room for the term
+// it must write to lead: Open says so in the log and returns once space is
+// freed, with every acknowledged write.
+func TestOpenOnFullDisk(t *testing.T) {
+	mem := vfs.NewMem()
+	r := open(t, mem, Options{})
+	set(t, r, "before", "1")
+	r.Close()
+	mem.SetCapacity(usage(mem))
+	log := make(logLines, 100)
+	opened := make(chan error, 1)
+	go func() {
+		var err error
+		r, err = Open(Options{FS: mem, Dir: "data", Logger: slog.New(slog.NewTextHandler(log, nil))})
+		opened <- err
+	}()
+	for line := ""; !strings.Contains(line, "cannot start serving until space is freed"); {
+		select {
+		case line = <-log:
+		case err := <-opened:
+			t.Fatalf("Open on a full disk returned %v before it logged why it waits", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Open on a full disk logged nothing about it")
+		}
+	}
+	mem.SetCapacity(0)
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("Open once space was freed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open still waits after space was freed")
+	}
+	defer r.Close()
+	if got := get(t, r, "before"); got != "1" {
+		t.Fatalf("acknowledged write after a start on a full disk = %s", got)
+	}
+	set(t, r, "after", "2")
+}
+
+// usage returns the bytes the replica's files take on mem.
+func usage(mem *vfs.Mem) int64 {
+	used := int64(0)
+	for _, dir := range []string{"data/wal", "data/snap"} {
+		names, _ := mem.ReadDir(dir)
+		for _, n := range names {
+			b, _ := mem.ReadFile(dir + "/" + n)
+			used += int64(len(b))
+		}
+	}
+	return used
+}
+
+// logLines is an io.Writer that hands each line a logger writes to a
+// channel, dropping lines nobody reads.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
 }
 
 func TestStartupErrors(t *testing.T) {

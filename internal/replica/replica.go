@@ -95,6 +95,7 @@ type Replica struct {
 	nextID  atomic.Uint64
 	waiters sync.Map // proposal id -> *proposal
 	noSpace atomic.Bool
+	ready   atomic.Bool // Open has returned the replica
 	failed  atomic.Pointer[error]
 	dieOnce sync.Once
 
@@ -121,7 +122,11 @@ type readWait struct {
 
 // Open recovers the replica in opt.Dir (creating it if needed), starts it,
 // and returns once it can serve: it leads its group and has applied
-// everything the log holds.
+// everything the log holds. To lead, it writes a new term to the log: on a
+// full disk, Open logs why and waits until space is freed. It cannot serve
+// reads before: entries it does not know are committed may have been
+// acknowledged before the restart, and only its own first entry commits
+// them.
 func Open(opt Options) (*Replica, error) {
 	opt = opt.withDefaults()
 	r := &Replica{opt: opt,
@@ -144,6 +149,7 @@ func Open(opt Options) (*Replica, error) {
 		r.Close()
 		return nil, err
 	}
+	r.ready.Store(true)
 	r.opt.Logger.Info("replica ready", "dir", opt.Dir, "applied", r.applied.Load(),
 		"keys", r.st.Len(), "took", time.Since(start).Round(time.Millisecond))
 	return r, nil
