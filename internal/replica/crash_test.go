@@ -14,11 +14,15 @@ import (
 	"github.com/flintkv/flint/internal/vfs"
 )
 
-// TestCrashRecovery runs random writes from concurrent writers, crashes the
-// filesystem at a random moment (dropping everything not fsynced, keeping
-// random torn prefixes), restarts, and checks the state against a model of
-// what was acknowledged: every acknowledged batch is there, and each
-// writer's one unacknowledged batch is there entirely or not at all.
+// TestCrashRecovery runs random writes from concurrent writers, stops them
+// with a crash, restarts, and checks the state against a model of what was
+// acknowledged: every acknowledged batch is there, and each writer's one
+// unacknowledged batch is there entirely or not at all. A crash comes after
+// a random number of filesystem operations or a random time, whichever is
+// first, so it may come during recovery too. It is a power loss (dropping
+// everything not fsynced, keeping random torn prefixes) or, a third of the
+// time, a kill: the process stops, and what it wrote stays for the next
+// one, until a later power loss drops what was not fsynced.
 // FLINT_CRASH_SEED replays a run.
 func TestCrashRecovery(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
@@ -31,17 +35,19 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		rounds = 4
 	}
-	var acked, landed, lost int
+	var acked, landed, lost, kills, inRecovery int
 	for round := range rounds {
 		c := &crashRun{t: t, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(round))), mem: vfs.NewMem()}
-		for life := range 4 {
+		for life := range 6 {
 			c.live(fmt.Sprintf("round %d life %d", round, life))
 		}
 		acked, landed, lost = acked+c.acked, landed+c.landed, lost+c.lost
+		kills, inRecovery = kills+c.kills, inRecovery+c.inRecovery
 	}
-	t.Logf("%d acknowledged batches survived; of the batches in flight at a crash, %d landed and %d did not", acked, landed, lost)
-	if acked == 0 || landed+lost == 0 {
-		t.Fatal("the crashes tested nothing: no acknowledged or in-flight writes")
+	t.Logf("%d acknowledged batches survived; of the batches in flight at a crash, %d landed and %d did not; "+
+		"%d crashes were kills, %d crashes came during recovery", acked, landed, lost, kills, inRecovery)
+	if acked == 0 || landed+lost == 0 || kills == 0 || inRecovery == 0 {
+		t.Fatal("the crashes tested too little: no acknowledged or in-flight writes, no kill, or none during recovery")
 	}
 }
 
@@ -54,9 +60,10 @@ type crashRun struct {
 	// pendings are the batches in flight at the last crash: each took
 	// effect entirely or not at all.
 	pendings []opBatch
-	// Counts for the report: acknowledged batches, and in-flight ones that
-	// took effect or did not.
-	acked, landed, lost int
+	// Counts for the report: acknowledged batches, in-flight ones that took
+	// effect or did not, crashes that were kills, and crashes that came
+	// before Open returned.
+	acked, landed, lost, kills, inRecovery int
 }
 
 const crashWriters = 4
@@ -75,16 +82,24 @@ type op struct {
 
 type opBatch []op
 
-// live opens the replica, writes until a random crash, and verifies the
-// state after restarting.
+// live opens the replica, verifies the state it recovered, and writes until
+// a random crash.
 func (c *crashRun) live(name string) {
-	gate := &gateFS{fs: c.mem}
+	gate := &gateFS{fs: c.mem, rng: rand.New(rand.NewPCG(c.rng.Uint64(), 2)),
+		powerLoss: c.rng.IntN(3) != 0, stopAt: 1 + c.rng.Int64N(maxOpsBeforeCrash)}
+	if !gate.powerLoss {
+		c.kills++
+	}
 	opt := Options{FS: gate, Dir: "data", SnapshotEntries: uint64(10 + c.rng.IntN(40)), SegmentSize: int64(1 << (9 + c.rng.IntN(4))), Preallocate: c.rng.IntN(2) == 0, Logger: quiet()}
 	r, err := Open(opt)
+	if err != nil && gate.stopped() {
+		c.inRecovery++ // the next life recovers again, and verifies
+		return
+	}
 	if err != nil {
 		c.t.Fatalf("%s: reopening after a crash: %v", name, err)
 	}
-	c.verify(name, r)
+	c.verify(name, r, gate)
 	logs := make([]writerLog, crashWriters)
 	var wg sync.WaitGroup
 	for w := range crashWriters {
@@ -95,11 +110,16 @@ func (c *crashRun) live(name string) {
 		}(c.rng.Uint64())
 	}
 	time.Sleep(time.Duration(c.rng.IntN(30)) * time.Millisecond)
-	gate.crash(c.rng)
+	gate.stop() // unless the operations ran out first
 	r.Close()
 	wg.Wait()
 	c.expect(logs)
 }
+
+// maxOpsBeforeCrash bounds the filesystem operations a process makes before
+// it crashes. Opening the replica makes a few dozen, and every group of
+// writes two, so crashes land in recovery as well as in writing.
+const maxOpsBeforeCrash = 400
 
 // write sends random batches of writes on the writer's own keys until the
 // replica stops.
@@ -157,9 +177,10 @@ func (b opBatch) applyTo(m map[string]string) map[string]string {
 
 // verify checks the replica's state against the model: each pending batch
 // took effect entirely or not at all (writers own disjoint keys, so each is
-// decided on its own keys).
-func (c *crashRun) verify(name string, r *Replica) {
-	if err := r.ReadBarrier(); err != nil {
+// decided on its own keys). A replica that crashed since Open returned has
+// still applied all that its log held: Open waited for that.
+func (c *crashRun) verify(name string, r *Replica, gate *gateFS) {
+	if err := r.ReadBarrier(); err != nil && !gate.stopped() {
 		c.t.Fatal(err)
 	}
 	got := map[string]string{}
@@ -205,33 +226,60 @@ func maps(m map[string]string) map[string]string {
 	return c
 }
 
-// gateFS passes operations to fs until crash, after which every operation
-// fails: a crashed process does nothing more to the disk. Crashing is atomic
-// with respect to the operations.
+// gateFS passes operations to fs until the process stops, before operation
+// stopAt+1 or at stop, whichever is first; every operation after fails: a
+// crashed process does nothing more to the disk. Stopping is atomic with
+// respect to the operations, which run one at a time.
 type gateFS struct {
-	fs      *vfs.Mem
-	mu      sync.RWMutex
-	crashed bool
+	fs        *vfs.Mem
+	rng       *rand.Rand // for the power loss
+	powerLoss bool       // the stop is a power loss; if not, a kill, which leaves fs as it is
+	stopAt    int64
+
+	mu   sync.Mutex
+	ops  int64 // operations so far
+	dead bool
 }
 
 var errCrashed = errors.New("process crashed")
 
-func (g *gateFS) crash(rng *rand.Rand) {
+// stop stops the process, if it runs.
+func (g *gateFS) stop() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.crashed = true
-	if rng.IntN(2) == 0 {
-		g.fs.CrashWith(rng)
-	} else {
-		g.fs.CrashSectors(rng) // a disk that writes sectors out of order
+	g.stopLocked()
+}
+
+func (g *gateFS) stopLocked() {
+	if g.dead {
+		return
+	}
+	g.dead = true
+	switch {
+	case !g.powerLoss:
+	case g.rng.IntN(2) == 0:
+		g.fs.CrashWith(g.rng)
+	default:
+		g.fs.CrashSectors(g.rng) // a disk that writes sectors out of order
 	}
 }
 
-// do runs fn unless the gate is crashed.
+// stopped reports whether the process has stopped.
+func (g *gateFS) stopped() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dead
+}
+
+// do runs fn unless the process has stopped, stopping it first if fn is
+// the operation after stopAt.
 func (g *gateFS) do(fn func() error) error {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if g.crashed {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ops++; g.ops > g.stopAt {
+		g.stopLocked()
+	}
+	if g.dead {
 		return errCrashed
 	}
 	return fn()
