@@ -3,8 +3,10 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"path"
 	"strconv"
 	"sync"
 	"testing"
@@ -48,6 +50,32 @@ func TestCrashRecovery(t *testing.T) {
 		"%d crashes were kills, %d crashes came during recovery", acked, landed, lost, kills, inRecovery)
 	if acked == 0 || landed+lost == 0 || kills == 0 || inRecovery == 0 {
 		t.Fatal("the crashes tested too little: no acknowledged or in-flight writes, no kill, or none during recovery")
+	}
+}
+
+// TestKilledBootstrap kills the first process on a new directory right
+// after it renamed its bootstrap snapshot into place, before it synced the
+// snapshot directory. The next process must make that name durable before
+// it acknowledges writes: a power loss would otherwise leave a log with no
+// snapshot, which does not start.
+func TestKilledBootstrap(t *testing.T) {
+	mem := vfs.NewMem()
+	renamed := false
+	gate := &gateFS{fs: mem, stopAt: math.MaxInt64, stopBefore: func(op, name string) bool {
+		renamed = renamed || (op == "Rename" && path.Dir(name) == "data/snap")
+		return renamed && op == "SyncDir" && name == "data/snap"
+	}}
+	if _, err := Open(Options{FS: gate, Dir: "data", Logger: quiet()}); err == nil || !gate.stopped() {
+		t.Fatalf("the first process was not killed before it synced the snapshot directory: %v", err)
+	}
+	r := open(t, mem, Options{})
+	set(t, r, "k", "acknowledged")
+	r.Close()
+	mem.Crash()
+	r = open(t, mem, Options{})
+	defer r.Close()
+	if got := get(t, r, "k"); got != "acknowledged" {
+		t.Fatalf("k = %s after a power loss, want the acknowledged value", got)
 	}
 }
 
@@ -226,15 +254,19 @@ func maps(m map[string]string) map[string]string {
 	return c
 }
 
-// gateFS passes operations to fs until the process stops, before operation
-// stopAt+1 or at stop, whichever is first; every operation after fails: a
-// crashed process does nothing more to the disk. Stopping is atomic with
-// respect to the operations, which run one at a time.
+// gateFS passes operations to fs until the process stops: before operation
+// stopAt+1, before an operation stopBefore picks, or at stop, whichever is
+// first. Every operation after fails: a crashed process does nothing more
+// to the disk. Stopping is atomic with respect to the operations, which run
+// one at a time.
 type gateFS struct {
 	fs        *vfs.Mem
 	rng       *rand.Rand // for the power loss
 	powerLoss bool       // the stop is a power loss; if not, a kill, which leaves fs as it is
 	stopAt    int64
+	// stopBefore, if not nil, is asked before each operation, named as
+	// the FS method is and given the path it works on.
+	stopBefore func(op, name string) bool
 
 	mu   sync.Mutex
 	ops  int64 // operations so far
@@ -271,12 +303,13 @@ func (g *gateFS) stopped() bool {
 	return g.dead
 }
 
-// do runs fn unless the process has stopped, stopping it first if fn is
-// the operation after stopAt.
-func (g *gateFS) do(fn func() error) error {
+// do runs fn, operation op on name, unless the process has stopped,
+// stopping it first if fn is the operation after stopAt or one that
+// stopBefore picks.
+func (g *gateFS) do(op, name string, fn func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.ops++; g.ops > g.stopAt {
+	if g.ops++; g.ops > g.stopAt || (g.stopBefore != nil && g.stopBefore(op, name)) {
 		g.stopLocked()
 	}
 	if g.dead {
@@ -286,35 +319,43 @@ func (g *gateFS) do(fn func() error) error {
 }
 
 func (g *gateFS) Create(name string) (f vfs.File, err error) {
-	err = g.do(func() (e error) { f, e = g.fs.Create(name); return })
-	return g.file(f), err
+	err = g.do("Create", name, func() (e error) { f, e = g.fs.Create(name); return })
+	return g.file(f, name), err
 }
 
 func (g *gateFS) Open(name string) (f vfs.File, err error) {
-	err = g.do(func() (e error) { f, e = g.fs.Open(name); return })
-	return g.file(f), err
+	err = g.do("Open", name, func() (e error) { f, e = g.fs.Open(name); return })
+	return g.file(f, name), err
 }
 
 func (g *gateFS) OpenRW(name string) (f vfs.File, err error) {
-	err = g.do(func() (e error) { f, e = g.fs.OpenRW(name); return })
-	return g.file(f), err
+	err = g.do("OpenRW", name, func() (e error) { f, e = g.fs.OpenRW(name); return })
+	return g.file(f, name), err
 }
 
-func (g *gateFS) Rename(o, n string) error { return g.do(func() error { return g.fs.Rename(o, n) }) }
-func (g *gateFS) Remove(name string) error { return g.do(func() error { return g.fs.Remove(name) }) }
-func (g *gateFS) Mkdir(dir string) error   { return g.do(func() error { return g.fs.Mkdir(dir) }) }
-func (g *gateFS) SyncDir(dir string) error { return g.do(func() error { return g.fs.SyncDir(dir) }) }
+func (g *gateFS) Rename(o, n string) error {
+	return g.do("Rename", n, func() error { return g.fs.Rename(o, n) })
+}
+func (g *gateFS) Remove(name string) error {
+	return g.do("Remove", name, func() error { return g.fs.Remove(name) })
+}
+func (g *gateFS) Mkdir(dir string) error {
+	return g.do("Mkdir", dir, func() error { return g.fs.Mkdir(dir) })
+}
+func (g *gateFS) SyncDir(dir string) error {
+	return g.do("SyncDir", dir, func() error { return g.fs.SyncDir(dir) })
+}
 
 func (g *gateFS) ReadDir(dir string) (names []string, err error) {
-	err = g.do(func() (e error) { names, e = g.fs.ReadDir(dir); return })
+	err = g.do("ReadDir", dir, func() (e error) { names, e = g.fs.ReadDir(dir); return })
 	return names, err
 }
 
-func (g *gateFS) file(f vfs.File) vfs.File {
+func (g *gateFS) file(f vfs.File, name string) vfs.File {
 	if f == nil {
 		return nil
 	}
-	return &gateFile{File: f, g: g}
+	return &gateFile{File: f, g: g, name: name}
 }
 
 // gateFile is a file of a gateFS: its writes and syncs stop at the crash.
@@ -322,15 +363,16 @@ func (g *gateFS) file(f vfs.File) vfs.File {
 // operation and the crash atomic.)
 type gateFile struct {
 	vfs.File
-	g *gateFS
+	g    *gateFS
+	name string
 }
 
 func (f *gateFile) WriteAt(p []byte, off int64) (n int, err error) {
-	err = f.g.do(func() (e error) { n, e = f.File.WriteAt(p, off); return })
+	err = f.g.do("WriteAt", f.name, func() (e error) { n, e = f.File.WriteAt(p, off); return })
 	return n, err
 }
 
-func (f *gateFile) Sync() error { return f.g.do(f.File.Sync) }
+func (f *gateFile) Sync() error { return f.g.do("Sync", f.name, f.File.Sync) }
 func (f *gateFile) Truncate(size int64) error {
-	return f.g.do(func() error { return f.File.Truncate(size) })
+	return f.g.do("Truncate", f.name, func() error { return f.File.Truncate(size) })
 }

@@ -68,6 +68,12 @@ func (r *Replica) loadSnapshot() (snap.Meta, error) {
 	if err := snap.Prune(fs, r.snapDir(), 2); err != nil {
 		return snap.Meta{}, err
 	}
+	// A process that died between renaming a snapshot into place and
+	// syncing the directory leaves it listed, but a power loss would take
+	// it: make it durable before the log and new writes rely on it.
+	if err := fs.SyncDir(r.snapDir()); err != nil {
+		return snap.Meta{}, errorf("fsync %s: %w", r.snapDir(), err)
+	}
 	snaps, err := snap.List(fs, r.snapDir())
 	if err != nil {
 		return snap.Meta{}, err
