@@ -85,7 +85,9 @@ func serve(args []string) int {
 		cfg.Logger.Error("cannot open the data directory", "dir", *dir, "err", err)
 		return 1
 	}
-	return run(server.New(cfg, rep), rep, *shutdownTimeout, cfg.Logger)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, server.New(cfg, rep), rep, *shutdownTimeout, cfg.Logger)
 }
 
 // maxBulkLimit is the largest --max-bulk: a key or a value up to it,
@@ -114,16 +116,15 @@ func validate(cfg server.Config) error {
 	return nil
 }
 
-// run serves until SIGINT or SIGTERM, then shuts down gracefully: it lets
-// clients' commands finish for up to timeout, then closes their connections
-// and the replica, so that a write waiting for disk space gets ErrStopped
-// rather than holding up the shutdown. If the replica fails (an fsync
-// error, say), it stops at once and returns 1.
-func run(srv *server.Server, rep *replica.Replica, timeout time.Duration, log *slog.Logger) int {
+// run serves until ctx is done (SIGINT or SIGTERM), then shuts down
+// gracefully: it lets clients' commands finish for up to timeout, then
+// closes their connections and the replica, so that a write waiting for
+// disk space gets ErrStopped rather than holding up the shutdown. If the
+// replica fails (an fsync error, say), before or during the shutdown, run
+// returns 1; it stops at once if that comes first.
+func run(ctx context.Context, srv *server.Server, rep *replica.Replica, timeout time.Duration, log *slog.Logger) int {
 	closeRep := sync.OnceValue(rep.Close)
 	defer closeRep()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {
@@ -143,6 +144,15 @@ func run(srv *server.Server, rep *replica.Replica, timeout time.Duration, log *s
 		log.Warn("shutdown timed out; closed remaining clients", "err", err)
 	}
 	<-errc
+	cerr := closeRep()
+	if err := rep.Err(); !errors.Is(err, replica.ErrClosed) {
+		log.Error("stopped: the node could no longer make writes durable", "err", err)
+		return 1
+	}
+	if cerr != nil {
+		log.Error("stopped: closing the log failed", "err", cerr)
+		return 1
+	}
 	log.Info("stopped")
 	return 0
 }

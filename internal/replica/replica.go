@@ -223,8 +223,12 @@ func (r *Replica) Err() error {
 	return nil
 }
 
+// ErrClosed is what Err returns once Close, not a failure, stopped the
+// replica.
+var ErrClosed = errors.New("replica: closed")
+
 // Dead is closed when the replica stops serving, after Close or a failure;
-// Err then says why.
+// Err then says why: ErrClosed, or the failure.
 func (r *Replica) Dead() <-chan struct{} { return r.dead }
 
 // fail stops the replica because of err: writes may no longer be
@@ -242,7 +246,7 @@ func (r *Replica) fail(err error) {
 // may not have taken effect.
 func (r *Replica) Close() error {
 	r.dieOnce.Do(func() {
-		err := errors.New("replica: closed")
+		err := ErrClosed
 		r.failed.Store(&err)
 		close(r.dead)
 	})
