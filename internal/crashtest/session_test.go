@@ -18,8 +18,10 @@ const callTimeout = 2 * time.Second
 
 // session is one worker's connection, through either client. call sends one
 // command alone (pipelined false) or several as one pipeline, and returns
-// one reply per command; error replies are replies. An error means the
-// outcome of every command of the call is unknown.
+// one reply per command; error replies are replies. With an error, it
+// returns the replies that came before it, a prefix of the commands' (none
+// with Flint's client, which does not give them): the outcome of every
+// command after them is unknown.
 type session interface {
 	call(ctx context.Context, cmds [][]any, pipelined bool) ([]reply, error)
 	Close() error
@@ -112,12 +114,13 @@ func (s redisSession) call(ctx context.Context, cmds [][]any, pipelined bool) ([
 		rcmds[i] = pipe.Do(ctx, c...)
 	}
 	pipe.Exec(ctx) // its error is the first command's; each is looked at below
-	out := make([]reply, len(cmds))
-	for i, c := range rcmds {
-		var err error
-		if out[i], err = redisReply(c.Result()); err != nil {
-			return nil, err
+	out := make([]reply, 0, len(cmds))
+	for _, c := range rcmds {
+		r, err := redisReply(c.Result())
+		if err != nil {
+			return out, err // replies come in order: the ones before came
 		}
+		out = append(out, r)
 	}
 	return out, nil
 }
