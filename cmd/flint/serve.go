@@ -42,7 +42,7 @@ func serve(args []string) int {
 	segBytes := fs.Int64("segment-bytes", 64<<20, "start a new log segment after this many bytes")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections; writes still waiting (for disk space, say) then get an error")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections, with no reply to writes still waiting (for disk space, say)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -119,7 +119,7 @@ func validate(cfg server.Config) error {
 // run serves until ctx is done (SIGINT or SIGTERM), then shuts down
 // gracefully: it lets clients' commands finish for up to timeout, then
 // closes their connections and the replica, so that a write waiting for
-// disk space gets ErrStopped rather than holding up the shutdown. If the
+// disk space does not hold up the shutdown (its client gets no reply). If the
 // replica fails (an fsync error, say), before or during the shutdown, run
 // returns 1; it stops at once if that comes first.
 func run(ctx context.Context, srv *server.Server, rep *replica.Replica, timeout time.Duration, log *slog.Logger) int {

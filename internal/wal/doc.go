@@ -65,12 +65,14 @@
 // damage (a bad frame with such a seal after it, damage in an earlier
 // segment, a missing segment, a gap in entries the snapshot lacks) stops
 // Open with an *Error that names the file and offset. Nothing is skipped
-// silently. Damage to the writes made since the last fsync but one (the
+// silently, except what Open cannot see: a missing last segment, or a last
+// segment cut exactly at the end of a frame, reads as a log that ends
+// there. Damage to the writes made since the last fsync but one (the
 // last write, and any Append that the last fsync made durable with it)
 // cannot be told from a torn write, and is truncated as one: a power loss
-// during that fsync can leave the same bytes. With NoSync, no write in the
-// last segment is known durable, so damage anywhere in it is taken for a
-// torn write.
+// during that fsync can leave the same bytes. With NoSync, only the last
+// segment's start, and what it held when Open last reopened it, are known
+// durable, so damage anywhere after that is taken for a torn write.
 //
 // An fsync that fails leaves the file's state unknown, so the WAL refuses all
 // later writes; the node must stop. A write that finds the disk full is
