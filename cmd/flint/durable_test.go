@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -51,6 +52,32 @@ func TestServeSaveAndRestart(t *testing.T) {
 	}
 	if v := c.Get(ctx, "k42").Val(); v != "42" {
 		t.Fatalf("k42 = %q", v)
+	}
+}
+
+// TestServeRefusesSharedDirectory: a second server on a data directory in
+// use exits with status 1 and says why, and the first goes on serving.
+func TestServeRefusesSharedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	srv := proctest.Serve(t, flintBin, "--dir", dir)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Bounded: a second server that starts would serve until killed.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(sctx, flintBin, "serve", "--addr", proctest.FreeAddr(t), "--dir", dir).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("a second serve on the same directory: %v, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "another process is using it") {
+		t.Fatalf("a second serve on the same directory does not say why it stopped:\n%s", out)
+	}
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "1" {
+		t.Fatalf("the first server after the second tried: k = %q, %v", v, err)
 	}
 }
 

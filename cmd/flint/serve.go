@@ -10,6 +10,7 @@ import (
 	_ "net/http/pprof" // registers the profiling handlers served by --pprof
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -78,6 +79,12 @@ func serve(args []string) int {
 	if *pprofAddr != "" {
 		go servePprof(*pprofAddr, cfg.Logger)
 	}
+	lock, err := lockDir(*dir)
+	if err != nil {
+		cfg.Logger.Error("cannot use the data directory", "dir", *dir, "err", err)
+		return 1
+	}
+	defer lock.Close()
 	rep, err := replica.Open(replica.Options{Dir: *dir, NoSync: *fsync == "never", Preallocate: true,
 		SnapshotEntries: *snapEntries, SnapshotBytes: *snapBytes, SegmentSize: *segBytes,
 		Store: store.Options{Shards: *shards, MaxValue: cfg.MaxBulk}, Logger: cfg.Logger})
@@ -88,6 +95,28 @@ func serve(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, server.New(cfg, rep), rep, *shutdownTimeout, cfg.Logger)
+}
+
+// lockDir takes an exclusive lock on dir/LOCK, made with dir if needed, and
+// holds it until the file is closed or the process ends, so that two
+// servers never share a data directory: each would write over the other's
+// log. It fails at once if another process holds the lock.
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another process is using it: it holds the lock on %s", f.Name())
+		}
+		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	return f, nil
 }
 
 // maxBulkLimit is the largest --max-bulk: a key or a value up to it,
