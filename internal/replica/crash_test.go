@@ -70,9 +70,7 @@ func TestKilledBootstrap(t *testing.T) {
 	}
 	r := open(t, mem, Options{})
 	set(t, r, "k", "acknowledged")
-	r.Close()
-	mem.Crash()
-	r = open(t, mem, Options{})
+	r = restartAfterPowerLoss(t, r, mem)
 	defer r.Close()
 	if got := get(t, r, "k"); got != "acknowledged" {
 		t.Fatalf("k = %s after a power loss, want the acknowledged value", got)

@@ -54,9 +54,7 @@ func TestFsyncErrorStopsTheNode(t *testing.T) {
 			if err := r.Apply(batchOf("later", "3"), nil); !errors.Is(err, ErrStopped) {
 				t.Fatalf("a later Apply = %v, want ErrStopped", err)
 			}
-			r.Close()
-			mem.Crash()
-			r = open(t, mem, Options{})
+			r = restartAfterPowerLoss(t, r, mem)
 			defer r.Close()
 			if got := get(t, r, "kept"); got != "1" {
 				t.Fatalf("acknowledged write after restart = %s", got)
@@ -98,9 +96,8 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("the write that found the disk full = %v once space was freed, want success", err)
 	}
 	set(t, r, "after", "2")
-	r.Close()
-	mem.Crash()
-	r = open(t, mem, Options{})
+	r = restartAfterPowerLoss(t, r, mem)
+	defer r.Close()
 	for k, v := range map[string]string{"before": "1", "big": strings.Repeat("x", 1000), "after": "2", "refused": "<nil>"} {
 		if got := get(t, r, k); got != v {
 			t.Fatalf("after restart %s = %.20s, want %.20s", k, got, v)

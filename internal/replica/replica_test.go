@@ -25,6 +25,15 @@ func open(t *testing.T, fs vfs.FS, opt Options) *Replica {
 	return r
 }
 
+// restartAfterPowerLoss closes r, drops everything mem did not make
+// durable, and opens the replica again.
+func restartAfterPowerLoss(t *testing.T, r *Replica, mem *vfs.Mem) *Replica {
+	t.Helper()
+	r.Close()
+	mem.Crash()
+	return open(t, mem, Options{})
+}
+
 func set(t *testing.T, r *Replica, kv ...string) []store.Result {
 	t.Helper()
 	var b store.Batch
