@@ -18,6 +18,7 @@ import (
 	"github.com/flintkv/flint/internal/replica"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/store"
+	"github.com/flintkv/flint/internal/vfs"
 )
 
 // serve runs `flint serve`.
@@ -97,12 +98,13 @@ func serve(args []string) int {
 	return run(ctx, server.New(cfg, rep), rep, *shutdownTimeout, cfg.Logger)
 }
 
-// lockDir takes an exclusive lock on dir/LOCK, made with dir if needed, and
-// holds it until the file is closed or the process ends, so that two
-// servers never share a data directory: each would write over the other's
-// log. It fails at once if another process holds the lock.
+// lockDir takes an exclusive lock on dir/LOCK, made with dir if needed
+// (durably, as the replica would make it), and holds it until the file is
+// closed or the process ends, so that two servers never share a data
+// directory: each would write over the other's log. It fails at once if
+// another process holds the lock.
 func lockDir(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAll(vfs.OS, dir); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
