@@ -56,8 +56,10 @@ func (w *WAL) startSpare() {
 }
 
 // makeSpare writes and fsyncs a spare file of SegmentSize zeros. It
-// returns nil, having removed what it wrote, if the disk has less than two
-// segments of room or anything fails.
+// fsyncs even with NoSync, here in the background, since create fsyncs the
+// segment's start in any case and would otherwise write all the zeros then.
+// It returns nil, having removed what it wrote, if the disk has less than
+// two segments of room or anything fails.
 func (w *WAL) makeSpare() vfs.File {
 	size := w.opt.SegmentSize
 	if avail, ok := vfs.Available(w.fs, w.dir); ok && avail < 2*size {
@@ -72,7 +74,7 @@ func (w *WAL) makeSpare() vfs.File {
 	for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
 		_, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
 	}
-	if err == nil && !w.opt.NoSync {
+	if err == nil {
 		err = f.Sync()
 	}
 	if err != nil {
