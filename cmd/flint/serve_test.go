@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,11 +42,54 @@ func TestServeHelpListsFlags(t *testing.T) {
 		t.Fatal("--help should exit non-zero like any flag package usage")
 	}
 	for _, flag := range []string{"-addr", "-requirepass", "-maxclients", "-max-bulk", "-max-args",
-		"-max-inline", "-max-query-buffer", "-max-output-buffer", "-output-timeout", "-idle-timeout", "-shutdown-timeout"} {
+		"-max-inline", "-max-query-buffer", "-max-output-buffer", "-output-timeout", "-idle-timeout", "-shutdown-timeout", "-huge-pages"} {
 		if !strings.Contains(string(out), flag) {
 			t.Errorf("serve --help does not document %s:\n%s", flag, out)
 		}
 	}
+}
+
+// TestServeAdvisesHugePages checks in /proc/PID/smaps that a server advises
+// its heap to use huge pages (the VmFlags hg), and that --huge-pages=false
+// stops it.
+func TestServeAdvisesHugePages(t *testing.T) {
+	on := proctest.Serve(t, flintBin)
+	for deadline := time.Now().Add(10 * time.Second); advisedBytes(t, on.Cmd.Process.Pid) < 4<<20; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 4 MiB of the server's memory advised to use huge pages within 10 s")
+		}
+	}
+	off := proctest.Serve(t, flintBin, "--huge-pages=false")
+	time.Sleep(500 * time.Millisecond) // five times the interval of the advice
+	if n := advisedBytes(t, off.Cmd.Process.Pid); n >= 4<<20 {
+		t.Fatalf("with --huge-pages=false, %d bytes of the server's memory are advised to use huge pages", n)
+	}
+}
+
+// advisedBytes returns the size of the mappings of process pid whose
+// VmFlags in /proc/PID/smaps include hg (MADV_HUGEPAGE).
+func advisedBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, size int64
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 3 && f[0] == "Size:":
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("smaps: %q", sc.Text())
+			}
+			size = kb << 10
+		case len(f) > 0 && f[0] == "VmFlags:" && slices.Contains(f, "hg"):
+			n += size
+		}
+	}
+	return n
 }
 
 func TestServeRejectsBadFlags(t *testing.T) {
