@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/google/btree v1.1.3
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/raft/v3 v3.6.0
 	gonum.org/v1/plot v0.17.0

@@ -194,7 +194,7 @@ func (s *Store) flush() Result {
 	s.lock(s.every)
 	defer s.unlock(s.every)
 	for i := range s.shards {
-		s.shards[i].resetLocked()
+		s.shards[i].resetLocked(s.freshOf(i))
 	}
 	return Result{Done: true}
 }

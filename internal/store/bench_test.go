@@ -123,3 +123,35 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRangeN measures a short range read, 10 pairs from a random start,
+// in a store of 1,000,000 keys.
+func BenchmarkRangeN(b *testing.B) {
+	loadBench(b)
+	s, keys := benchData.s, benchData.keys
+	rng := rand.New(rand.NewPCG(1, 2))
+	var dst []Pair
+	b.ResetTimer()
+	for b.Loop() {
+		if dst = s.RangeN(keys[rng.IntN(benchRecords)], []byte{0xff}, 10, dst[:0]); len(dst) == 0 {
+			b.Fatal("empty range")
+		}
+	}
+}
+
+// BenchmarkLoad measures loading 1,000,000 keys in ascending order into an
+// empty store, as a snapshot load does (Reserve, then Put).
+func BenchmarkLoad(b *testing.B) {
+	keys := make([][]byte, 1_000_000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user%012d", i)
+	}
+	val := make([]byte, 16)
+	for b.Loop() {
+		s := New(Options{})
+		s.Reserve(len(keys))
+		for _, k := range keys {
+			s.Put(k, val)
+		}
+	}
+}

@@ -21,7 +21,7 @@ func TestConcurrentAtomicity(t *testing.T) {
 		readers = 4
 		writes  = 1500 // per writer
 	)
-	s := New(Options{Shards: 8})
+	s := New(Options{Shards: 8, fresh: 4}) // merges runs while views are taken
 	keys := make([][][]byte, groups)
 	for g := range keys {
 		for i := range width {

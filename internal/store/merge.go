@@ -2,42 +2,36 @@ package store
 
 import (
 	"container/heap"
-
-	"github.com/google/btree"
+	"slices"
 )
 
-// merge yields the pairs of several B-trees in one key order. Each tree is
-// read in pages so that a long range costs memory for one page per tree.
-// Pages start small and double as a tree is consumed: a short range over
-// many trees then reads few items it does not return.
+// merge yields the present items of several shards' runs in one key order,
+// each key once, as its newest item says. A key's items can only be in one
+// shard's runs; among them, a newer run's item comes first and shadows the
+// rest.
 type merge struct {
 	end       string
 	unbounded bool // ignore end
 	cur       mergeHeap
-	trees     []*btree.BTreeG[item]
 }
 
-// Page sizes: the first page of each tree, and the largest.
-const (
-	firstPage = 4
-	pageSize  = 64
-)
-
-// cursor is a page of one tree's items, consumed from the front.
+// cursor is the unread part of one run.
 type cursor struct {
-	tree  int
-	items []item // unread part of the page
-	buf   []item // the page's storage, reused by the next page when it fits
-	page  int    // size of the next page
-	more  bool   // the tree may hold more items after the page
+	items run // never empty while in the heap
+	age   int // the run's place among its shard's runs: higher is newer
 }
 
 type mergeHeap []*cursor
 
-func (h mergeHeap) Len() int           { return len(h) }
-func (h mergeHeap) Less(i, j int) bool { return h[i].items[0].key < h[j].items[0].key }
-func (h mergeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *mergeHeap) Push(x any)        { *h = append(*h, x.(*cursor)) }
+func (h mergeHeap) Len() int { return len(h) }
+func (h mergeHeap) Less(i, j int) bool {
+	if c := compareItems(h[i].items[0], h[j].items[0]); c != 0 {
+		return c < 0
+	}
+	return h[i].age > h[j].age
+}
+func (h mergeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *mergeHeap) Push(x any)   { *h = append(*h, x.(*cursor)) }
 func (h *mergeHeap) Pop() any {
 	old := *h
 	c := old[len(old)-1]
@@ -45,57 +39,48 @@ func (h *mergeHeap) Pop() any {
 	return c
 }
 
-// newMerge starts a merge at start. It stops after end unless unbounded,
-// which must be known before the first pages are filled.
-func newMerge(trees []*btree.BTreeG[item], start, end string, unbounded bool) *merge {
-	m := &merge{end: end, unbounded: unbounded, trees: trees}
-	for i := range trees {
-		c := &cursor{tree: i, page: firstPage}
-		if m.fill(c, start, true) {
-			m.cur = append(m.cur, c)
+// newMerge starts a merge of views (each a shard's runs, oldest first) at
+// start. It stops after end unless unbounded.
+func newMerge(views [][]run, start, end string, unbounded bool) *merge {
+	m := &merge{end: end, unbounded: unbounded}
+	from := item{pre: prefix(start), key: start}
+	for _, runs := range views {
+		for age, r := range runs {
+			if i, _ := slices.BinarySearchFunc(r, from, compareItems); i < len(r) {
+				m.cur = append(m.cur, &cursor{items: r[i:], age: age})
+			}
 		}
 	}
 	heap.Init(&m.cur)
 	return m
 }
 
-// fill reads the next page of c's tree from 'from' (inclusive or not) up to
-// the end key, and reports whether the page is non-empty.
-func (m *merge) fill(c *cursor, from string, inclusive bool) bool {
-	if cap(c.buf) < c.page {
-		c.buf = make([]item, 0, c.page)
+// next returns the next present item, or false when there is none up to end.
+func (m *merge) next() (item, bool) {
+	for len(m.cur) > 0 {
+		it := m.pop()
+		if !m.unbounded && it.key > m.end {
+			m.cur = nil
+			break
+		}
+		for len(m.cur) > 0 && m.cur[0].items[0].pre == it.pre && m.cur[0].items[0].key == it.key {
+			m.pop() // shadowed by it
+		}
+		if !it.absent() {
+			return it, true
+		}
 	}
-	c.items = c.buf[:0]
-	c.more = false
-	defer func() { c.page = min(2*c.page, pageSize) }()
-	m.trees[c.tree].AscendGreaterOrEqual(probe(from), func(it item) bool {
-		if it.key > m.end && !m.unbounded {
-			return false
-		}
-		if !inclusive && it.key == from {
-			return true
-		}
-		if len(c.items) == c.page {
-			c.more = true
-			return false
-		}
-		c.items = append(c.items, it)
-		return true
-	})
-	return len(c.items) > 0
+	return item{}, false
 }
 
-func (m *merge) next() (item, bool) {
-	if len(m.cur) == 0 {
-		return item{}, false
-	}
+// pop removes and returns the smallest item, the newest of its key.
+func (m *merge) pop() item {
 	c := m.cur[0]
 	it := c.items[0]
-	c.items = c.items[1:]
-	if len(c.items) == 0 && !(c.more && m.fill(c, it.key, false)) {
+	if c.items = c.items[1:]; len(c.items) == 0 {
 		heap.Pop(&m.cur)
 	} else {
 		heap.Fix(&m.cur, 0)
 	}
-	return it, true
+	return it
 }

@@ -86,7 +86,9 @@ func TestModel(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
 	shards := []int{1, 2, 4, 64}[rng.IntN(4)]
-	mt := &modelTest{t: t, rng: rng, s: New(Options{Shards: shards, MaxValue: modelMaxValue}), m: model{}}
+	// A small fresh makes the indexes seal and merge runs every few writes.
+	fresh := []int{1, 2, 3, 8, defaultFresh}[rng.IntN(5)]
+	mt := &modelTest{t: t, rng: rng, s: New(Options{Shards: shards, MaxValue: modelMaxValue, fresh: fresh}), m: model{}}
 	seen := map[string]bool{}
 	for len(mt.keys) < 120 {
 		k := mt.randString("\x00ab\xff", 4)
@@ -95,7 +97,7 @@ func TestModel(t *testing.T) {
 			mt.keys = append(mt.keys, k)
 		}
 	}
-	t.Logf("%d shards, %d ops", shards, *opsFlag)
+	t.Logf("%d shards, fresh %d, %d ops", shards, fresh, *opsFlag)
 	for i := range *opsFlag {
 		mt.step(i)
 		if t.Failed() {

@@ -1,7 +1,5 @@
 package store
 
-import "github.com/google/btree"
-
 // Get returns the value of key. The returned slice is shared with the store
 // and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool) {
@@ -55,20 +53,24 @@ type Pair struct {
 }
 
 // RangeN appends to dst up to limit pairs with start <= key <= end in byte
-// order, read at one instant, and returns it. It merges the live trees under
-// every shard's read lock, which costs less than cloning them but holds off
-// writers while it runs: use it for short ranges, Snapshot for long ones.
+// order, read at one instant, and returns it. It merges the live indexes
+// under every shard's lock (sealing each one's fresh items needs the write
+// lock), which costs less than a Snapshot, whose cells later writes must
+// then copy, but holds off readers and writers while it runs: use it for
+// short ranges, Snapshot for long ones.
 func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
 	if string(start) > string(end) || limit <= 0 {
 		return dst
 	}
-	s.rlock(s.every)
-	defer s.runlock(s.every)
-	trees := make([]*btree.BTreeG[item], len(s.shards))
+	s.lock(s.every)
+	defer s.unlock(s.every)
+	views := make([][]run, len(s.shards))
 	for i := range s.shards {
-		trees[i] = s.shards[i].mu.tree
+		idx := &s.shards[i].mu.idx
+		idx.seal()
+		views[i] = idx.runs
 	}
-	m := newMerge(trees, string(start), string(end), false)
+	m := newMerge(views, string(start), string(end), false)
 	for n := 0; n < limit; n++ {
 		it, ok := m.next()
 		if !ok {

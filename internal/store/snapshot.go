@@ -1,31 +1,25 @@
 package store
 
-import "github.com/google/btree"
-
 // Snapshot is a consistent read-only view of the store at one instant. It
-// holds copy-on-write clones of the shards' trees: taking one costs O(shards)
-// under the locks, and writes after it pay for the nodes they copy. A
-// Snapshot may be read from any goroutine, for as long as needed.
+// holds views of the shards' indexes, whose runs never change: taking one
+// costs sorting each index's few newest items under the locks, and nothing
+// after. A Snapshot may be read from any goroutine, for as long as needed.
 type Snapshot struct {
-	trees []*btree.BTreeG[item]
+	views [][]run
+	n     int // number of pairs
 }
 
 // Snapshot returns a view of the store as it is now.
-func (s *Store) Snapshot() *Snapshot { return &Snapshot{trees: s.clone()} }
+func (s *Store) Snapshot() *Snapshot {
+	views, n := s.views()
+	return &Snapshot{views: views, n: n}
+}
 
 // Count returns how many pairs have start <= key <= end, at most limit when
 // limit > 0.
 func (sn *Snapshot) Count(start, end []byte, limit int) int {
 	n := 0
-	for _, t := range sn.trees {
-		t.AscendGreaterOrEqual(probe(string(start)), func(it item) bool {
-			if it.key > string(end) || (limit > 0 && n >= limit) {
-				return false
-			}
-			n++
-			return true
-		})
-	}
+	sn.Range(start, end, limit, func(string, []byte) bool { n++; return true })
 	return n
 }
 
@@ -36,7 +30,7 @@ func (sn *Snapshot) Range(start, end []byte, limit int, fn func(key string, val 
 	if string(start) > string(end) {
 		return
 	}
-	m := newMerge(sn.trees, string(start), string(end), false)
+	m := newMerge(sn.views, string(start), string(end), false)
 	for n := 0; limit <= 0 || n < limit; n++ {
 		it, ok := m.next()
 		if !ok || !fn(it.key, it.c.val) {
@@ -46,17 +40,11 @@ func (sn *Snapshot) Range(start, end []byte, limit int, fn func(key string, val 
 }
 
 // Len returns the number of pairs in the snapshot.
-func (sn *Snapshot) Len() int {
-	n := 0
-	for _, t := range sn.trees {
-		n += t.Len()
-	}
-	return n
-}
+func (sn *Snapshot) Len() int { return sn.n }
 
 // Ascend calls fn for every pair in key order until fn returns false.
 func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
-	m := newMerge(sn.trees, "", "", true)
+	m := newMerge(sn.views, "", "", true)
 	for {
 		it, ok := m.next()
 		if !ok || !fn(it.key, it.c.val) {
@@ -86,13 +74,9 @@ func (s *Store) Reserve(n int) {
 // itself, not a copy, so that loading copies no value: the caller must
 // never modify val afterwards. val may share memory with other values; its
 // capacity is cut to its length so that APPEND never writes past it.
-//
-// Put is made for keys that are new: it does not look the key up first,
-// as a write does, but learns from the tree whether it replaced a pair.
 func (s *Store) Put(key, val []byte) {
 	sh := &s.shards[s.shardOf(key)]
-	k, v := string(key), val[:len(val):len(val)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.insertLocked(k, v)
+	sh.putLocked(key, val[:len(val):len(val)])
 }

@@ -9,24 +9,26 @@
 // The map is split into shards, each with its own lock, so that commands on
 // different keys run on different cores without contending. A command that
 // touches several keys locks their shards in ascending order and is atomic as
-// a whole. Each shard keeps a hash map for point reads and a copy-on-write
-// B-tree for ordered reads; cloning every B-tree under the locks gives a
-// consistent view that range reads and snapshots iterate without holding any
-// lock, so neither stalls writes for longer than the clones take.
+// a whole. Each shard keeps a hash map for point reads and, for ordered
+// reads, an index that a write appends to rather than searches (see index).
+// The index's sorted runs never change once made, so taking them under the
+// locks gives a consistent view that range reads and snapshots iterate
+// without holding any lock, and neither stalls writes for longer than
+// taking the views does.
 package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/google/btree"
 )
 
 // Errors returned in Result.Err. They are the client's fault, not the store's.
@@ -40,6 +42,8 @@ var (
 type Options struct {
 	Shards   int // number of shards, rounded up to a power of two; default DefaultShards()
 	MaxValue int // longest value APPEND may build, in bytes; default 64 MiB
+
+	fresh int // items an index gathers before sorting them; default defaultFresh (tests set less)
 }
 
 // Store is the state machine. All methods are safe for concurrent use.
@@ -50,36 +54,42 @@ type Store struct {
 	shards   []shard
 	every    lockSet // every shard, in order
 	retain   bool    // see Retain
+	fresh    int     // see Options.fresh
 }
 
 // shard owns the keys that hash to it.
 type shard struct {
 	mu struct {
 		sync.RWMutex
-		// Invariant: m maps each key to its cell, and tree holds one item
-		// for each key, pointing to the same cell. Bytes within len of a
-		// stored value are never modified: readers and snapshots share them.
-		m    map[string]*cell
-		tree *btree.BTreeG[item]
-		// gen counts the clones of tree (see cell). It grows by one with
-		// each clone.
+		// Invariant: m maps each key to its cell, and the newest item of
+		// each key in idx points to the same cell; the newest item of a key
+		// not in m is absent, or there is none. Bytes within len of a stored
+		// value are never modified: readers and snapshots share them.
+		m   map[string]*cell
+		idx index
+		// gen counts the views taken of idx (see cell). It grows by one
+		// with each.
 		gen uint64
+		// garbage estimates the memory idx keeps only for shadowed and
+		// absent items, and their cells and values, in bytes: see shadowLocked.
+		garbage int64
 	}
 	keys  atomic.Int64 // number of keys, written under mu
 	bytes atomic.Int64 // sum of key and value lengths, written under mu
 	_     [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
-// cell holds one key's value; the shard's map and its tree's item for the
-// key both point to it. So a write to a key changes only its cell, and
-// leaves the map and the tree, whose search costs more than the rest of the
-// write, alone, unless a clone of the tree may share the cell.
+// cell holds one key's value; the shard's map and the key's item in the
+// index both point to it. So a write to a key changes only its cell, and
+// leaves the map and the index alone, unless a view of the index may share
+// the cell.
 //
 // Invariant: a cell with gen equal to its shard's gen was made after the
-// tree's last clone, so no clone holds it, and a write may change its val in
-// place, under the shard's lock. A cell with an older gen may be in a clone,
-// which reads it without any lock: it never changes again, and a write to
-// its key makes a new cell and puts it in the map and the tree.
+// index's last view, so no view holds it, and a write may change its val in
+// place, under the shard's lock; deleting its key marks it dead (gen
+// deadGen). A cell with an older gen may be in a view, which reads it
+// without any lock: it never changes again, and a write to its key makes a
+// new cell and puts it in the map and the index, or a tombstone in the index.
 type cell struct {
 	key string // the stored key, so that a write reuses it rather than allocating
 	val []byte
@@ -94,20 +104,18 @@ func (c *cell) value() []byte {
 	return c.val
 }
 
-// item is one pair in a shard's tree.
+// item is one key's entry in a shard's index: its cell, or nil for a
+// tombstone.
 //
 // Invariant: pre is the first 16 bytes of key, zero-padded, as big-endian
 // integers. Comparing pre first orders items as their keys would be ordered,
-// but without following the key pointer for most comparisons: the B-tree
-// search then stays inside its node's memory.
+// but without following the key pointer for most comparisons: sorting and
+// merging then stay inside the items' memory.
 type item struct {
 	pre [2]uint64
 	key string
 	c   *cell
 }
-
-// probe returns an item that searches the tree for key.
-func probe(key string) item { return item{pre: prefix(key), key: key} }
 
 // prefix packs the first 16 bytes of key, zero-padded, big-endian.
 func prefix(key string) [2]uint64 {
@@ -116,14 +124,14 @@ func prefix(key string) [2]uint64 {
 	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
-func itemLess(a, b item) bool {
-	if a.pre[0] != b.pre[0] {
-		return a.pre[0] < b.pre[0]
+func compareItems(a, b item) int {
+	if c := cmp.Compare(a.pre[0], b.pre[0]); c != 0 {
+		return c
 	}
-	if a.pre[1] != b.pre[1] {
-		return a.pre[1] < b.pre[1]
+	if c := cmp.Compare(a.pre[1], b.pre[1]); c != 0 {
+		return c
 	}
-	return a.key < b.key // equal padded prefixes: only the full keys can tell
+	return strings.Compare(a.key, b.key) // equal padded prefixes: only the full keys can tell
 }
 
 // New returns an empty Store.
@@ -134,10 +142,13 @@ func New(opt Options) *Store {
 	if opt.MaxValue <= 0 {
 		opt.MaxValue = 64 << 20
 	}
+	if opt.fresh <= 0 {
+		opt.fresh = defaultFresh
+	}
 	n := 1 << bits.Len(uint(opt.Shards-1))
-	s := &Store{seed: maphash.MakeSeed(), mask: uint64(n - 1), maxValue: opt.MaxValue, shards: make([]shard, n)}
+	s := &Store{seed: maphash.MakeSeed(), mask: uint64(n - 1), maxValue: opt.MaxValue, shards: make([]shard, n), fresh: opt.fresh}
 	for i := range s.shards {
-		s.shards[i].resetLocked()
+		s.shards[i].resetLocked(s.freshOf(i))
 	}
 	s.every = make(lockSet, n)
 	for i := range s.every {
@@ -148,12 +159,20 @@ func New(opt Options) *Store {
 
 // DefaultShards is 8 shards per processor, at least 16. More shards spread
 // writers over more locks; fewer make range reads cheaper, since a range
-// merges every shard's tree.
+// merges every shard's runs.
 func DefaultShards() int { return max(16, 8*runtime.GOMAXPROCS(0)) }
 
-func (sh *shard) resetLocked() {
+// freshOf returns how many items shard i's index gathers before sorting
+// them: Options.fresh to twice that, by shard. Keys spread evenly over the
+// shards, so indexes of one size would seal and merge in step, and their
+// largest merges, each O(keys in the shard), would fall due together and
+// hold up the writes queued behind them for all of them at once.
+func (s *Store) freshOf(i int) int { return s.fresh + s.fresh*i/len(s.shards) }
+
+func (sh *shard) resetLocked(fresh int) {
 	sh.mu.m = make(map[string]*cell)
-	sh.mu.tree = btree.NewG(32, itemLess)
+	sh.mu.idx = newIndex(fresh)
+	sh.mu.garbage = 0
 	sh.keys.Store(0)
 	sh.bytes.Store(0)
 }
@@ -205,23 +224,19 @@ func (sh *shard) replaceLocked(old *cell, key, val []byte) {
 		old.val = val
 		return
 	}
-	// A clone may hold old. Reuse the stored key string: the write
+	// A view may hold old. Reuse the stored key string: the write
 	// allocates only the value and the cell.
 	c := &cell{key: old.key, val: val, gen: sh.mu.gen}
 	sh.mu.m[c.key] = c
-	sh.mu.tree.ReplaceOrInsert(item{prefix(c.key), c.key, c})
+	sh.mu.idx.add(item{prefix(c.key), c.key, c})
+	sh.shadowLocked(itemCost + len(old.key) + len(old.val))
 }
 
-// insertLocked stores val under key, without looking key up first: it
-// counts as a new key unless the tree reports that it replaced one.
+// insertLocked stores val under key, which is not in the shard.
 func (sh *shard) insertLocked(key string, val []byte) {
 	c := &cell{key: key, val: val, gen: sh.mu.gen}
 	sh.mu.m[key] = c
-	old, replaced := sh.mu.tree.ReplaceOrInsert(item{prefix(key), key, c})
-	if replaced {
-		sh.bytes.Add(int64(len(val) - len(old.c.val)))
-		return
-	}
+	sh.mu.idx.add(item{prefix(key), key, c})
 	sh.keys.Add(1)
 	sh.bytes.Add(int64(len(key) + len(val)))
 }
@@ -233,10 +248,38 @@ func (sh *shard) deleteLocked(key []byte) bool {
 		return false
 	}
 	delete(sh.mu.m, string(key))
-	sh.mu.tree.Delete(probe(string(key)))
 	sh.keys.Add(-1)
 	sh.bytes.Add(-int64(len(key) + len(old.val)))
+	if old.gen == sh.mu.gen {
+		old.gen, old.val = deadGen, nil // its item, wherever it is, is now absent
+		sh.shadowLocked(itemCost + len(old.key))
+	} else {
+		sh.mu.idx.add(item{pre: prefix(old.key), key: old.key}) // a view may hold old
+		sh.shadowLocked(2*itemCost + len(old.key) + len(old.val))
+	}
 	return true
+}
+
+// Garbage accounting (see shadowLocked): what an item and its cell cost
+// beyond the key and the value, roughly, and the least garbage a shard's
+// index may keep before it is merged whole.
+const (
+	itemCost   = 96
+	minGarbage = 1 << 20
+)
+
+// shadowLocked adds n bytes to the garbage estimate: memory that the index
+// keeps only for items that newer ones shadow or that are absent, until a
+// merge drops them. Once it exceeds half of the shard's live bytes (and
+// minGarbage), the index merges all of its runs into one, which drops them
+// all: so garbage stays a bounded share of the shard's memory, and the merge,
+// O(items), is paid for by the writes that made that much garbage.
+func (sh *shard) shadowLocked(n int) {
+	sh.mu.garbage += int64(n)
+	if sh.mu.garbage > max(sh.bytes.Load()/2, minGarbage) {
+		sh.mu.idx.compactAll()
+		sh.mu.garbage = 0
+	}
 }
 
 // lockSet is a sorted, duplicate-free set of shard indexes.
@@ -275,21 +318,21 @@ func (s *Store) runlock(ls lockSet) {
 	}
 }
 
-// clone returns copy-on-write clones of every shard's tree, taken at one
-// instant. Cost: O(shards); later writes copy the nodes they touch.
-func (s *Store) clone() []*btree.BTreeG[item] {
-	// Clone writes to the tree it clones (it gives it a fresh copy-on-write
-	// context), so it needs the write locks: two snapshots taken under read
-	// locks raced on that field.
+// views returns a view of every shard's index, taken at one instant, and
+// the number of keys then. Cost: sorting what each index's fresh holds, at
+// most defaultFresh items a shard, under every shard's lock (views seal
+// fresh, which needs the write locks).
+func (s *Store) views() ([][]run, int) {
 	s.lock(s.every)
 	defer s.unlock(s.every)
-	trees := make([]*btree.BTreeG[item], len(s.shards))
+	views, n := make([][]run, len(s.shards)), 0
 	for i := range s.shards {
 		sh := &s.shards[i]
-		trees[i] = sh.mu.tree.Clone()
-		sh.mu.gen++ // the clone may share every cell made so far
+		views[i] = sh.mu.idx.view()
+		sh.mu.gen++ // the view may share every cell made so far
+		n += len(sh.mu.m)
 	}
-	return trees
+	return views, n
 }
 
 func equal(a, b []byte) bool { return bytes.Equal(a, b) }

@@ -1,0 +1,60 @@
+package store
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// TestIndexRunsStayFew adds distinct keys in random order and checks after
+// each seal that the runs are sorted, hold each key once, and each is more
+// than twice the size of the next newer one, so that there are O(log n).
+func TestIndexRunsStayFew(t *testing.T) {
+	const n, fresh = 20_000, 8
+	x := newIndex(fresh)
+	for i, k := range rand.Perm(n) {
+		key := fmt.Sprint(k)
+		x.add(item{prefix(key), key, &cell{key: key}})
+		if len(x.fresh) > 0 {
+			continue
+		}
+		for j, r := range x.runs {
+			for m := 1; m < len(r); m++ {
+				if compareItems(r[m-1], r[m]) >= 0 {
+					t.Fatalf("after %d adds, run %d is out of order at %d: %q then %q", i+1, j, m, r[m-1].key, r[m].key)
+				}
+			}
+			if j > 0 && len(x.runs[j-1]) <= 2*len(r) {
+				t.Fatalf("after %d adds, run %d has %d items and run %d, older, %d", i+1, j, len(r), j-1, len(x.runs[j-1]))
+			}
+		}
+		if limit := bits.Len(uint(i+1)/fresh) + 1; len(x.runs) > limit {
+			t.Fatalf("after %d adds, %d runs; want at most %d", i+1, len(x.runs), limit)
+		}
+	}
+}
+
+// TestDeletedValuesAreFreed deletes every key of a store after a snapshot,
+// which makes each delete a tombstone in the index, and checks that the
+// values are then freed: the index must not hold the shadowed cells, and
+// their values, for long.
+func TestDeletedValuesAreFreed(t *testing.T) {
+	const keys, size = 200, 64 << 10 // 12.5 MiB of values
+	s := New(Options{Shards: 1})
+	for i := range keys {
+		s.Put(fmt.Appendf(nil, "k%03d", i), make([]byte, size))
+	}
+	s.Snapshot() // dropped at once; but every cell is now one a view may hold
+	for i := range keys {
+		s.Apply(AppendEntry(nil, OpDel, 0, fmt.Appendf(nil, "k%03d", i)))
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if s.Len() != 0 || ms.HeapAlloc > 4<<20 {
+		t.Fatalf("after deleting all %d values of %d KiB, %d keys and a heap of %d KiB", keys, size>>10, s.Len(), ms.HeapAlloc>>10)
+	}
+	runtime.KeepAlive(s)
+}
