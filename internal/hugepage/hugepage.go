@@ -57,21 +57,28 @@ type Stats struct {
 	Collapsed int64 // bytes collapsed into huge pages by this call
 }
 
-// collapsed holds the start of every huge page that Advise has collapsed,
-// so that later calls do not ask again.
-var collapsed struct {
+// maxCollapse is the most bytes one Advise collapses. A collapse copies its
+// 2 MiB while holding the process's memory map, which stalls every thread
+// that faults a page in meanwhile: a few at a time keep those stalls short.
+const maxCollapse = 4 * hugeSize
+
+// state is what Advise remembers between calls.
+var state struct {
 	sync.Mutex
-	at map[uintptr]bool
+	collapsed map[uintptr]bool // the start of every huge page collapsed
+	advised   int64            // Stats.Advised of the last call
 }
 
 // Advise advises every mapping of the heap to use huge pages, so that memory
 // the runtime touches there for the first time comes in huge pages. Memory
 // it touched before the advice is in small pages, which the kernel's
 // khugepaged gathers into huge ones only slowly (16 MiB every 10 s by
-// default), so Advise also collapses every aligned 2 MiB of the heap whose
-// small pages are nearly all resident (see dense) into a huge page at
-// once (MADV_COLLAPSE; a kernel before 6.1 cannot, and the advice alone
-// remains).
+// default). So, once the heap has stopped growing (its mappings cover what
+// they covered at the last call), Advise also collapses aligned 2 MiB of it
+// whose small pages are nearly all resident (see dense) into huge pages, up
+// to maxCollapse a call (MADV_COLLAPSE; a kernel before 6.1 cannot, and the
+// advice alone remains). While the heap grows, collapses would stall the
+// page faults that its growth takes.
 //
 // The heap's mappings are the anonymous ones, readable and writable or
 // reserved (---p), contiguous with the one that holds a known heap object; a
@@ -94,32 +101,37 @@ func Advise() (Stats, error) {
 			return st, fmt.Errorf("madvise(%#x, %d, MADV_HUGEPAGE): %w", s.lo, s.hi-s.lo, e)
 		}
 		st.Advised += int64(s.hi - s.lo)
-		st.Collapsed += collapse(s)
 	}
+	state.Lock()
+	defer state.Unlock()
+	if st.Advised == state.advised {
+		for _, s := range heap {
+			st.Collapsed += collapse(s, maxCollapse-st.Collapsed)
+		}
+	}
+	state.advised = st.Advised
 	return st, nil
 }
 
-// collapse collapses the dense huge pages of s not yet collapsed and
-// returns how many bytes it collapsed. A collapse that fails (no free huge
-// page, say) is not an error: the memory stays in small pages, and the next
-// call tries again.
-func collapse(s span) int64 {
-	collapsed.Lock()
-	defer collapsed.Unlock()
-	if collapsed.at == nil {
-		collapsed.at = make(map[uintptr]bool)
+// collapse collapses dense huge pages of s not yet collapsed, up to limit
+// bytes, and returns how many bytes it collapsed. A collapse that fails (no
+// free huge page, say) is not an error: the memory stays in small pages, and
+// a later call tries again. The caller holds state's lock.
+func collapse(s span, limit int64) int64 {
+	if state.collapsed == nil {
+		state.collapsed = make(map[uintptr]bool)
 	}
 	var n int64
 	var vec []byte
-	for at := (s.lo + hugeSize - 1) &^ (hugeSize - 1); at+hugeSize <= s.hi; at += hugeSize {
-		if collapsed.at[at] {
+	for at := (s.lo + hugeSize - 1) &^ (hugeSize - 1); at+hugeSize <= s.hi && n < limit; at += hugeSize {
+		if state.collapsed[at] {
 			continue
 		}
 		if vec = residency(at, vec); !dense(vec) {
 			continue
 		}
 		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, at, hugeSize, madvCollapse); e == 0 {
-			collapsed.at[at] = true
+			state.collapsed[at] = true
 			n += hugeSize
 		}
 	}
