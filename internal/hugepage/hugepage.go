@@ -84,8 +84,8 @@ var state struct {
 // reserved (---p), contiguous with the one that holds a known heap object; a
 // part of the heap that the runtime had to place elsewhere is not found.
 // Advise fails if /proc/self/maps cannot be read or the kernel refuses the
-// advice (EINVAL: a kernel without transparent huge pages, or with them set
-// to "never").
+// advice (EINVAL: a kernel built without transparent huge pages). Where they
+// are set to "never", the advice is taken and has no effect.
 func Advise() (Stats, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
