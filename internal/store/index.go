@@ -14,7 +14,8 @@ import (
 // sorted into a run. A run is sorted by key, holds each key once and never
 // changes once made; an item in a newer run shadows the same key's items in
 // older runs. Whenever a run is not more than twice the size of the next
-// newer one, the two are merged, dropping the items shadowed (and the
+// newer one, the two are merged (a large merge a slice per add, see
+// incremental), dropping the items shadowed (and the
 // tombstones, when no older run remains for them to shadow; the items of
 // deleted cells wait for a merge of all runs, see shard.shadowLocked). So each run
 // is more than twice the size of the next, there are O(log n) runs, and an
@@ -26,20 +27,23 @@ import (
 // changes after it; the cells its items point to do not change either (see
 // cell).
 type index struct {
-	fresh []item // newest last
-	runs  []run  // oldest first
-	limit int    // fresh is sealed once it holds this many items
+	fresh   []item  // newest last
+	runs    []run   // oldest first
+	limit   int     // fresh is sealed once it holds this many items
+	pending *merger // a merge of two runs, done a slice per add; nil if none
 }
 
 // run is a slice of items sorted by key, each key at most once.
 type run []item
 
-// Sizes of an index: fresh's capacity, by default, and the most runs before
-// a write merges them even if fresh is not full (views seal fresh without
-// merging, so that taking one stays cheap).
+// Sizes of an index: fresh's capacity, by default; the most runs before a
+// write merges them even if fresh is not full (views seal fresh without
+// merging, so that taking one stays cheap); and how many items of a pending
+// merge each add merges.
 const (
 	defaultFresh = 512
 	maxRuns      = 32
+	mergeStep    = 16
 )
 
 // deadGen marks a deleted cell: see absent.
@@ -51,13 +55,34 @@ func (it item) absent() bool { return it.c == nil || it.c.gen == deadGen }
 
 func newIndex(limit int) index { return index{fresh: make([]item, 0, limit), limit: limit} }
 
-// add appends it, the newest item of its key.
+// add appends it, the newest item of its key, and moves a pending merge on
+// by mergeStep items.
 func (x *index) add(it item) {
 	x.fresh = append(x.fresh, it)
+	if x.pending != nil && x.pending.step(mergeStep) {
+		x.install()
+		x.compact(false)
+	}
 	if len(x.fresh) >= x.limit || len(x.runs) > maxRuns {
 		x.seal()
 		x.compact(false)
 	}
+}
+
+// incremental is the size above which a merge is left pending rather than
+// done at once: merging a shard's largest runs copies all of its items, and
+// would hold its lock for milliseconds. A pending merge of m items is done
+// after m/mergeStep adds, before the runs added meanwhile, at most a
+// fifth the size of its newer run, need to merge with it.
+func (x *index) incremental() int { return 64 * x.limit }
+
+// install puts the result of the finished pending merge in place of the two
+// runs it merged.
+func (x *index) install() {
+	m := x.pending
+	x.runs[m.at] = m.out
+	x.runs = slices.Delete(x.runs, m.at+1, m.at+2)
+	x.pending = nil
 }
 
 // seal sorts fresh into a new run, keeping one item per key: the one with a
@@ -88,16 +113,32 @@ func (x *index) seal() {
 
 // compact merges the newest runs while one is not more than twice the size
 // of the next newer one, or, if all, until one run remains, which then holds
-// no absent item.
+// no absent item. Unless all, a merge of more than incremental items is left
+// pending, and the runs it merges, and older ones, wait for it to finish.
 func (x *index) compact(all bool) {
 	drop := dropTombstones
 	if all {
 		drop = dropAbsent
+		if x.pending != nil {
+			x.pending.step(math.MaxInt)
+			x.install()
+		}
 	}
-	for n := len(x.runs); n >= 2 && (all || len(x.runs[n-2]) <= 2*len(x.runs[n-1])); n-- {
-		x.runs[n-2] = mergeRuns(x.runs[n-2], x.runs[n-1], n == 2, drop)
-		x.runs[n-1] = nil
-		x.runs = x.runs[:n-1]
+	// From the newest pair down: a merge leaves the pairs above it as they
+	// were, since the merged run is larger than its newer half.
+	for k := len(x.runs) - 2; k >= 0; k-- {
+		older, newer := x.runs[k], x.runs[k+1]
+		switch {
+		case x.pending != nil && k <= x.pending.at+1:
+			return
+		case !all && len(older) > 2*len(newer):
+			continue
+		case !all && len(older)+len(newer) > x.incremental():
+			x.pending = newMerger(k, older, newer, k == 0, drop)
+			return
+		}
+		x.runs[k] = mergeRuns(older, newer, k == 0, drop)
+		x.runs = slices.Delete(x.runs, k+1, k+2)
 	}
 	if all && len(x.runs) == 1 {
 		x.runs[0] = mergeRuns(x.runs[0], nil, true, drop) // the absent items a lone run may hold
@@ -116,34 +157,58 @@ const (
 // shadowing older's, and, if bottom (no older run remains for them to
 // shadow), without the absent items that drop says.
 func mergeRuns(older, newer run, bottom bool, drop int) run {
-	out := make(run, 0, len(older)+len(newer))
-	keep := func(it item) {
-		if !bottom || it.c != nil && (drop == dropTombstones || it.c.gen != deadGen) {
-			out = append(out, it)
-		}
-	}
-	i, j := 0, 0
-	for i < len(older) && j < len(newer) {
-		switch c := compareItems(older[i], newer[j]); {
+	m := newMerger(0, older, newer, bottom, drop)
+	m.step(math.MaxInt)
+	return m.out
+}
+
+// merger merges two runs as mergeRuns does, a step at a time. A merge that
+// drops dead items (dropAbsent) must be done in one step: a cell may die
+// between steps.
+type merger struct {
+	at           int // older's place in the index's runs, newer's is next
+	older, newer run
+	out          run
+	i, j         int // items of older and newer merged so far
+	bottom       bool
+	drop         int
+}
+
+func newMerger(at int, older, newer run, bottom bool, drop int) *merger {
+	return &merger{at: at, older: older, newer: newer, out: make(run, 0, len(older)+len(newer)), bottom: bottom, drop: drop}
+}
+
+// step merges up to n more items and reports whether the merge is done.
+func (m *merger) step(n int) bool {
+	for ; n > 0 && m.i < len(m.older) && m.j < len(m.newer); n-- {
+		switch c := compareItems(m.older[m.i], m.newer[m.j]); {
 		case c < 0:
-			keep(older[i])
-			i++
+			m.keep(m.older[m.i])
+			m.i++
 		case c > 0:
-			keep(newer[j])
-			j++
+			m.keep(m.newer[m.j])
+			m.j++
 		default:
-			keep(newer[j])
-			i++
-			j++
+			m.keep(m.newer[m.j])
+			m.i++
+			m.j++
 		}
 	}
-	for _, it := range older[i:] {
-		keep(it)
+	for ; n > 0 && m.i < len(m.older); n-- {
+		m.keep(m.older[m.i])
+		m.i++
 	}
-	for _, it := range newer[j:] {
-		keep(it)
+	for ; n > 0 && m.j < len(m.newer); n-- {
+		m.keep(m.newer[m.j])
+		m.j++
 	}
-	return out
+	return m.i == len(m.older) && m.j == len(m.newer)
+}
+
+func (m *merger) keep(it item) {
+	if !m.bottom || it.c != nil && (m.drop == dropTombstones || it.c.gen != deadGen) {
+		m.out = append(m.out, it)
+	}
 }
 
 // compactAll merges every run into one, dropping every shadowed and absent

@@ -10,15 +10,23 @@ import (
 
 // TestIndexRunsStayFew adds distinct keys in random order and checks after
 // each seal that the runs are sorted, hold each key once, and each is more
-// than twice the size of the next newer one, so that there are O(log n).
+// than twice the size of the next newer one (but for the runs up to the two
+// a pending merge is merging, which wait for it), so that there are
+// O(log n).
 func TestIndexRunsStayFew(t *testing.T) {
 	const n, fresh = 20_000, 8
 	x := newIndex(fresh)
+	pendings := 0
 	for i, k := range rand.Perm(n) {
 		key := fmt.Sprint(k)
 		x.add(item{prefix(key), key, &cell{key: key}})
 		if len(x.fresh) > 0 {
 			continue
+		}
+		waiting := 0 // runs before this one may not be merged yet
+		if x.pending != nil {
+			waiting = x.pending.at + 1
+			pendings++
 		}
 		for j, r := range x.runs {
 			for m := 1; m < len(r); m++ {
@@ -26,13 +34,35 @@ func TestIndexRunsStayFew(t *testing.T) {
 					t.Fatalf("after %d adds, run %d is out of order at %d: %q then %q", i+1, j, m, r[m-1].key, r[m].key)
 				}
 			}
-			if j > 0 && len(x.runs[j-1]) <= 2*len(r) {
+			if j > waiting && len(x.runs[j-1]) <= 2*len(r) {
 				t.Fatalf("after %d adds, run %d has %d items and run %d, older, %d", i+1, j, len(r), j-1, len(x.runs[j-1]))
 			}
 		}
-		if limit := bits.Len(uint(i+1)/fresh) + 1; len(x.runs) > limit {
+		if limit := bits.Len(uint(i+1)/fresh) + 2; len(x.runs) > limit {
 			t.Fatalf("after %d adds, %d runs; want at most %d", i+1, len(x.runs), limit)
 		}
+		if (i+1)%2000 == 0 {
+			checkKeys(t, &x, i+1)
+		}
+	}
+	if pendings == 0 {
+		t.Fatalf("no merge was left pending: the test does not exercise incremental merges")
+	}
+}
+
+// checkKeys checks that a view of x holds n keys, in order.
+func checkKeys(t *testing.T, x *index, n int) {
+	t.Helper()
+	m := newMerge([][]run{x.view()}, "", "", true)
+	got, last := 0, ""
+	for it, ok := m.next(); ok; it, ok = m.next() {
+		if got > 0 && it.key <= last {
+			t.Fatalf("view yields %q after %q", it.key, last)
+		}
+		got, last = got+1, it.key
+	}
+	if got != n {
+		t.Fatalf("view holds %d keys, want %d", got, n)
 	}
 }
 
