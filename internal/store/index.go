@@ -61,11 +61,11 @@ func (x *index) add(it item) {
 	x.fresh = append(x.fresh, it)
 	if x.pending != nil && x.pending.step(mergeStep) {
 		x.install()
-		x.compact(false)
+		x.compact(false, math.MaxInt)
 	}
 	if len(x.fresh) >= x.limit || len(x.runs) > maxRuns {
 		x.seal()
-		x.compact(false)
+		x.compact(false, math.MaxInt)
 	}
 }
 
@@ -100,22 +100,23 @@ func (x *index) seal() {
 		}
 		return compareBool(a.absent(), b.absent()) // the live item first
 	})
-	out := r[:0]
+	out := make(run, 0, len(r))
 	for i, it := range r {
 		if i == 0 || it.pre != r[i-1].pre || it.key != r[i-1].key { // pre first: no key read
 			out = append(out, it)
 		}
 	}
-	clear(r[len(out):]) // no references to cells from beyond the run's length
-	x.runs = append(x.runs, run(out[:len(out):len(out)]))
-	x.fresh = make([]item, 0, x.limit)
+	x.runs = append(x.runs, slices.Clip(out))
+	clear(r) // fresh's array is reused: no references to cells from it
+	x.fresh = r[:0]
 }
 
 // compact merges the newest runs while one is not more than twice the size
 // of the next newer one, or, if all, until one run remains, which then holds
-// no absent item. Unless all, a merge of more than incremental items is left
-// pending, and the runs it merges, and older ones, wait for it to finish.
-func (x *index) compact(all bool) {
+// no absent item. Unless all, it does no merge of more than most items, and
+// a merge of more than incremental items is left pending: the runs it
+// merges, and older ones, wait for it to finish.
+func (x *index) compact(all bool, most int) {
 	drop := dropTombstones
 	if all {
 		drop = dropAbsent
@@ -124,6 +125,7 @@ func (x *index) compact(all bool) {
 			x.install()
 		}
 	}
+	lone := len(x.runs) == 1
 	// From the newest pair down: a merge leaves the pairs above it as they
 	// were, since the merged run is larger than its newer half.
 	for k := len(x.runs) - 2; k >= 0; k-- {
@@ -133,6 +135,8 @@ func (x *index) compact(all bool) {
 			return
 		case !all && len(older) > 2*len(newer):
 			continue
+		case !all && len(older)+len(newer) > most:
+			return
 		case !all && len(older)+len(newer) > x.incremental():
 			x.pending = newMerger(k, older, newer, k == 0, drop)
 			return
@@ -140,8 +144,8 @@ func (x *index) compact(all bool) {
 		x.runs[k] = mergeRuns(older, newer, k == 0, drop)
 		x.runs = slices.Delete(x.runs, k+1, k+2)
 	}
-	if all && len(x.runs) == 1 {
-		x.runs[0] = mergeRuns(x.runs[0], nil, true, drop) // the absent items a lone run may hold
+	if all && lone {
+		x.runs[0] = mergeRuns(x.runs[0], nil, true, drop) // the absent items it may hold
 	}
 }
 
@@ -215,13 +219,21 @@ func (m *merger) keep(it item) {
 // item.
 func (x *index) compactAll() {
 	x.seal()
-	x.compact(true)
+	x.compact(true, math.MaxInt)
 }
 
-// view seals fresh and returns the runs, oldest first, which the caller must
+// tidy seals fresh for an ordered read, and merges the small runs that
+// reads sealing few items at a time would otherwise pile up, but no more:
+// the caller holds every shard's lock.
+func (x *index) tidy() {
+	x.seal()
+	x.compact(false, x.limit)
+}
+
+// view tidies x and returns the runs, oldest first, which the caller must
 // not modify.
 func (x *index) view() []run {
-	x.seal()
+	x.tidy()
 	return slices.Clone(x.runs)
 }
 

@@ -88,3 +88,68 @@ func TestDeletedValuesAreFreed(t *testing.T) {
 	}
 	runtime.KeepAlive(s)
 }
+
+// TestRangeNAfterEachWrite alternates writes and short ranges, each range
+// sealing the one item written since the last: the runs they leave must be
+// merged, not piled up for every later range to merge, and each must cost
+// its size, not a buffer of the fresh's capacity.
+func TestRangeNAfterEachWrite(t *testing.T) {
+	s := New(Options{Shards: 16})
+	for i := range 10_000 {
+		s.Put(fmt.Appendf(nil, "k%06d", i), []byte("v"))
+	}
+	var dst []Pair
+	var before, after runtime.MemStats
+	const n = 2000
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		mustApply(t, s, AppendEntry(nil, OpSet, 0, fmt.Appendf(nil, "n%06d", i), []byte("v")))
+		dst = s.RangeN([]byte("k"), []byte("l"), 10, dst[:0])
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / n
+	most := 0
+	for i := range s.shards {
+		most = max(most, len(s.shards[i].mu.idx.runs))
+	}
+	if per > 8<<10 || most > 8 {
+		t.Errorf("a SET and a RangeN of 10 allocate %d bytes; a shard has %d runs", per, most)
+	}
+}
+
+// TestSealedRunsKeepNoBuffer checks that a run sealed from a few items does
+// not keep the fresh buffer's whole array alive.
+func TestSealedRunsKeepNoBuffer(t *testing.T) {
+	s := New(Options{Shards: 16})
+	for i := range 16 * 30 {
+		mustApply(t, s, AppendEntry(nil, OpSet, 0, fmt.Appendf(nil, "n%06d", i), []byte("v")))
+		s.RangeN([]byte("a"), []byte("b"), 1, nil)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.HeapAlloc > 2<<20 {
+		t.Errorf("heap of %d KiB for a store of %d keys with one-byte values", ms.HeapAlloc>>10, s.Len())
+	}
+	runtime.KeepAlive(s)
+}
+
+// TestCompactAllMergesOnce checks that merging two runs whole copies them
+// once: a merge into the oldest run drops absent items already.
+func TestCompactAllMergesOnce(t *testing.T) {
+	var a, b run
+	for i := range 1000 {
+		k := fmt.Sprintf("a%04d", i)
+		a = append(a, item{prefix(k), k, &cell{key: k}})
+		k = fmt.Sprintf("b%04d", i)
+		b = append(b, item{prefix(k), k, &cell{key: k}})
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		x := index{runs: []run{a, b}, limit: 8} // one allocation: the runs slice
+		x.compactAll()
+	})
+	if allocs > 2 {
+		t.Errorf("compactAll of two runs: %v allocations, want 2 (the runs slice and one merged run)", allocs)
+	}
+}

@@ -67,7 +67,7 @@ func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
 	views := make([][]run, len(s.shards))
 	for i := range s.shards {
 		idx := &s.shards[i].mu.idx
-		idx.seal()
+		idx.tidy()
 		views[i] = idx.runs
 	}
 	m := newMerge(views, string(start), string(end), false)

@@ -270,13 +270,14 @@ const (
 
 // shadowLocked adds n bytes to the garbage estimate: memory that the index
 // keeps only for items that newer ones shadow or that are absent, until a
-// merge drops them. Once it exceeds half of the shard's live bytes (and
-// minGarbage), the index merges all of its runs into one, which drops them
+// merge drops them. Once it exceeds half of what the shard's live pairs
+// cost, counted the same way, (and minGarbage), the index merges all of its
+// runs into one, which drops them
 // all: so garbage stays a bounded share of the shard's memory, and the merge,
 // O(items), is paid for by the writes that made that much garbage.
 func (sh *shard) shadowLocked(n int) {
 	sh.mu.garbage += int64(n)
-	if sh.mu.garbage > max(sh.bytes.Load()/2, minGarbage) {
+	if sh.mu.garbage > max((sh.bytes.Load()+itemCost*int64(len(sh.mu.m)))/2, minGarbage) {
 		sh.mu.idx.compactAll()
 		sh.mu.garbage = 0
 	}
