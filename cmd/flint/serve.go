@@ -43,7 +43,7 @@ func serve(args []string) int {
 	snapEntries := fs.Uint64("snapshot-entries", 1_000_000, "take a snapshot after this many log entries")
 	snapBytes := fs.Int64("snapshot-bytes", 256<<20, "take a snapshot after this many bytes of log")
 	segBytes := fs.Int64("segment-bytes", 64<<20, "start a new log segment after this many bytes")
-	hugePages := fs.Bool("huge-pages", true, "ask the kernel to back the heap with transparent huge pages (madvise): faster\nrandom access to a large store, for a little more memory")
+	hugePages := fs.Bool("huge-pages", true, "move the settled parts of the heap into transparent huge pages (MADV_COLLAPSE):\nfaster random access to a large store, for a little more memory")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections, with no reply to writes still waiting (for disk space, say)")
@@ -83,7 +83,7 @@ func serve(args []string) int {
 		go servePprof(*pprofAddr, cfg.Logger)
 	}
 	if *hugePages {
-		// Before the replica loads the store, so that the heap it fills is advised.
+		// Before the replica loads the store: its heap settles once loaded.
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go keepHugePages(ctx, cfg.Logger)
@@ -196,12 +196,20 @@ func run(ctx context.Context, srv *server.Server, rep *replica.Replica, timeout 
 	return 0
 }
 
-// keepHugePages advises the heap to use huge pages every 100 ms until ctx is
-// done (see package hugepage). A failure is logged, not fatal: the server
-// runs as fast as the system's setting allows.
+// keepHugePages collapses the settled parts of the heap into huge pages
+// every 100 ms until ctx is done (see package hugepage). Failures are
+// logged, at most once a minute, not fatal: the server runs as fast as the
+// system's setting allows.
 func keepHugePages(ctx context.Context, log *slog.Logger) {
-	if err := hugepage.Keep(ctx, 100*time.Millisecond); err != nil {
-		log.Warn("cannot advise the heap to use huge pages; serving without them", "err", err)
+	var last time.Time
+	report := func(err error) {
+		if time.Since(last) >= time.Minute {
+			last = time.Now()
+			log.Warn("cannot move the heap into huge pages; will try again", "err", err)
+		}
+	}
+	if err := hugepage.Keep(ctx, 100*time.Millisecond, report); err != nil {
+		log.Info("serving without huge pages", "err", err)
 	}
 }
 

@@ -1,5 +1,5 @@
-// Package hugepage asks Linux to back the Go heap with transparent huge
-// pages.
+// Package hugepage moves the settled parts of the Go heap into transparent
+// huge pages.
 //
 // A store of a million keys reads and writes its hash maps, cells and index
 // at random places across hundreds of megabytes. With 4 KiB pages nearly
@@ -7,43 +7,79 @@
 // walks two page tables, the guest's and the host's. With 2 MiB pages the
 // same heap needs 512 times fewer TLB entries.
 //
-// The Go runtime leaves the choice to the system. On the common setting
-// "madvise" (/sys/kernel/mm/transparent_hugepage/enabled), only memory
-// advised with madvise(MADV_HUGEPAGE) gets huge pages, and the runtime
-// advises none of its heap. Advise finds the heap's mappings in
-// /proc/self/maps and advises them. Memory the runtime maps later, as the
-// heap grows, comes as new mappings that do not inherit the advice, so a
-// long-running process calls Advise again from time to time (Keep).
-//
-// What it costs: memory, since a huge page is resident as a whole once any
-// of it is touched, and the kernel's khugepaged may gather a sparsely used
-// region back into huge pages after the runtime has returned part of it; and,
-// when physical memory is fragmented, page faults in advised memory may wait
-// for the kernel to compact it (/sys/kernel/mm/transparent_hugepage/defrag).
+// The Go runtime leaves the choice to the system, and on the common setting
+// "madvise" (/sys/kernel/mm/transparent_hugepage/enabled) its heap gets no
+// huge pages. Advising the heap with MADV_HUGEPAGE would get them as pages
+// are first touched, but would also let the kernel's khugepaged gather back
+// into huge pages memory that the runtime has returned to the system (one
+// resident small page in 2 MiB is enough), which grows the process past what
+// the runtime sees or GOMEMLIMIT can limit; the runtime stopped advising its
+// heap for that reason (golang/go#61718). So Collapse advises nothing. Once
+// the heap has stopped growing, it collapses (MADV_COLLAPSE, Linux 6.1 and
+// later) aligned 2 MiB of the heap whose small pages are nearly all resident
+// (see dense) into huge pages, a few at a call: a collapse holds the
+// process's memory map while it copies, and stalls the page faults that a
+// growing heap takes many of. Memory the runtime returns later splits those
+// pages again and stays returned (Collapse, which remembers what it
+// collapsed, does not collapse them again). The kernel refuses to collapse
+// memory advised MADV_NOHUGEPAGE, as GODEBUG=disablethp=1 advises the heap.
 package hugepage
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
+	"runtime/metrics"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 )
 
-// From <linux/mman.h>; package syscall does not define them.
-const (
-	madvHugepage = 14
-	madvCollapse = 25 // Linux 6.1 and later
-)
+// madvCollapse is MADV_COLLAPSE from <linux/mman.h>; package syscall does
+// not define it.
+const madvCollapse = 25
 
 // hugeSize is the size of a huge page on amd64 (and on arm64 with 4 KiB
 // pages).
 const hugeSize = 2 << 20
+
+// Bounds on Collapse: the most huge pages one call checks for residency;
+// the most it tries to collapse (each try may stall the process's page
+// faults, whether it succeeds or not); and how many calls pass before a huge
+// page whose collapse failed is tried again.
+const (
+	scanChunks = 4
+	maxTries   = 4
+	retryAfter = 600
+)
+
+// ErrUnavailable is wrapped by the errors of Enabled and Collapse that say
+// huge pages cannot be had here: a kernel without them, before 6.1, or
+// with them set to "never"; or a heap advised MADV_NOHUGEPAGE.
+var ErrUnavailable = errors.New("hugepage: transparent huge pages unavailable")
+
+// Enabled reports, as an error wrapping ErrUnavailable, what keeps this
+// system from giving huge pages to a process that asks, or nil.
+func Enabled() error {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: this kernel has none", ErrUnavailable)
+	case err != nil:
+		return err
+	case bytes.Contains(b, []byte("[never]")):
+		return fmt.Errorf("%w: they are set to never", ErrUnavailable)
+	}
+	return nil
+}
 
 // anchor is a heap object: the mapping that holds it is part of the heap.
 var anchor = new([64 << 10]byte)
@@ -51,91 +87,114 @@ var anchor = new([64 << 10]byte)
 // span is a range of addresses [lo, hi).
 type span struct{ lo, hi uintptr }
 
-// Stats says what one call of Advise did.
+// Stats says what one call of Collapse did.
 type Stats struct {
-	Advised   int64 // bytes in the heap's mappings, all advised
-	Collapsed int64 // bytes collapsed into huge pages by this call
+	Heap      int64 // bytes in the heap's mappings
+	Tried     int   // huge pages it tried to collapse
+	Collapsed int64 // bytes it collapsed into huge pages
 }
 
-// maxCollapse is the most bytes one Advise collapses. A collapse copies its
-// 2 MiB while holding the process's memory map, which stalls every thread
-// that faults a page in meanwhile: a few at a time keep those stalls short.
-const maxCollapse = 4 * hugeSize
-
-// state is what Advise remembers between calls.
+// state is what Collapse remembers between calls.
 var state struct {
 	sync.Mutex
-	collapsed map[uintptr]bool // the start of every huge page collapsed
-	advised   int64            // Stats.Advised of the last call
+	mapped uint64             // memory the runtime had mapped at the last call
+	heap   []span             // the heap's mappings then
+	next   uintptr            // where the next scan starts
+	calls  uint64             // calls so far
+	skip   map[uintptr]uint64 // huge pages to pass over until this call: forever once collapsed
 }
 
-// Advise advises every mapping of the heap to use huge pages, so that memory
-// the runtime touches there for the first time comes in huge pages. Memory
-// it touched before the advice is in small pages, which the kernel's
-// khugepaged gathers into huge ones only slowly (16 MiB every 10 s by
-// default). So, once the heap has stopped growing (its mappings cover what
-// they covered at the last call), Advise also collapses aligned 2 MiB of it
-// whose small pages are nearly all resident (see dense) into huge pages, up
-// to maxCollapse a call (MADV_COLLAPSE; a kernel before 6.1 cannot, and the
-// advice alone remains). While the heap grows, collapses would stall the
-// page faults that its growth takes.
+// Collapse collapses dense huge pages of the heap into huge pages, if the
+// runtime has mapped no memory since the last call: it checks up to
+// scanChunks of those it has not collapsed before (nor failed to, lately),
+// going on from where the last call stopped, and tries up to maxTries. A
+// try that fails for want of a free huge page is not an error: a later call
+// tries again. Collapse fails if /proc/self/maps cannot be read or
+// understood, and with an error wrapping ErrUnavailable if the kernel
+// refuses to collapse at all.
 //
-// The heap's mappings are the anonymous ones, readable and writable or
-// reserved (---p), contiguous with the one that holds a known heap object; a
-// part of the heap that the runtime had to place elsewhere is not found.
-// Advise fails if /proc/self/maps cannot be read or the kernel refuses the
-// advice (EINVAL: a kernel built without transparent huge pages). Where they
-// are set to "never", the advice is taken and has no effect.
-func Advise() (Stats, error) {
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return Stats{}, err
-	}
-	heap, err := heapSpans(maps, uintptr(unsafe.Pointer(anchor)))
-	if err != nil {
-		return Stats{}, err
-	}
-	var st Stats
-	for _, s := range heap {
-		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, s.lo, s.hi-s.lo, madvHugepage); e != 0 {
-			return st, fmt.Errorf("madvise(%#x, %d, MADV_HUGEPAGE): %w", s.lo, s.hi-s.lo, e)
-		}
-		st.Advised += int64(s.hi - s.lo)
-	}
+// The heap's mappings are those the runtime names "Go: heap" where the
+// kernel keeps names (Linux with CONFIG_ANON_VMA_NAME); elsewhere, the
+// anonymous ones, readable and writable or reserved (---p), contiguous with
+// the one that holds a known heap object: a part of the heap that the
+// runtime had to place elsewhere is then not found.
+func Collapse() (Stats, error) {
 	state.Lock()
 	defer state.Unlock()
-	if st.Advised == state.advised {
-		for _, s := range heap {
-			st.Collapsed += collapse(s, maxCollapse-st.Collapsed)
+	mapped := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(mapped)
+	if m := mapped[0].Value.Uint64(); m != state.mapped || state.heap == nil {
+		// The runtime has mapped more memory since the last call: read
+		// the heap's mappings again, and collapse nothing while it grows.
+		maps, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			return Stats{}, err
 		}
+		heap, err := heapSpans(maps, uintptr(unsafe.Pointer(anchor)))
+		if err != nil {
+			return Stats{}, err
+		}
+		state.mapped, state.heap = m, heap
+		return Stats{Heap: spanBytes(heap)}, nil
 	}
-	state.advised = st.Advised
-	return st, nil
-}
-
-// collapse collapses dense huge pages of s not yet collapsed, up to limit
-// bytes, and returns how many bytes it collapsed. A collapse that fails (no
-// free huge page, say) is not an error: the memory stays in small pages, and
-// a later call tries again. The caller holds state's lock.
-func collapse(s span, limit int64) int64 {
-	if state.collapsed == nil {
-		state.collapsed = make(map[uintptr]bool)
+	heap := state.heap
+	st := Stats{Heap: spanBytes(heap)}
+	if state.skip == nil {
+		state.skip = make(map[uintptr]uint64)
 	}
-	var n int64
+	state.calls++
+	chunks := chunksOf(heap)
+	if len(chunks) == 0 {
+		return st, nil
+	}
+	start, _ := slices.BinarySearch(chunks, state.next)
 	var vec []byte
-	for at := (s.lo + hugeSize - 1) &^ (hugeSize - 1); at+hugeSize <= s.hi && n < limit; at += hugeSize {
-		if state.collapsed[at] {
+	for k, scanned := 0, 0; k < len(chunks) && scanned < scanChunks; k++ {
+		at := chunks[(start+k)%len(chunks)]
+		state.next = at + hugeSize
+		if state.calls < state.skip[at] {
 			continue
 		}
+		scanned++
 		if vec = residency(at, vec); !dense(vec) {
 			continue
 		}
-		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, at, hugeSize, madvCollapse); e == 0 {
-			state.collapsed[at] = true
-			n += hugeSize
+		if st.Tried == maxTries {
+			state.next = at
+			break
+		}
+		st.Tried++
+		switch _, _, e := syscall.Syscall(syscall.SYS_MADVISE, at, hugeSize, madvCollapse); e {
+		case 0:
+			state.skip[at] = math.MaxUint64
+			st.Collapsed += hugeSize
+		case syscall.EINVAL:
+			return st, fmt.Errorf("%w: madvise(%#x, 2 MiB, MADV_COLLAPSE): %v", ErrUnavailable, at, e)
+		default: // no huge page free, say, or pages the kernel would not move
+			state.skip[at] = state.calls + retryAfter
 		}
 	}
+	return st, nil
+}
+
+func spanBytes(spans []span) int64 {
+	var n int64
+	for _, s := range spans {
+		n += int64(s.hi - s.lo)
+	}
 	return n
+}
+
+// chunksOf returns the start of every aligned huge page within spans, in
+// address order.
+func chunksOf(spans []span) []uintptr {
+	var out []uintptr
+	for _, s := range spans {
+		for at := (s.lo + hugeSize - 1) &^ (hugeSize - 1); at+hugeSize <= s.hi; at += hugeSize {
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 // residency returns, in vec's storage, the residency of each small page of
@@ -160,14 +219,20 @@ func dense(vec []byte) bool {
 	return len(vec) > 0 && 8*n >= 7*len(vec)
 }
 
-// Keep calls Advise now and then every interval until ctx is done. It stops
-// and returns the error of the first Advise that fails.
-func Keep(ctx context.Context, interval time.Duration) error {
+// Keep calls Collapse now and then every interval until ctx is done. It
+// stops, returning the error, if huge pages are unavailable (see Enabled);
+// any other error it passes to report, and goes on.
+func Keep(ctx context.Context, interval time.Duration, report func(error)) error {
+	if err := Enabled(); err != nil {
+		return err
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := Advise(); err != nil {
+		if _, err := Collapse(); errors.Is(err, ErrUnavailable) {
 			return err
+		} else if err != nil {
+			report(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -181,23 +246,35 @@ func Keep(ctx context.Context, interval time.Duration) error {
 type mapping struct {
 	span
 	perms string
-	anon  bool // no file and no name such as [stack]
+	anon  bool   // no file behind it
+	name  string // "" or, for an anonymous mapping, a name like "[anon: Go: heap]"
 }
 
-// heapSpans returns the readable and writable mappings in maps (the text of
-// /proc/PID/maps) that belong to the block of contiguous anonymous mappings
-// holding addr.
+// Names the Go runtime (1.25 and later) gives its heap's mappings, as the
+// kernel shows them.
+const (
+	heapName     = "[anon: Go: heap]"
+	reservedName = "[anon: Go: heap reservation]"
+)
+
+// heapSpans returns the readable and writable mappings of the heap in maps
+// (the text of /proc/PID/maps): those named heapName if any is, else those
+// in the block of contiguous unnamed anonymous mappings holding addr.
 func heapSpans(maps []byte, addr uintptr) ([]span, error) {
 	ms, err := parseMaps(maps)
 	if err != nil {
 		return nil, err
 	}
-	at := -1
-	for i, m := range ms {
-		if m.lo <= addr && addr < m.hi {
-			at = i
+	var named []span
+	for _, m := range ms {
+		if m.anon && m.name == heapName && m.perms == "rw-p" {
+			named = append(named, m.span)
 		}
 	}
+	if len(named) > 0 {
+		return named, nil
+	}
+	at := slices.IndexFunc(ms, func(m mapping) bool { return m.lo <= addr && addr < m.hi })
 	if at < 0 || !heapLike(ms[at]) {
 		return nil, fmt.Errorf("hugepage: no anonymous mapping holds the heap address %#x", addr)
 	}
@@ -217,25 +294,31 @@ func heapSpans(maps []byte, addr uintptr) ([]span, error) {
 	return out, nil
 }
 
-func heapLike(m mapping) bool { return m.anon && (m.perms == "rw-p" || m.perms == "---p") }
+// heapLike reports whether m may be part of an unnamed heap.
+func heapLike(m mapping) bool {
+	return m.anon && (m.name == "" || m.name == reservedName) && (m.perms == "rw-p" || m.perms == "---p")
+}
 
 // parseMaps parses /proc/PID/maps: one mapping a line, as
-// "lo-hi perms offset dev inode [path]", addresses in hex, in address order.
+// "lo-hi perms offset dev inode [name]", addresses in hex, in address order.
+// The name is a path, a pseudo-path like [stack], or [anon: NAME].
 func parseMaps(maps []byte) ([]mapping, error) {
 	var ms []mapping
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
+		f := strings.Fields(sc.Text())
 		if len(f) < 5 {
 			return nil, fmt.Errorf("hugepage: malformed line in maps: %q", sc.Text())
 		}
-		lo, hi, ok := bytes.Cut(f[0], []byte("-"))
-		a, errA := strconv.ParseUint(string(lo), 16, 64)
-		b, errB := strconv.ParseUint(string(hi), 16, 64)
+		lo, hi, ok := strings.Cut(f[0], "-")
+		a, errA := strconv.ParseUint(lo, 16, 64)
+		b, errB := strconv.ParseUint(hi, 16, 64)
 		if !ok || errA != nil || errB != nil || a >= b {
 			return nil, fmt.Errorf("hugepage: malformed range in maps: %q", sc.Text())
 		}
-		ms = append(ms, mapping{span{uintptr(a), uintptr(b)}, string(f[1]), len(f) == 5 && string(f[4]) == "0"})
+		name := strings.Join(f[5:], " ")
+		anon := f[4] == "0" && (name == "" || strings.HasPrefix(name, "[anon:"))
+		ms = append(ms, mapping{span{uintptr(a), uintptr(b)}, f[1], anon, name})
 	}
 	return ms, sc.Err()
 }

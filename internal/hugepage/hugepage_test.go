@@ -1,7 +1,6 @@
 package hugepage
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,14 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 )
 
-// maps is /proc/PID/maps of a Go process, cut down: the heap is the block
-// c000000000-c004000000 and the mapping after it, which it touches.
+// maps is /proc/PID/maps of a Go process on a kernel that keeps no names
+// for anonymous mappings, cut down: the heap is the block
+// c000000000-c004800000, with the mapping before it, which touches it.
 const maps = `00400000-00ae6000 r-xp 00000000 fe:00 10150773                           /tmp/flint
 01792000-037d7000 rw-p 00000000 00:00 0
 266dc000-266fd000 rw-p 00000000 00:00 0                                  [heap]
@@ -27,25 +25,43 @@ c000000000-c000400000 ---p 00000000 00:00 0
 c000400000-c002000000 rw-p 00000000 00:00 0
 c002000000-c004000000 ---p 00000000 00:00 0
 c004000000-c004800000 rw-p 00000000 00:00 0
-c004800000-c004900000 rw-p 00000000 fe:00 42                             /data/snap
+c004800000-c004900000 rw-p 00000000 fe:00 42                             /data/snap (deleted)
 c004900000-c004a00000 rw-p 00000000 00:00 0
 7ffc1e1d3000-7ffc1e1f4000 rw-p 00000000 00:00 0                          [stack]
 `
 
+// namedMaps is the same where the kernel keeps the names the runtime gives
+// (CONFIG_ANON_VMA_NAME): the heap is in two places, and anonymous memory
+// next to it is not part of it.
+const namedMaps = `00400000-00ae6000 r-xp 00000000 fe:00 10150773                           /tmp/flint
+bffc000000-c000000000 rw-p 00000000 00:00 0
+c000000000-c000400000 ---p 00000000 00:00 0                          [anon: Go: heap reservation]
+c000400000-c002000000 rw-p 00000000 00:00 0                          [anon: Go: heap]
+c002000000-c004000000 ---p 00000000 00:00 0                          [anon: Go: heap reservation]
+d000000000-d000800000 rw-p 00000000 00:00 0                          [anon: Go: heap]
+7f0000000000-7f0000100000 rw-p 00000000 00:00 0                      [anon: Go: page summary]
+`
+
 func TestHeapSpans(t *testing.T) {
-	got, err := heapSpans([]byte(maps), 0xc000500000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// bffc000000-c000000000 touches the block too: anonymous memory next to
-	// the heap is taken for part of it.
-	want := []span{{0xbffc000000, 0xc000000000}, {0xc000400000, 0xc002000000}, {0xc004000000, 0xc004800000}}
-	if !slices.Equal(got, want) {
-		t.Fatalf("heapSpans = %x, want %x", got, want)
+	for _, tc := range []struct {
+		name, maps string
+		addr       uintptr
+		want       []span
+	}{
+		// bffc000000-c000000000 touches the block: unnamed anonymous memory
+		// next to the heap is taken for part of it.
+		{"unnamed", maps, 0xc000500000, []span{{0xbffc000000, 0xc000000000}, {0xc000400000, 0xc002000000}, {0xc004000000, 0xc004800000}}},
+		{"named", namedMaps, 0xc000500000, []span{{0xc000400000, 0xc002000000}, {0xd000000000, 0xd000800000}}},
+		{"named, whatever the address", namedMaps, 0x10, []span{{0xc000400000, 0xc002000000}, {0xd000000000, 0xd000800000}}},
+	} {
+		got, err := heapSpans([]byte(tc.maps), tc.addr)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: heapSpans = %x, %v; want %x", tc.name, got, err, tc.want)
+		}
 	}
 	for _, addr := range []uintptr{0x500000, 0x266dc000, 0xc004880000, 0x7ffc1e1d4000, 0x10} {
 		if got, err := heapSpans([]byte(maps), addr); err == nil {
-			t.Errorf("heapSpans(%#x) = %x, want an error: no anonymous mapping holds it", addr, got)
+			t.Errorf("heapSpans(%#x) = %x, want an error: no unnamed anonymous mapping holds it", addr, got)
 		}
 	}
 }
@@ -63,32 +79,18 @@ func TestParseMapsRejectsMalformed(t *testing.T) {
 	}
 }
 
-// TestAdvise advises this test's own heap and checks in /proc/self/smaps that
-// the mapping holding a heap object carries the advice ("hg").
-func TestAdvise(t *testing.T) {
-	st, err := Advise()
-	if errors.Is(err, syscall.EINVAL) {
-		t.Skipf("this kernel has no transparent huge pages: %v", err)
+// TestCollapse grows the heap, touching all of the new memory, and checks
+// that Collapse collapses nothing while the heap grows, then at most
+// maxTries huge pages a call, until the new memory is in huge pages; and
+// that Keep does the same for more. It
+// runs in a child process, where no earlier test or run (with -count) has
+// collapsed memory that the runtime would reuse for the new objects.
+func TestCollapse(t *testing.T) {
+	if err := Enabled(); err != nil {
+		t.Skip(err)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Advised <= 0 {
-		t.Fatalf("Advise covered %d bytes", st.Advised)
-	}
-	if flags := vmFlags(t, uintptr(unsafe.Pointer(anchor))); !slices.Contains(flags, "hg") {
-		t.Fatalf("the heap's mapping has VmFlags %v, want hg among them", flags)
-	}
-}
-
-// TestKeepAdvisesNewHeap grows the heap after a first Advise and checks that
-// Advise collapses the new memory once it is in use and the heap has stopped
-// growing, and that Keep advises memory mapped after it started. It runs in a child
-// process: in this one, earlier tests (or runs, with -count) leave advised
-// memory that the runtime would reuse for the new object.
-func TestKeepAdvisesNewHeap(t *testing.T) {
 	if os.Getenv("FLINT_HUGEPAGE_CHILD") == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKeepAdvisesNewHeap$", "-test.count=1", "-test.v")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCollapse$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(), "FLINT_HUGEPAGE_CHILD=1")
 		out, err := cmd.CombinedOutput()
 		switch {
@@ -101,120 +103,94 @@ func TestKeepAdvisesNewHeap(t *testing.T) {
 		}
 		return
 	}
-	if _, err := Advise(); errors.Is(err, syscall.EINVAL) {
-		t.Skipf("this kernel has no transparent huge pages: %v", err)
+	base := hugeTotal(t)
+	first := grow(t)
+	if st, err := Collapse(); err != nil || st.Collapsed != 0 {
+		t.Fatalf("Collapse just after the heap grew: %+v, %v; want nothing collapsed", st, err)
 	}
-	// New heap memory comes unadvised: a first object shows it.
-	first := make([]byte, 256<<20) // more than the runtime keeps mapped in reserve
-	if flags := vmFlags(t, addrOf(first)); slices.Contains(flags, "hg") {
-		t.Fatalf("new heap memory was advised before Keep ran: VmFlags %v", flags)
-	}
-	// Touched before any advice, it is in small pages, until Advise
-	// collapses them: not while the heap grows, then a few at a call.
-	for i := 0; i < len(first); i += 4096 {
-		first[i] = 1
-	}
-	if st, err := Advise(); err != nil || st.Collapsed != 0 {
-		t.Fatalf("Advise just after the heap grew collapsed %d bytes (err %v), want none", st.Collapsed, err)
-	}
-	for i := 0; anonHuge(t, addrOf(first)) < 128<<20; i++ {
-		st, err := Advise()
-		if err != nil {
-			t.Fatal(err)
+	for i := 0; hugeTotal(t) < base+128<<20; i++ {
+		st, err := Collapse()
+		if errors.Is(err, ErrUnavailable) {
+			t.Skip(err) // a kernel before 6.1
 		}
-		if st.Collapsed > maxCollapse {
-			t.Fatalf("Advise collapsed %d bytes, over maxCollapse", st.Collapsed)
+		if err != nil || st.Tried > maxTries {
+			t.Fatalf("Collapse: %+v, %v; want at most %d tries", st, err, maxTries)
 		}
-		if i == 1000 {
-			t.Fatalf("after 1,000 Advise calls, the mapping of 256 MiB touched throughout has %d bytes in huge pages; want 128 MiB at least", anonHuge(t, addrOf(first)))
+		if i == 2000 {
+			t.Fatalf("after 2,000 calls, %d bytes in huge pages, from %d before 256 MiB were touched; want 128 MiB more at least", hugeTotal(t), base)
 		}
 	}
-	// Memory mapped after an Advise must be advised by a later call.
+	base = hugeTotal(t)
+	second := grow(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Keep(ctx, time.Millisecond) }()
-	time.Sleep(10 * time.Millisecond) // the first Advise of Keep runs at once
-	second := make([]byte, 256<<20)
-	waitAdvised(t, addrOf(second))
+	go func() { done <- Keep(ctx, time.Millisecond, func(err error) { t.Error(err) }) }()
+	for deadline := time.Now().Add(20 * time.Second); hugeTotal(t) < base+128<<20; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Keep left %d bytes in huge pages after 20 s, from %d before 256 MiB more were touched; want 128 MiB more at least", hugeTotal(t), base)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	runtime.KeepAlive(first)
+	runtime.KeepAlive(second)
 }
 
-func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[len(b)/2])) }
-
-// waitAdvised waits up to 10 s for the mapping that holds addr to be advised.
-func waitAdvised(t *testing.T, addr uintptr) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Contains(vmFlags(t, addr), "hg") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the mapping of a new heap object was not advised within 10 s: VmFlags %v", vmFlags(t, addr))
-		}
-		time.Sleep(time.Millisecond)
+// grow allocates 256 MiB, more than the runtime keeps mapped in reserve,
+// and touches each page of it.
+func grow(t *testing.T) []byte {
+	before := hugeTotal(t)
+	b := make([]byte, 256<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
 	}
-}
-
-// vmFlags returns the VmFlags of the mapping that holds addr, from
-// /proc/self/smaps.
-func vmFlags(t *testing.T, addr uintptr) []string {
-	t.Helper()
-	return strings.Fields(smapsField(t, addr, "VmFlags:"))
-}
-
-// anonHuge returns the AnonHugePages of the mapping that holds addr, in
-// bytes, from /proc/self/smaps.
-func anonHuge(t *testing.T, addr uintptr) int64 {
-	t.Helper()
-	f := strings.Fields(smapsField(t, addr, "AnonHugePages:"))
-	kb, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil || len(f) != 2 || f[1] != "kB" {
-		t.Fatalf("AnonHugePages: %q", f)
+	if n := hugeTotal(t) - before; n > 16<<20 {
+		t.Fatalf("touching 256 MiB of new heap added %d bytes in huge pages before any collapse; this test needs THP set to madvise", n)
 	}
-	return kb << 10
+	return b
 }
 
-// smapsField returns what follows name in the lines of /proc/self/smaps
-// about the mapping that holds addr.
-func smapsField(t *testing.T, addr uintptr, name string) string {
+// hugeTotal returns the process's AnonHugePages, in bytes, from
+// /proc/self/smaps_rollup.
+func hugeTotal(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/smaps")
+	b, err := os.ReadFile("/proc/self/smaps_rollup")
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := false
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
-		if r, _, ok := strings.Cut(line, " "); ok && strings.Contains(r, "-") && !strings.HasSuffix(r, ":") {
-			lo, hi, _ := strings.Cut(r, "-")
-			a, errA := strconv.ParseUint(lo, 16, 64)
-			b, errB := strconv.ParseUint(hi, 16, 64)
-			in = errA == nil && errB == nil && uintptr(a) <= addr && addr < uintptr(b)
-		}
-		if f, ok := strings.CutPrefix(line, name); ok && in {
-			return f
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "AnonHugePages:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("smaps_rollup: %q", line)
+			}
+			return kb << 10
 		}
 	}
-	t.Fatalf("no mapping in /proc/self/smaps holds %#x, or it has no %s", addr, name)
-	return ""
+	t.Fatalf("no AnonHugePages in /proc/self/smaps_rollup:\n%s", b)
+	return 0
 }
 
-// BenchmarkAdvise measures one Advise of a heap of 512 MiB that it has
-// already advised and collapsed: what Keep costs a server each interval
-// once its heap stops growing.
-func BenchmarkAdvise(b *testing.B) {
+// BenchmarkCollapse measures one Collapse of a heap of 512 MiB that it has
+// collapsed already: what Keep costs a server each interval once its heap
+// has settled.
+func BenchmarkCollapse(b *testing.B) {
+	if err := Enabled(); err != nil {
+		b.Skip(err)
+	}
 	heap := make([]byte, 512<<20)
 	for i := 0; i < len(heap); i += 4096 {
 		heap[i] = 1
 	}
-	if _, err := Advise(); err != nil {
-		b.Skip(err)
+	for range 1000 {
+		if _, err := Collapse(); err != nil {
+			b.Skip(err)
+		}
 	}
 	for b.Loop() {
-		if _, err := Advise(); err != nil {
+		if _, err := Collapse(); err != nil {
 			b.Fatal(err)
 		}
 	}
