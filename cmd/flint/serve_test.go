@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flintkv/flint/internal/proctest"
+	"github.com/redis/go-redis/v9"
 )
 
 // flintBin is the binary built once for the tests in this package.
@@ -49,75 +51,66 @@ func TestServeHelpListsFlags(t *testing.T) {
 }
 
 // TestServeCollapsesHeap loads 64 MiB of values into a server and checks
-// in /proc/PID/smaps_rollup that its heap then moves into huge pages, and
-// that --huge-pages=false keeps it out. It needs transparent huge pages set
-// to madvise: with always, the kernel uses them either way.
+// that its heap then moves into huge pages (huge_pages_bytes in INFO
+// memory), and that --huge-pages=false keeps it out. It needs transparent
+// huge pages set to madvise: with always, the kernel uses them either way.
 func TestServeCollapsesHeap(t *testing.T) {
 	if b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || !bytes.Contains(b, []byte("[madvise]")) {
 		t.Skipf("transparent huge pages are not set to madvise here: %q, %v", b, err)
 	}
 	on := proctest.Serve(t, flintBin, "--fsync", "never")
-	loadValues(t, on.Addr)
-	for deadline := time.Now().Add(20 * time.Second); hugeBytes(t, on.Cmd.Process.Pid) < 16<<20; time.Sleep(50 * time.Millisecond) {
+	c := loadValues(t, on.Addr)
+	for deadline := time.Now().Add(20 * time.Second); hugeBytes(t, c) < 16<<20; time.Sleep(50 * time.Millisecond) {
 		if strings.Contains(on.Logs.String(), "serving without huge pages") {
 			t.Skipf("the server cannot collapse memory here:\n%s", on.Logs.String())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("20 s after loading 64 MiB, the server has %d bytes in huge pages; want 16 MiB at least", hugeBytes(t, on.Cmd.Process.Pid))
+			t.Fatalf("20 s after loading 64 MiB, the server has %d bytes in huge pages; want 16 MiB at least", hugeBytes(t, c))
 		}
 	}
 	off := proctest.Serve(t, flintBin, "--fsync", "never", "--huge-pages=false")
-	loadValues(t, off.Addr)
+	c = loadValues(t, off.Addr)
 	time.Sleep(2 * time.Second)
-	if n := hugeBytes(t, off.Cmd.Process.Pid); n >= 4<<20 {
+	if n := hugeBytes(t, c); n >= 4<<20 {
 		t.Fatalf("with --huge-pages=false, the server has %d bytes in huge pages", n)
 	}
 }
 
-// loadValues sets 16,384 keys to values of 4 KiB, 256 commands a pipeline.
-func loadValues(t *testing.T, addr string) {
+// loadValues sets 16,384 keys to values of 4 KiB and returns the client.
+func loadValues(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
 	val := strings.Repeat("v", 4096)
-	r := bufio.NewReader(c)
 	for i := 0; i < 16384; i += 256 {
-		var req bytes.Buffer
+		p := c.Pipeline()
 		for j := i; j < i+256; j++ {
-			key := fmt.Sprintf("key:%06d", j)
-			fmt.Fprintf(&req, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(key), key, len(val), val)
+			p.Set(context.Background(), fmt.Sprintf("key:%06d", j), val, 0)
 		}
-		if _, err := c.Write(req.Bytes()); err != nil {
+		if _, err := p.Exec(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		for range 256 {
-			if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
-				t.Fatalf("SET: %q, %v", line, err)
-			}
-		}
 	}
+	return c
 }
 
-// hugeBytes returns the AnonHugePages of process pid, in bytes.
-func hugeBytes(t *testing.T, pid int) int64 {
+// hugeBytes returns huge_pages_bytes from the server's INFO memory.
+func hugeBytes(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	info, err := c.Info(context.Background(), "memory").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "AnonHugePages:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "huge_pages_bytes:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				t.Fatalf("smaps_rollup: %q", line)
+				t.Fatalf("INFO memory: %q", line)
 			}
-			return kb << 10
+			return n
 		}
 	}
-	t.Fatalf("no AnonHugePages in /proc/%d/smaps_rollup", pid)
+	t.Fatalf("no huge_pages_bytes in INFO memory:\n%s", info)
 	return 0
 }
 

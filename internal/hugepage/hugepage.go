@@ -242,6 +242,26 @@ func Keep(ctx context.Context, interval time.Duration, report func(error)) error
 	}
 }
 
+// Resident returns how many bytes of this process's memory are in
+// transparent huge pages (AnonHugePages in /proc/self/smaps_rollup),
+// whatever put them there.
+func Resident() (int64, error) {
+	b, err := os.ReadFile("/proc/self/smaps_rollup")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "AnonHugePages:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				break
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("hugepage: no AnonHugePages in /proc/self/smaps_rollup")
+}
+
 // mapping is one line of /proc/PID/maps.
 type mapping struct {
 	span

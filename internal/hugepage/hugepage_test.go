@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -152,25 +150,14 @@ func grow(t *testing.T) []byte {
 	return b
 }
 
-// hugeTotal returns the process's AnonHugePages, in bytes, from
-// /proc/self/smaps_rollup.
+// hugeTotal returns Resident, or fails the test.
 func hugeTotal(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/smaps_rollup")
+	n, err := Resident()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "AnonHugePages:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatalf("smaps_rollup: %q", line)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no AnonHugePages in /proc/self/smaps_rollup:\n%s", b)
-	return 0
+	return n
 }
 
 // BenchmarkCollapse measures one Collapse of a heap of 512 MiB that it has

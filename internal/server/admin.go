@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flintkv/flint/internal/hugepage"
 	"github.com/flintkv/flint/internal/protocol"
 	"github.com/flintkv/flint/internal/store"
 )
@@ -213,9 +214,10 @@ func (c *conn) infoMemory(b *strings.Builder) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	st := c.srv.kv.Store()
+	huge, _ := hugepage.Resident() // 0 where /proc cannot tell
 	fmt.Fprintf(b, "used_memory:%d\r\nused_memory_heap:%d\r\nused_memory_sys:%d\r\ndataset_bytes:%d\r\n"+
-		"gc_cycles:%d\r\nmaxmemory:0\r\n",
-		ms.HeapAlloc, ms.HeapInuse, ms.Sys, st.Bytes(), ms.NumGC)
+		"huge_pages_bytes:%d\r\ngc_cycles:%d\r\nmaxmemory:0\r\n",
+		ms.HeapAlloc, ms.HeapInuse, ms.Sys, st.Bytes(), huge, ms.NumGC)
 }
 
 // PersistenceInfo is implemented by a Backend that keeps data on disk: it
