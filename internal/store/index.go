@@ -31,15 +31,16 @@ type index struct {
 	runs    []run   // oldest first
 	limit   int     // fresh is sealed once it holds this many items
 	pending *merger // a merge of two runs, done a slice per add; nil if none
+	skipped bool    // the last compact left a merge undone for being over its most
 }
 
 // run is a slice of items sorted by key, each key at most once.
 type run []item
 
 // Sizes of an index: fresh's capacity, by default; the most runs before a
-// write merges them even if fresh is not full (views seal fresh without
-// merging, so that taking one stays cheap); and how many items of a pending
-// merge each add merges.
+// write merges them even if fresh is not full (views seal fresh and merge
+// only small runs, so that taking one stays cheap); and the fewest items of
+// a pending merge each add merges.
 const (
 	defaultFresh = 512
 	maxRuns      = 32
@@ -55,12 +56,15 @@ func (it item) absent() bool { return it.c == nil || it.c.gen == deadGen }
 
 func newIndex(limit int) index { return index{fresh: make([]item, 0, limit), limit: limit} }
 
-// add appends it, the newest item of its key, and moves a pending merge on
-// by mergeStep items.
+// add appends it, the newest item of its key, moves a pending merge on, and
+// does the merges a view left undone.
 func (x *index) add(it item) {
 	x.fresh = append(x.fresh, it)
-	if x.pending != nil && x.pending.step(mergeStep) {
+	if x.pending != nil && x.pending.step(x.pending.rate) {
 		x.install()
+		x.compact(false, math.MaxInt)
+	}
+	if x.skipped {
 		x.compact(false, math.MaxInt)
 	}
 	if len(x.fresh) >= x.limit || len(x.runs) > maxRuns {
@@ -71,9 +75,11 @@ func (x *index) add(it item) {
 
 // incremental is the size above which a merge is left pending rather than
 // done at once: merging a shard's largest runs copies all of its items, and
-// would hold its lock for milliseconds. A pending merge of m items is done
-// after m/mergeStep adds, before the runs added meanwhile, at most a
-// fifth the size of its newer run, need to merge with it.
+// would hold its lock for milliseconds. There is one pending merge at a
+// time, and the runs added while it is pending wait for it, so it must be
+// done before they need a large merge themselves: each add merges
+// mergeStep of its items, or more if that would take over incremental/4
+// adds (see compact).
 func (x *index) incremental() int { return 64 * x.limit }
 
 // install puts the result of the finished pending merge in place of the two
@@ -113,9 +119,10 @@ func (x *index) seal() {
 
 // compact merges the newest runs while one is not more than twice the size
 // of the next newer one, or, if all, until one run remains, which then holds
-// no absent item. Unless all, it does no merge of more than most items, and
-// a merge of more than incremental items is left pending: the runs it
-// merges, and older ones, wait for it to finish.
+// no absent item. Unless all, it does no merge of more than most items (and
+// says so in skipped), and a merge of more than incremental items is left
+// pending unless one already is: until it finishes, the runs it merges, and
+// older ones, wait, and so do merges of more than incremental items above it.
 func (x *index) compact(all bool, most int) {
 	drop := dropTombstones
 	if all {
@@ -125,6 +132,7 @@ func (x *index) compact(all bool, most int) {
 			x.install()
 		}
 	}
+	x.skipped = false
 	lone := len(x.runs) == 1
 	// From the newest pair down: a merge leaves the pairs above it as they
 	// were, since the merged run is larger than its newer half.
@@ -136,9 +144,14 @@ func (x *index) compact(all bool, most int) {
 		case !all && len(older) > 2*len(newer):
 			continue
 		case !all && len(older)+len(newer) > most:
+			x.skipped = true
 			return
 		case !all && len(older)+len(newer) > x.incremental():
-			x.pending = newMerger(k, older, newer, k == 0, drop)
+			if x.pending == nil {
+				m := len(older) + len(newer)
+				x.pending = newMerger(k, older, newer, k == 0, drop)
+				x.pending.rate = max(mergeStep, 4*m/x.incremental()+1) // done in incremental/4 adds
+			}
 			return
 		}
 		x.runs[k] = mergeRuns(older, newer, k == 0, drop)
@@ -176,6 +189,7 @@ type merger struct {
 	i, j         int // items of older and newer merged so far
 	bottom       bool
 	drop         int
+	rate         int // items merged each add, for a pending merge
 }
 
 func newMerger(at int, older, newer run, bottom bool, drop int) *merger {

@@ -153,3 +153,56 @@ func TestCompactAllMergesOnce(t *testing.T) {
 		t.Errorf("compactAll of two runs: %v allocations, want 2 (the runs slice and one merged run)", allocs)
 	}
 }
+
+// TestPendingMergeFinishes checks that a pending merge ends only by being
+// installed: a merge started over it would throw its work away, and,
+// started again and again, leave ever more runs.
+func TestPendingMergeFinishes(t *testing.T) {
+	const n, fresh = 200_000, 8
+	x := newIndex(fresh)
+	for i, k := range rand.Perm(n) {
+		key := fmt.Sprint(k)
+		p := x.pending
+		x.add(item{prefix(key), key, &cell{key: key}})
+		if p != nil && x.pending != p && p.at+1 < len(x.runs) && &x.runs[p.at][0] == &p.older[0] && len(x.runs[p.at]) == len(p.older) {
+			t.Fatalf("add %d: the pending merge of runs %d and %d (%d+%d items, %d merged) gave way to one at %d",
+				i, p.at, p.at+1, len(p.older), len(p.newer), p.i+p.j, x.pending.at)
+		}
+	}
+}
+
+// TestRunsStayFewLarge is TestIndexRunsStayFew's bound on the number of
+// runs, loosened for pending merges, for an index large enough that the runs
+// added while a merge is pending need a large merge themselves.
+func TestRunsStayFewLarge(t *testing.T) {
+	const n, fresh = 400_000, 8
+	x := newIndex(fresh)
+	for i, k := range rand.Perm(n) {
+		key := fmt.Sprint(k)
+		x.add(item{prefix(key), key, &cell{key: key}})
+		if limit := 2*bits.Len(uint(i+1)/fresh) + 2; len(x.runs) > limit {
+			var sizes []int
+			for _, r := range x.runs {
+				sizes = append(sizes, len(r))
+			}
+			t.Fatalf("after %d adds, %d runs; want at most %d: %v", i+1, len(x.runs), limit, sizes)
+		}
+	}
+}
+
+// TestRangeNAfterEachWriteInOneShard reads after every write in a store of
+// one shard, so that fresh never fills and only the reads seal it: the runs
+// of about fresh's size that they leave, too large for a read to merge under
+// every shard's lock, must be merged by the writes that follow.
+func TestRangeNAfterEachWriteInOneShard(t *testing.T) {
+	s := New(Options{Shards: 1})
+	most := 0
+	for i := range 40 * defaultFresh {
+		mustApply(t, s, AppendEntry(nil, OpSet, 0, fmt.Appendf(nil, "n%06d", i), []byte("v")))
+		s.RangeN([]byte("a"), []byte("b"), 1, nil)
+		most = max(most, len(s.shards[0].mu.idx.runs))
+	}
+	if most > 12 {
+		t.Errorf("%d keys, a RangeN after each write: up to %d runs", s.Len(), most)
+	}
+}
