@@ -90,7 +90,6 @@ type span struct{ lo, hi uintptr }
 
 // Stats says what one call of Collapse did.
 type Stats struct {
-	Heap      int64 // bytes in the heap's mappings
 	Tried     int   // huge pages it tried to collapse
 	Collapsed int64 // bytes it collapsed into huge pages
 }
@@ -136,15 +135,14 @@ func Collapse() (Stats, error) {
 			return Stats{}, err
 		}
 		state.mapped, state.heap = m, heap
-		return Stats{Heap: spanBytes(heap)}, nil
+		return Stats{}, nil
 	}
-	heap := state.heap
-	st := Stats{Heap: spanBytes(heap)}
+	var st Stats
 	if state.skip == nil {
 		state.skip = make(map[uintptr]uint64)
 	}
 	state.calls++
-	chunks := chunksOf(heap)
+	chunks := chunksOf(state.heap)
 	if len(chunks) == 0 {
 		return st, nil
 	}
@@ -176,14 +174,6 @@ func Collapse() (Stats, error) {
 		}
 	}
 	return st, nil
-}
-
-func spanBytes(spans []span) int64 {
-	var n int64
-	for _, s := range spans {
-		n += int64(s.hi - s.lo)
-	}
-	return n
 }
 
 // chunksOf returns the start of every aligned huge page within spans, in

@@ -15,17 +15,17 @@ import (
 // changes once made; an item in a newer run shadows the same key's items in
 // older runs. Whenever a run is not more than twice the size of the next
 // newer one, the two are merged (a large merge a slice per add, see
-// incremental), dropping the items shadowed (and the
-// tombstones, when no older run remains for them to shadow; the items of
-// deleted cells wait for a merge of all runs, see shard.shadowLocked). So each run
-// is more than twice the size of the next, there are O(log n) runs, and an
-// item is copied O(log n) times in its life, in sequential passes, where a
-// B-tree would search for every new key at its place in a large tree.
+// incremental), dropping the items shadowed, and the tombstones when no
+// older run remains for them to shadow; the items of deleted cells wait for
+// a merge of all runs (see shard.shadowLocked). So each run is more than
+// twice the size of the next, there are O(log n) runs, and an item is
+// copied O(log n) times in its life, in sequential passes, where a B-tree
+// would search for every new key at its place in a large tree.
 //
-// Ordered reads see the runs alone: a view seals fresh into a run first. The
-// runs a view holds never change, so it stays valid however the index
-// changes after it; the cells its items point to do not change either (see
-// cell).
+// Ordered reads see the runs alone: a view seals fresh into a run first (and
+// merges small runs, see tidy). The runs a view holds never change, so it
+// stays valid however the index changes after it; the cells its items point
+// to do not change either (see cell).
 type index struct {
 	fresh   []item  // newest last
 	runs    []run   // oldest first
