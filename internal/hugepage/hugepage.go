@@ -98,7 +98,7 @@ type Stats struct {
 var state struct {
 	sync.Mutex
 	mapped uint64             // memory the runtime had mapped at the last call
-	heap   []span             // the heap's mappings then
+	chunks []uintptr          // the start of every aligned huge page of the heap then, in order
 	next   uintptr            // where the next scan starts
 	calls  uint64             // calls so far
 	skip   map[uintptr]uint64 // huge pages to pass over until this call: forever once collapsed
@@ -123,7 +123,7 @@ func Collapse() (Stats, error) {
 	defer state.Unlock()
 	mapped := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
 	metrics.Read(mapped)
-	if m := mapped[0].Value.Uint64(); m != state.mapped || state.heap == nil {
+	if m := mapped[0].Value.Uint64(); m != state.mapped || state.chunks == nil {
 		// The runtime has mapped more memory since the last call: read
 		// the heap's mappings again, and collapse nothing while it grows.
 		maps, err := os.ReadFile("/proc/self/maps")
@@ -134,7 +134,7 @@ func Collapse() (Stats, error) {
 		if err != nil {
 			return Stats{}, err
 		}
-		state.mapped, state.heap = m, heap
+		state.mapped, state.chunks = m, chunksOf(heap)
 		return Stats{}, nil
 	}
 	var st Stats
@@ -142,10 +142,7 @@ func Collapse() (Stats, error) {
 		state.skip = make(map[uintptr]uint64)
 	}
 	state.calls++
-	chunks := chunksOf(state.heap)
-	if len(chunks) == 0 {
-		return st, nil
-	}
+	chunks := state.chunks
 	start, _ := slices.BinarySearch(chunks, state.next)
 	var vec []byte
 	for k, scanned := 0, 0; k < len(chunks) && scanned < scanChunks; k++ {
@@ -188,11 +185,15 @@ func chunksOf(spans []span) []uintptr {
 	return out
 }
 
-// residency returns, in vec's storage, the residency of each small page of
-// the huge page at addr (bit 0 of each byte), or nothing if the kernel
-// cannot tell.
+// residency returns, in vec's storage if it is large enough, the residency
+// of each small page of the huge page at addr (bit 0 of each byte), or
+// nothing if the kernel cannot tell.
 func residency(addr uintptr, vec []byte) []byte {
-	vec = append(vec[:0], make([]byte, hugeSize/os.Getpagesize())...)
+	if n := hugeSize / os.Getpagesize(); cap(vec) < n {
+		vec = make([]byte, n)
+	} else {
+		vec = vec[:n]
+	}
 	if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, addr, hugeSize, uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
 		return vec[:0]
 	}

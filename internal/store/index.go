@@ -60,15 +60,16 @@ func newIndex(limit int) index { return index{fresh: make([]item, 0, limit), lim
 // does the merges a view left undone.
 func (x *index) add(it item) {
 	x.fresh = append(x.fresh, it)
+	merge := x.skipped
 	if x.pending != nil && x.pending.step(x.pending.rate) {
 		x.install()
-		x.compact(false, math.MaxInt)
-	}
-	if x.skipped {
-		x.compact(false, math.MaxInt)
+		merge = true
 	}
 	if len(x.fresh) >= x.limit || len(x.runs) > maxRuns {
 		x.seal()
+		merge = true
+	}
+	if merge {
 		x.compact(false, math.MaxInt)
 	}
 }
@@ -124,9 +125,9 @@ func (x *index) seal() {
 // pending unless one already is: until it finishes, the runs it merges, and
 // older ones, wait, and so do merges of more than incremental items above it.
 func (x *index) compact(all bool, most int) {
-	drop := dropTombstones
+	bottom := dropTombstones // what a merge into runs[0] drops
 	if all {
-		drop = dropAbsent
+		bottom = dropAbsent
 		if x.pending != nil {
 			x.pending.step(math.MaxInt)
 			x.install()
@@ -149,32 +150,41 @@ func (x *index) compact(all bool, most int) {
 		case !all && len(older)+len(newer) > x.incremental():
 			if x.pending == nil {
 				m := len(older) + len(newer)
-				x.pending = newMerger(k, older, newer, k == 0, drop)
+				x.pending = newMerger(k, older, newer, dropAt(k, bottom))
 				x.pending.rate = max(mergeStep, 4*m/x.incremental()+1) // done in incremental/4 adds
 			}
 			return
 		}
-		x.runs[k] = mergeRuns(older, newer, k == 0, drop)
+		x.runs[k] = mergeRuns(older, newer, dropAt(k, bottom))
 		x.runs = slices.Delete(x.runs, k+1, k+2)
 	}
 	if all && lone {
-		x.runs[0] = mergeRuns(x.runs[0], nil, true, drop) // the absent items it may hold
+		x.runs[0] = mergeRuns(x.runs[0], nil, bottom) // the absent items it may hold
 	}
 }
 
-// What a merge into the oldest run drops: tombstones only, which it can
-// tell without reading the items' cells, or every absent item, which reads
-// each cell (a cache miss, for most of them).
+// What a merge drops besides shadowed items: nothing, unless its result is
+// the oldest run, which no absent item needs to shadow anything in; then
+// tombstones, which it can tell without reading the items' cells, or every
+// absent item, which reads each cell (a cache miss, for most of them).
 const (
-	dropTombstones = iota
+	dropNone = iota
+	dropTombstones
 	dropAbsent
 )
 
+// dropAt returns what a merge into runs[k] drops, bottom if k is 0.
+func dropAt(k, bottom int) int {
+	if k == 0 {
+		return bottom
+	}
+	return dropNone
+}
+
 // mergeRuns returns the run of the items of older and newer, newer's
-// shadowing older's, and, if bottom (no older run remains for them to
-// shadow), without the absent items that drop says.
-func mergeRuns(older, newer run, bottom bool, drop int) run {
-	m := newMerger(0, older, newer, bottom, drop)
+// shadowing older's, without the items that drop says.
+func mergeRuns(older, newer run, drop int) run {
+	m := newMerger(0, older, newer, drop)
 	m.step(math.MaxInt)
 	return m.out
 }
@@ -187,13 +197,12 @@ type merger struct {
 	older, newer run
 	out          run
 	i, j         int // items of older and newer merged so far
-	bottom       bool
 	drop         int
 	rate         int // items merged each add, for a pending merge
 }
 
-func newMerger(at int, older, newer run, bottom bool, drop int) *merger {
-	return &merger{at: at, older: older, newer: newer, out: make(run, 0, len(older)+len(newer)), bottom: bottom, drop: drop}
+func newMerger(at int, older, newer run, drop int) *merger {
+	return &merger{at: at, older: older, newer: newer, out: make(run, 0, len(older)+len(newer)), drop: drop}
 }
 
 // step merges up to n more items and reports whether the merge is done.
@@ -224,9 +233,11 @@ func (m *merger) step(n int) bool {
 }
 
 func (m *merger) keep(it item) {
-	if !m.bottom || it.c != nil && (m.drop == dropTombstones || it.c.gen != deadGen) {
-		m.out = append(m.out, it)
+	switch {
+	case m.drop == dropTombstones && it.c == nil, m.drop == dropAbsent && it.absent():
+		return
 	}
+	m.out = append(m.out, it)
 }
 
 // compactAll merges every run into one, dropping every shadowed and absent

@@ -271,10 +271,10 @@ const (
 // shadowLocked adds n bytes to the garbage estimate: memory that the index
 // keeps only for items that newer ones shadow or that are absent, until a
 // merge drops them. Once it exceeds half of what the shard's live pairs
-// cost, counted the same way, (and minGarbage), the index merges all of its
-// runs into one, which drops them
-// all: so garbage stays a bounded share of the shard's memory, and the merge,
-// O(items), is paid for by the writes that made that much garbage.
+// cost, counted the same way (and minGarbage), the index merges all of its
+// runs into one, which drops them all: so garbage stays a bounded share of
+// the shard's memory, and the merge, O(items), is paid for by the writes
+// that made that much garbage.
 func (sh *shard) shadowLocked(n int) {
 	sh.mu.garbage += int64(n)
 	if sh.mu.garbage > max((sh.bytes.Load()+itemCost*int64(len(sh.mu.m)))/2, minGarbage) {
@@ -320,9 +320,10 @@ func (s *Store) runlock(ls lockSet) {
 }
 
 // views returns a view of every shard's index, taken at one instant, and
-// the number of keys then. Cost: sorting what each index's fresh holds, at
-// most defaultFresh items a shard, under every shard's lock (views seal
-// fresh, which needs the write locks).
+// the number of keys then. Cost, under every shard's lock (views seal fresh,
+// which needs the write locks): sorting what each index's fresh holds, up
+// to twice defaultFresh items a shard, and merging the small runs that
+// leaves (see index.tidy).
 func (s *Store) views() ([][]run, int) {
 	s.lock(s.every)
 	defer s.unlock(s.every)
