@@ -201,3 +201,29 @@ func TestStartupErrors(t *testing.T) {
 		}
 	})
 }
+
+// A batch that does not decode is refused before it reaches the log, where
+// it would stop the node now and at every restart.
+func TestMalformedBatchIsRefused(t *testing.T) {
+	mem := vfs.NewMem()
+	r := open(t, mem, Options{})
+	set(t, r, "kept", "1")
+	good := batchOf("a", "2")
+	for name, batch := range map[string][]byte{
+		"truncated":      good[:len(good)-1],
+		"trailing bytes": append(append([]byte(nil), good...), 7),
+		"unknown op":     func() []byte { b := append([]byte(nil), good...); b[2] = 0xee; return b }(),
+	} {
+		if err := r.Apply(batch, nil); !errors.Is(err, store.ErrBadEntry) {
+			t.Fatalf("Apply of a %s batch = %v, want ErrBadEntry", name, err)
+		}
+	}
+	set(t, r, "after", "3")
+	r = restartAfterPowerLoss(t, r, mem)
+	defer r.Close()
+	for k, want := range map[string]string{"kept": "1", "after": "3", "a": "<nil>"} {
+		if got := get(t, r, k); got != want {
+			t.Fatalf("after a restart %s = %q, want %q", k, got, want)
+		}
+	}
+}

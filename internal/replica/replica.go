@@ -162,8 +162,9 @@ func (r *Replica) walDir() string  { return path.Join(r.opt.Dir, "wal") }
 func (r *Replica) Store() *store.Store { return r.st }
 
 // Apply proposes batch and returns once it is committed and applied. done
-// is called on the apply thread after each entry takes effect. See
-// server.Backend.
+// is called on the apply thread after each entry takes effect. A batch that
+// does not decode is refused with an error wrapping store.ErrBadEntry, and
+// nothing is logged. See server.Backend.
 func (r *Replica) Apply(batch []byte, done func(i int, res store.Result)) error {
 	if err := r.Err(); err != nil {
 		return ErrStopped
@@ -173,6 +174,11 @@ func (r *Replica) Apply(batch []byte, done func(i int, res store.Result)) error 
 	}
 	if len(batch) > maxBatchBytes {
 		return ErrTooLarge
+	}
+	// Once logged, a batch that the store cannot apply would stop the
+	// node, and again at every restart.
+	if err := store.CheckBatch(batch); err != nil {
+		return err
 	}
 	p := &proposal{batch: batch, done: done, applied: make(chan struct{})}
 	if !call(r, r.propc, p, p.applied) {

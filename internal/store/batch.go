@@ -62,14 +62,14 @@ func (b *Batch) Reset() {
 // applied, so a malformed batch returns an error wrapping ErrBadEntry and
 // changes nothing.
 func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
-	if err := checkBatch(batch); err != nil {
+	if err := CheckBatch(batch); err != nil {
 		return err
 	}
 	for i := 0; len(batch) > 0; i++ {
 		l, w := binary.Uvarint(batch)
 		res, err := s.Apply(batch[w : w+int(l)])
 		if err != nil {
-			return err // unreachable: checkBatch decoded it
+			return err // unreachable: CheckBatch decoded it
 		}
 		if fn != nil {
 			fn(i, res)
@@ -79,8 +79,10 @@ func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
 	return nil
 }
 
-// checkBatch decodes every entry of batch.
-func checkBatch(batch []byte) error {
+// CheckBatch decodes every entry of batch, and returns an error wrapping
+// ErrBadEntry if one does not decode or the batch does not end where its
+// last entry does. ApplyBatch applies exactly the batches it accepts.
+func CheckBatch(batch []byte) error {
 	var scratch [8][]byte
 	for i := 0; len(batch) > 0; i++ {
 		l, w := binary.Uvarint(batch)
