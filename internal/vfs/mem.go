@@ -34,7 +34,9 @@ var ErrStaleHandle = errors.New("vfs: file handle from before a crash")
 // handles open on it until the next Crash.
 //
 // The roots "." and "/" always exist; relative and absolute names are
-// separate trees. Errors are *os.PathError (*os.LinkError for Rename)
+// separate trees. CrashWith and CrashSectors also keep a prefix of the
+// unsynced changes to directories, in the order they were made, as a
+// journaling filesystem may have committed them. Errors are *os.PathError (*os.LinkError for Rename)
 // wrapping a syscall.Errno, so they name the file and match fs.ErrNotExist
 // and ErrNoSpace as the os package's do.
 type Mem struct {
@@ -46,6 +48,22 @@ type Mem struct {
 	epoch int
 	// capacity bounds usage; 0 means no bound.
 	capacity int64
+	// journal holds the changes to directories' bindings made since each
+	// directory was last synced, oldest first.
+	journal []rebind
+}
+
+// rebind is one change that Create, Rename or Remove made to directories'
+// bindings, which a crash keeps whole or not at all. A rename between
+// directories is two bindings; SyncDir of one of them makes its half
+// durable and leaves the other in the journal.
+type rebind []binding
+
+// binding binds base in d to ino, or unbinds it if ino is nil.
+type binding struct {
+	d    *memDir
+	base string
+	ino  *inode
 }
 
 // memDir is a directory's bindings of base names to files.
@@ -97,16 +115,20 @@ func (m *Mem) SetCapacity(capacity int64) {
 }
 
 // Crash reverts the filesystem to its durable state and makes every open
-// handle stale. Data written since the file's last Sync is lost.
+// handle stale. Data written since the file's last Sync is lost, and so are
+// the changes to directories since their last SyncDir.
 func (m *Mem) Crash() { m.crash(nil, false) }
 
 // CrashWith is Crash for a power loss that tears writes: in a file whose
 // content changed since its last Sync, of the bytes from the first changed
 // one to the last changed one (or to the end, if the file grew), a prefix
 // of a length chosen uniformly by r reaches the disk and is durable from
-// then on. Other unsynced changes are lost as by Crash, which is
-// CrashWith(nil). Files are visited in name order, so a seeded r gives
-// the same result every time.
+// then on. Of the unsynced changes to directories (files created, renamed
+// and removed), the first k in the order made are kept, each whole, with
+// k chosen uniformly by r; a file whose binding is kept keeps its durable
+// content, which may be none. Other unsynced changes are lost as by Crash,
+// which is CrashWith(nil). Files are visited in name order, so a seeded r
+// gives the same result every time.
 func (m *Mem) CrashWith(r *rand.Rand) { m.crash(r, false) }
 
 // CrashSectors is CrashWith for a disk that writes sectors in any order:
@@ -130,6 +152,7 @@ func (m *Mem) crash(r *rand.Rand, sectors bool) {
 			delete(m.dirs, name)
 		}
 	}
+	m.replayJournal(r)
 	seen := map[*inode]bool{}
 	for _, name := range slices.Sorted(maps.Keys(m.dirs)) {
 		d := m.dirs[name]
@@ -143,6 +166,51 @@ func (m *Mem) crash(r *rand.Rand, sectors bool) {
 		// and only one side synced, now has two names, like a hard link.
 		d.files = maps.Clone(d.durable)
 	}
+}
+
+// replayJournal makes durable the oldest unsynced changes to directories
+// that r chooses (none if r is nil), in the directories that survive the
+// crash, and empties the journal. m.mu must be held.
+func (m *Mem) replayJournal(r *rand.Rand) {
+	if r == nil || len(m.journal) == 0 {
+		m.journal = nil
+		return
+	}
+	alive := map[*memDir]bool{}
+	for _, d := range m.dirs {
+		alive[d] = true
+	}
+	for _, op := range m.journal[:r.IntN(len(m.journal)+1)] {
+		for _, b := range op {
+			switch {
+			case !alive[b.d]:
+			case b.ino == nil:
+				delete(b.d.durable, b.base)
+			default:
+				b.d.durable[b.base] = b.ino
+			}
+		}
+	}
+	m.journal = nil
+}
+
+// record adds op to the journal. m.mu must be held.
+func (m *Mem) record(op ...binding) { m.journal = append(m.journal, op) }
+
+// forget drops from the journal the changes to d's bindings, which are
+// durable now, or only base's if base is not empty. m.mu must be held.
+func (m *Mem) forget(d *memDir, base string) {
+	kept := m.journal[:0]
+	for _, op := range m.journal {
+		op = slices.DeleteFunc(op, func(b binding) bool {
+			return b.d == d && (base == "" || b.base == base)
+		})
+		if len(op) > 0 {
+			kept = append(kept, op)
+		}
+	}
+	clear(m.journal[len(kept):])
+	m.journal = kept
 }
 
 // survives reports whether the directory name and every directory above it
@@ -232,6 +300,7 @@ func (m *Mem) WriteFile(name string, data []byte) error {
 		d.files[base] = ino
 	}
 	d.durable[base] = ino
+	m.forget(d, base)
 	ino.data, ino.durable = bytes.Clone(data), bytes.Clone(data)
 	return nil
 }
@@ -284,6 +353,7 @@ func (m *Mem) Create(name string) (File, error) {
 	if ino == nil {
 		ino = &inode{}
 		d.files[base] = ino
+		m.record(binding{d, base, ino})
 	}
 	ino.data = ino.data[:0]
 	return m.handle(ino, name, true), nil
@@ -330,6 +400,7 @@ func (m *Mem) Rename(oldname, newname string) error {
 	ino := od.files[obase]
 	delete(od.files, obase)
 	nd.files[nbase] = ino
+	m.record(binding{od, obase, nil}, binding{nd, nbase, ino})
 	return nil
 }
 
@@ -342,6 +413,7 @@ func (m *Mem) Remove(name string) error {
 		return err
 	}
 	delete(d.files, base)
+	m.record(binding{d, base, nil})
 	return nil
 }
 
@@ -405,6 +477,7 @@ func (m *Mem) SyncDir(dir string) error {
 		return &os.PathError{Op: "open", Path: dir, Err: syscall.ENOENT}
 	}
 	d.durable = maps.Clone(d.files)
+	m.forget(d, "")
 	for sub, sd := range m.dirs {
 		if sub != clean && path.Dir(sub) == clean {
 			sd.synced = true

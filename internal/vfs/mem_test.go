@@ -294,6 +294,65 @@ func TestMemCrashRenameAcrossDirectories(t *testing.T) {
 	}
 }
 
+// TestMemCrashKeepsDirectoryChangesInOrder checks that CrashWith keeps the
+// oldest unsynced changes to a directory, each whole, and no others; and
+// that SyncDir takes its directory's changes out of what a crash may undo.
+func TestMemCrashKeepsDirectoryChangesInOrder(t *testing.T) {
+	// What d holds after each prefix of the changes below.
+	states := []map[string]string{
+		{"x": "X", "z": "Z"},
+		{"a": "A", "x": "X", "z": "Z"},
+		{"a": "A", "y": "X", "z": "Z"},
+		{"a": "A", "y": "X"},
+		{"a": "A", "y": "X", "b": ""},
+	}
+	seen := make([]bool, len(states))
+	for seed := range uint64(200) {
+		m := NewMem()
+		must(t, MkdirAll(m, "d"))
+		durable(t, m, "d/x", "X")
+		durable(t, m, "d/z", "Z")
+		f := mustOpen(t)(m.Create("d/a"))
+		_, err := f.WriteAt([]byte("A"), 0)
+		must(t, err)
+		must(t, f.Sync()) // the content, not the name
+		must(t, m.Rename("d/x", "d/y"))
+		must(t, m.Remove("d/z"))
+		mustOpen(t)(m.Create("d/b"))
+		m.CrashWith(rand.New(rand.NewPCG(seed, 1)))
+		got := contents(t, m)
+		i := slices.IndexFunc(states, func(s map[string]string) bool { return equalMaps(got, s) })
+		if i < 0 {
+			t.Fatalf("seed %d: after CrashWith, d holds %q: no prefix of the changes", seed, got)
+		}
+		seen[i] = true
+	}
+	if i := slices.Index(seen, false); i >= 0 {
+		t.Errorf("no seed kept exactly the first %d changes", i)
+	}
+
+	for seed := range uint64(50) {
+		m := NewMem()
+		must(t, MkdirAll(m, "d"))
+		must(t, MkdirAll(m, "e"))
+		durable(t, m, "d/a", "old")
+		must(t, m.Remove("d/a"))
+		durable(t, m, "d/a", "new") // syncs d: the removal is durable
+		must(t, m.Rename("d/a", "e/a"))
+		must(t, m.SyncDir("e")) // but not d
+		m.CrashSectors(rand.New(rand.NewPCG(seed, 2)))
+		for _, name := range []string{"e/a", "d/a"} {
+			b, err := m.ReadFile(name)
+			if name == "d/a" && errors.Is(err, fs.ErrNotExist) {
+				continue // the rename's unsynced half was kept
+			}
+			if err != nil || string(b) != "new" {
+				t.Fatalf("seed %d: after CrashSectors, %s = %q, %v; want %q", seed, name, b, err, "new")
+			}
+		}
+	}
+}
+
 // TestMemCrashWith tears unsynced writes: a crash keeps a prefix of the
 // changed bytes, from the first changed one to the end. The first test
 // overwrites a synced byte and appends; the second only overwrites synced
