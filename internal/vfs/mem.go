@@ -33,10 +33,19 @@ var ErrStaleHandle = errors.New("vfs: file handle from before a crash")
 // file keeps its content and handles, and a removed file lives on for the
 // handles open on it until the next Crash.
 //
+// CrashWith and CrashSectors also keep a prefix of the unsynced changes to
+// directories, in the order they were made, as a journaling filesystem may
+// have committed them; but never a change made after an unsynced Mkdir that
+// the crash undoes. Two things a journaling filesystem would not do: a
+// rename between directories of which SyncDir made one side durable keeps
+// its other side only with the prefix, so a crash may leave the file with
+// two names or none; and a file that only shrank since its last Sync
+// (Truncate, or Create of an existing name) keeps its durable content. The
+// changes are kept, with the files they bind, until the next crash or the
+// SyncDir of their directory.
+//
 // The roots "." and "/" always exist; relative and absolute names are
-// separate trees. CrashWith and CrashSectors also keep a prefix of the
-// unsynced changes to directories, in the order they were made, as a
-// journaling filesystem may have committed them. Errors are *os.PathError (*os.LinkError for Rename)
+// separate trees. Errors are *os.PathError (*os.LinkError for Rename)
 // wrapping a syscall.Errno, so they name the file and match fs.ErrNotExist
 // and ErrNoSpace as the os package's do.
 type Mem struct {
@@ -48,18 +57,20 @@ type Mem struct {
 	epoch int
 	// capacity bounds usage; 0 means no bound.
 	capacity int64
-	// journal holds the changes to directories' bindings made since each
-	// directory was last synced, oldest first.
+	// journal holds, oldest first, the changes to directories' bindings
+	// made since each directory was last synced, and the Mkdirs not yet
+	// made durable by a SyncDir of their parents.
 	journal []rebind
 }
 
-// rebind is one change that Create, Rename or Remove made to directories'
-// bindings, which a crash keeps whole or not at all. A rename between
-// directories is two bindings; SyncDir of one of them makes its half
-// durable and leaves the other in the journal.
+// rebind is one change that Create, Rename, Remove or Mkdir made, which a
+// crash keeps whole or not at all. A rename between directories is two
+// bindings; SyncDir of one of them makes its half durable and leaves the
+// other in the journal.
 type rebind []binding
 
-// binding binds base in d to ino, or unbinds it if ino is nil.
+// binding binds base in d to ino, or unbinds it if ino is nil. With an
+// empty base, it marks the Mkdir of d.
 type binding struct {
 	d    *memDir
 	base string
@@ -169,11 +180,11 @@ func (m *Mem) crash(r *rand.Rand, sectors bool) {
 }
 
 // replayJournal makes durable the oldest unsynced changes to directories
-// that r chooses (none if r is nil), in the directories that survive the
-// crash, and empties the journal. m.mu must be held.
+// that r chooses (none if r is nil), up to the first that involves a
+// directory the crash removed, and empties the journal. m.mu must be held.
 func (m *Mem) replayJournal(r *rand.Rand) {
+	defer func() { m.journal = nil }()
 	if r == nil || len(m.journal) == 0 {
-		m.journal = nil
 		return
 	}
 	alive := map[*memDir]bool{}
@@ -181,9 +192,12 @@ func (m *Mem) replayJournal(r *rand.Rand) {
 		alive[d] = true
 	}
 	for _, op := range m.journal[:r.IntN(len(m.journal)+1)] {
+		if slices.ContainsFunc(op, func(b binding) bool { return !alive[b.d] }) {
+			return // its Mkdir was lost, and so was all that came after
+		}
 		for _, b := range op {
 			switch {
-			case !alive[b.d]:
+			case b.base == "": // a Mkdir, durable already
 			case b.ino == nil:
 				delete(b.d.durable, b.base)
 			default:
@@ -191,20 +205,17 @@ func (m *Mem) replayJournal(r *rand.Rand) {
 			}
 		}
 	}
-	m.journal = nil
 }
 
 // record adds op to the journal. m.mu must be held.
 func (m *Mem) record(op ...binding) { m.journal = append(m.journal, op) }
 
-// forget drops from the journal the changes to d's bindings, which are
-// durable now, or only base's if base is not empty. m.mu must be held.
-func (m *Mem) forget(d *memDir, base string) {
+// forget drops from the journal what drop matches, which is durable now.
+// m.mu must be held.
+func (m *Mem) forget(drop func(binding) bool) {
 	kept := m.journal[:0]
 	for _, op := range m.journal {
-		op = slices.DeleteFunc(op, func(b binding) bool {
-			return b.d == d && (base == "" || b.base == base)
-		})
+		op = slices.DeleteFunc(op, drop)
 		if len(op) > 0 {
 			kept = append(kept, op)
 		}
@@ -300,7 +311,7 @@ func (m *Mem) WriteFile(name string, data []byte) error {
 		d.files[base] = ino
 	}
 	d.durable[base] = ino
-	m.forget(d, base)
+	m.forget(func(b binding) bool { return b.d == d && b.base == base })
 	ino.data, ino.durable = bytes.Clone(data), bytes.Clone(data)
 	return nil
 }
@@ -458,6 +469,7 @@ func (m *Mem) Mkdir(dir string) error {
 		return &os.PathError{Op: "mkdir", Path: dir, Err: syscall.EEXIST}
 	}
 	m.dirs[clean] = newMemDir()
+	m.record(binding{d: m.dirs[clean]})
 	return nil
 }
 
@@ -477,12 +489,14 @@ func (m *Mem) SyncDir(dir string) error {
 		return &os.PathError{Op: "open", Path: dir, Err: syscall.ENOENT}
 	}
 	d.durable = maps.Clone(d.files)
-	m.forget(d, "")
+	subs := map[*memDir]bool{}
 	for sub, sd := range m.dirs {
 		if sub != clean && path.Dir(sub) == clean {
 			sd.synced = true
+			subs[sd] = true
 		}
 	}
+	m.forget(func(b binding) bool { return b.d == d && b.base != "" || subs[b.d] && b.base == "" })
 	return nil
 }
 

@@ -305,6 +305,8 @@ func TestMemCrashKeepsDirectoryChangesInOrder(t *testing.T) {
 		{"a": "A", "y": "X", "z": "Z"},
 		{"a": "A", "y": "X"},
 		{"a": "A", "y": "X", "b": ""},
+		{"y": "X", "b": ""},
+		{"a": "X", "b": ""},
 	}
 	seen := make([]bool, len(states))
 	for seed := range uint64(200) {
@@ -319,6 +321,8 @@ func TestMemCrashKeepsDirectoryChangesInOrder(t *testing.T) {
 		must(t, m.Rename("d/x", "d/y"))
 		must(t, m.Remove("d/z"))
 		mustOpen(t)(m.Create("d/b"))
+		must(t, m.Remove("d/a"))
+		must(t, m.Rename("d/y", "d/a"))
 		m.CrashWith(rand.New(rand.NewPCG(seed, 1)))
 		got := contents(t, m)
 		i := slices.IndexFunc(states, func(s map[string]string) bool { return equalMaps(got, s) })
@@ -329,6 +333,18 @@ func TestMemCrashKeepsDirectoryChangesInOrder(t *testing.T) {
 	}
 	if i := slices.Index(seen, false); i >= 0 {
 		t.Errorf("no seed kept exactly the first %d changes", i)
+	}
+
+	for seed := range uint64(50) {
+		m := NewMem()
+		must(t, MkdirAll(m, "d"))
+		durable(t, m, "d/a", "A")
+		must(t, m.Remove("d/a"))
+		must(t, m.WriteFile("d/a", []byte("W"))) // durable, whatever came before
+		m.CrashWith(rand.New(rand.NewPCG(seed, 3)))
+		if b, err := m.ReadFile("d/a"); err != nil || string(b) != "W" {
+			t.Fatalf("seed %d: after WriteFile and CrashWith, d/a = %q, %v; want %q", seed, b, err, "W")
+		}
 	}
 
 	for seed := range uint64(50) {
@@ -348,6 +364,29 @@ func TestMemCrashKeepsDirectoryChangesInOrder(t *testing.T) {
 			}
 			if err != nil || string(b) != "new" {
 				t.Fatalf("seed %d: after CrashSectors, %s = %q, %v; want %q", seed, name, b, err, "new")
+			}
+		}
+	}
+}
+
+// TestMemCrashKeepsNothingAfterALostMkdir checks that a crash that undoes
+// an unsynced Mkdir keeps no directory change made after it, even in a
+// directory that survives, as a journaling filesystem would not.
+func TestMemCrashKeepsNothingAfterALostMkdir(t *testing.T) {
+	for _, syncSub := range []bool{false, true} {
+		for seed := range uint64(50) {
+			m := NewMem()
+			must(t, MkdirAll(m, "d"))
+			durable(t, m, "d/a", "A")
+			must(t, m.Mkdir("d/sub")) // d is not synced
+			must(t, m.Rename("d/a", "d/sub/a"))
+			if syncSub {
+				must(t, m.SyncDir("d/sub"))
+			}
+			m.CrashWith(rand.New(rand.NewPCG(seed, 4)))
+			if b, err := m.ReadFile("d/a"); err != nil || string(b) != "A" {
+				t.Fatalf("SyncDir(d/sub) %v, seed %d: after CrashWith, d/a = %q, %v; want %q",
+					syncSub, seed, b, err, "A")
 			}
 		}
 	}
