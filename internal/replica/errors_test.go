@@ -203,7 +203,8 @@ func TestStartupErrors(t *testing.T) {
 }
 
 // A batch that does not decode is refused before it reaches the log, where
-// it would stop the node now and at every restart.
+// it would stop the node now and at every restart; an empty one is not
+// logged.
 func TestMalformedBatchIsRefused(t *testing.T) {
 	mem := vfs.NewMem()
 	r := open(t, mem, Options{})
@@ -217,6 +218,13 @@ func TestMalformedBatchIsRefused(t *testing.T) {
 		if err := r.Apply(batch, nil); !errors.Is(err, store.ErrBadEntry) {
 			t.Fatalf("Apply of a %s batch = %v, want ErrBadEntry", name, err)
 		}
+	}
+	before := r.applied.Load()
+	if err := r.Apply(nil, nil); err != nil {
+		t.Fatalf("Apply of an empty batch = %v", err)
+	}
+	if got := r.applied.Load(); got != before {
+		t.Fatalf("an empty batch was logged: applied index %d, was %d", got, before)
 	}
 	set(t, r, "after", "3")
 	r = restartAfterPowerLoss(t, r, mem)

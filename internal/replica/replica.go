@@ -164,7 +164,8 @@ func (r *Replica) Store() *store.Store { return r.st }
 // Apply proposes batch and returns once it is committed and applied. done
 // is called on the apply thread after each entry takes effect. A batch that
 // does not decode is refused with an error wrapping store.ErrBadEntry, and
-// nothing is logged. See server.Backend.
+// nothing is logged; an empty one needs no log entry and returns nil at
+// once. See server.Backend.
 func (r *Replica) Apply(batch []byte, done func(i int, res store.Result)) error {
 	if err := r.Err(); err != nil {
 		return ErrStopped
@@ -175,10 +176,13 @@ func (r *Replica) Apply(batch []byte, done func(i int, res store.Result)) error 
 	if len(batch) > maxBatchBytes {
 		return ErrTooLarge
 	}
+	if len(batch) == 0 {
+		return nil
+	}
 	// Once logged, a batch that the store cannot apply would stop the
 	// node, and again at every restart.
 	if err := store.CheckBatch(batch); err != nil {
-		return err
+		return fmt.Errorf("replica: batch refused, not logged: %w", err)
 	}
 	p := &proposal{batch: batch, done: done, applied: make(chan struct{})}
 	if !call(r, r.propc, p, p.applied) {
