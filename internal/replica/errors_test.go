@@ -64,6 +64,38 @@ func TestFsyncErrorStopsTheNode(t *testing.T) {
 	}
 }
 
+// TestRestartAfterFailedFsync restarts a node that stopped on a failed
+// fsync without a power loss, so that the page cache still holds the write
+// the disk failed to take (vfs.Faulty models Linux's clean pages). The new
+// node must not serve that write, which a later power loss would take away
+// while keeping the writes acknowledged after it.
+func TestRestartAfterFailedFsync(t *testing.T) {
+	mem := vfs.NewMem()
+	ff := vfs.NewFaulty(mem)
+	r := open(t, ff, Options{})
+	set(t, r, "kept", "1")
+	ff.SetFilter(func(name string) bool { return strings.HasSuffix(name, ".wal") })
+	ff.FailSync(syscall.EIO)
+	if err := r.Apply(batchOf("failed", "2"), nil); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Apply after a failed fsync = %v, want ErrStopped", err)
+	}
+	waitDead(t, r)
+	r.Close()
+	ff.Heal()
+	r = open(t, ff, Options{}) // no power loss
+	if got := get(t, r, "failed"); got != "<nil>" {
+		t.Fatalf("after a restart, the write whose fsync failed reads %q", got)
+	}
+	set(t, r, "after", "3")
+	r = restartAfterPowerLoss(t, r, mem)
+	defer r.Close()
+	for k, want := range map[string]string{"kept": "1", "failed": "<nil>", "after": "3"} {
+		if got := get(t, r, k); got != want {
+			t.Fatalf("after a power loss %s = %q, want %q", k, got, want)
+		}
+	}
+}
+
 func TestDiskFull(t *testing.T) {
 	mem := vfs.NewMem()
 	r := open(t, mem, Options{})

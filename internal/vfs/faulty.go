@@ -41,7 +41,9 @@ func (f *Faulty) SetFilter(match func(name string) bool) {
 	f.filter = match
 }
 
-// FailSync makes every later File.Sync return err without syncing.
+// FailSync makes every later File.Sync return err without syncing. On a
+// Mem file, the unsynced data then stays as a failed writeback leaves it on
+// Linux: read back until DropCache, and never made durable by a later Sync.
 func (f *Faulty) FailSync(err error) { f.arm(&f.syncErr, err) }
 
 // FailSyncDir makes every later SyncDir return err without syncing.
@@ -138,6 +140,9 @@ func (ff *faultyFile) Sync() error {
 	err := f.fault(f.syncErr, ff.name)
 	f.mu.Unlock()
 	if err != nil {
+		if wb, ok := ff.File.(interface{ failWriteback() }); ok {
+			wb.failWriteback()
+		}
 		return err
 	}
 	if err := ff.File.Sync(); err != nil {

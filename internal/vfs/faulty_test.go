@@ -158,9 +158,10 @@ func TestFaultySync(t *testing.T) {
 		t.Fatalf("Sync with FailSync and FailSyncDir = %v", err)
 	}
 
-	// The failed syncs synced nothing.
+	// The failed syncs synced nothing, and the one between them did not
+	// write the bytes the first failed to: only the size they left.
 	m.Crash()
-	if got := contents(t, m); !equalMaps(got, map[string]string{"a": "hello"}) {
+	if got := contents(t, m); !equalMaps(got, map[string]string{"a": "\x00\x00\x00\x00\x00"}) {
 		t.Fatalf("after Crash: %q", got)
 	}
 	f.Heal()
@@ -225,5 +226,54 @@ func TestFaultyConcurrentBudget(t *testing.T) {
 	}
 	if f.Syncs() != syncs.Load() {
 		t.Fatalf("Syncs() = %d, want %d", f.Syncs(), syncs.Load())
+	}
+}
+
+// TestFaultyFailedWriteback checks that a failed Sync leaves a Mem file's
+// unsynced bytes as Linux leaves a failed writeback: read back, but never
+// made durable by a later Sync, unless written again; and read as the disk
+// holds them after DropCache.
+func TestFaultyFailedWriteback(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		after     func(t *testing.T, file File) // after the failed Sync
+		reads     string                        // then
+		crashed   string                        // after a Sync and a crash
+		dropCache bool
+	}{
+		{name: "read back, never synced", after: func(*testing.T, File) {}, reads: "Jello world", crashed: "hello\x00\x00\x00\x00\x00\x00"},
+		{name: "written again", after: func(t *testing.T, file File) {
+			_, err := file.WriteAt([]byte("Y"), 0)
+			must(t, err)
+		}, reads: "Yello world", crashed: "Yello\x00\x00\x00\x00\x00\x00"},
+		{name: "cache dropped", after: func(t *testing.T, file File) { must(t, file.DropCache()) },
+			reads: "hello\x00\x00\x00\x00\x00\x00", crashed: "hello\x00\x00\x00\x00\x00\x00"},
+		{name: "cut short", after: func(t *testing.T, file File) { must(t, file.Truncate(3)) },
+			reads: "Jel", crashed: "hel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMem()
+			must(t, MkdirAll(m, "d"))
+			durable(t, m, "d/a", "hello")
+			f := NewFaulty(m)
+			file, err := f.OpenRW("d/a")
+			must(t, err)
+			_, err = file.WriteAt([]byte("J"), 0)
+			must(t, err)
+			_, err = file.WriteAt([]byte(" world"), 5)
+			must(t, err)
+			f.FailSync(errInjected)
+			if err := file.Sync(); !errors.Is(err, errInjected) {
+				t.Fatalf("Sync with FailSync = %v", err)
+			}
+			f.Heal()
+			tc.after(t, file)
+			checkReads(t, file, tc.reads)
+			must(t, file.Sync())
+			m.Crash()
+			if got := contents(t, m); got["a"] != tc.crashed {
+				t.Fatalf("after a Sync and a crash: %q, want %q", got["a"], tc.crashed)
+			}
+		})
 	}
 }

@@ -88,7 +88,13 @@ type memDir struct {
 type inode struct {
 	data    []byte // current content
 	durable []byte // content that survives a crash; never shares data's array
+	// lost holds the ranges of data that a failed writeback left cached as
+	// clean (see failWriteback), which Sync does not make durable.
+	lost []span
 }
+
+// span is the range of bytes [lo, hi).
+type span struct{ lo, hi int }
 
 // memFile is an open handle on a Mem file. Its mutable fields are guarded
 // by m.mu.
@@ -258,6 +264,7 @@ func (ino *inode) revert(r *rand.Rand, sectors bool) {
 		ino.keep(from, from+r.IntN(to-from+1))
 	}
 	ino.data = bytes.Clone(ino.durable)
+	ino.lost = nil
 }
 
 // keep makes the current bytes in [lo, hi) durable, with zeros before them
@@ -620,6 +627,22 @@ func (f *memFile) checkWritable(op string) error {
 func (ino *inode) writeAt(p []byte, off int64) {
 	ino.resize(max(int64(len(ino.data)), off+int64(len(p))))
 	copy(ino.data[off:], p)
+	ino.unlose(int(off), int(off)+len(p))
+}
+
+// unlose takes [lo, hi) out of the lost ranges: those bytes are dirty
+// again, or gone.
+func (ino *inode) unlose(lo, hi int) {
+	var kept []span
+	for _, l := range ino.lost {
+		if l.lo < lo {
+			kept = append(kept, span{l.lo, min(l.hi, lo)})
+		}
+		if l.hi > hi {
+			kept = append(kept, span{max(l.lo, hi), l.hi})
+		}
+	}
+	ino.lost = kept
 }
 
 // resize makes the content size bytes long, cutting it or adding zeros.
@@ -628,6 +651,7 @@ func (ino *inode) resize(size int64) {
 		ino.data = append(ino.data, make([]byte, grow)...)
 	} else {
 		ino.data = ino.data[:size]
+		ino.unlose(int(size), math.MaxInt)
 	}
 }
 
@@ -653,7 +677,49 @@ func (f *memFile) Sync() error {
 	if err := f.check("sync"); err != nil {
 		return err
 	}
+	old := f.ino.durable
 	f.ino.durable = bytes.Clone(f.ino.data)
+	f.ino.restore(f.ino.durable, old)
+	return nil
+}
+
+// restore copies into dst, in the lost ranges, the bytes of src, or zeros
+// past its end.
+func (ino *inode) restore(dst, src []byte) {
+	for _, l := range ino.lost {
+		for i := l.lo; i < min(l.hi, len(dst)); i++ {
+			dst[i] = 0
+			if i < len(src) {
+				dst[i] = src[i]
+			}
+		}
+	}
+}
+
+// failWriteback does to f what a failed writeback does to a file on Linux:
+// the kernel marks the pages it could not write clean, so that reads go on
+// returning the data they hold while no later fsync writes it, until the
+// pages are evicted (DropCache) or the machine loses power. The Faulty FS
+// calls it when it fails a Sync.
+func (f *memFile) failWriteback() {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if from, to := f.ino.changed(); to > from {
+		f.ino.lost = append(f.ino.lost, span{from, to})
+	}
+}
+
+// DropCache makes reads of the bytes that a failed writeback left in the
+// cache (see failWriteback) return what the disk holds, the file's durable
+// content or zeros past its end.
+func (f *memFile) DropCache() error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if err := f.check("fadvise"); err != nil {
+		return err
+	}
+	f.ino.restore(f.ino.data, f.ino.durable)
+	f.ino.lost = nil
 	return nil
 }
 

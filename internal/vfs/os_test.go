@@ -50,6 +50,8 @@ func testFS(t *testing.T, fsys FS, dir string) {
 	run("Sync", f.Sync())
 	checkSize(t, f, 8)
 	checkReads(t, f, "hello\x00\x00!")
+	run("DropCache", f.DropCache())
+	checkReads(t, f, "hello\x00\x00!")
 	run("Truncate", f.Truncate(4))
 	checkSize(t, f, 4)
 	run("Truncate up", f.Truncate(6))

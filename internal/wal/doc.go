@@ -75,7 +75,14 @@
 // durable, so damage anywhere after that is taken for a torn write.
 //
 // An fsync that fails leaves the file's state unknown, so the WAL refuses all
-// later writes; the node must stop. A write that finds the disk full is
-// undone (the segment is truncated back) and may be retried once space is
-// freed.
+// later writes; the node must stop. Linux then keeps the data it failed to
+// write in the page cache as clean pages, which reads return but no later
+// fsync writes. So Open first fsyncs the last segment, the only one that can
+// hold writes not yet durable (a process killed before its fsync leaves
+// them dirty, and this makes them durable), then evicts its clean pages
+// (vfs.File.DropCache) and reads what the disk holds: records a failed
+// fsync did not write read as a torn write, and are not replayed only to
+// vanish at the next power loss from under the records added after them.
+// A write that finds the disk full is undone (the segment is truncated
+// back) and may be retried once space is freed.
 package wal

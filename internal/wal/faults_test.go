@@ -391,3 +391,30 @@ func TestNoSyncKeepsHardState(t *testing.T) {
 		t.Fatalf("hard state after a power loss is %+v, want term 7 and vote 1", hs)
 	}
 }
+
+// TestFailedFsyncIsNotReadBack fails an fsync, as a disk's write error
+// would, then starts a new process on the log without a power loss. Linux
+// keeps the data it could not write in the page cache, as clean pages that
+// no later fsync writes: the new process must read the log as the disk
+// holds it, or it would replay records that a power loss takes away from
+// under the records it adds after them.
+func TestFailedFsyncIsNotReadBack(t *testing.T) {
+	m := vfs.NewMem()
+	f := vfs.NewFaulty(m)
+	opt := wal.Options{SegmentSize: 1 << 20}
+	w, _ := mustOpen(t, f, opt, 0)
+	mustSave(t, w, entries(1, 2, 1), hardState(1, 1, 0))
+	f.FailSync(syscall.EIO)
+	checkFailed(t, w.Save(entries(3, 4, 1), hardState(1, 1, 2)), "Save")
+	f.Heal()
+	w.Close()
+
+	w, r := mustOpen(t, f, opt, 0)
+	checkEntries(t, "replay after the failed fsync", r.log(), entries(1, 2, 1))
+	mustSave(t, w, entries(3, 6, 2), hardState(2, 1, 2))
+	mustClose(t, w)
+	m.Crash()
+	w, r = mustOpen(t, m, opt, 0)
+	defer mustClose(t, w)
+	checkEntries(t, "replay after a power loss", r.log(), append(entries(1, 2, 1), entries(3, 6, 2)...))
+}

@@ -58,6 +58,9 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 			segs[0].first, after, after+1, segs[0].first-1)}
 	}
 	w.last = segs[0].first - 1
+	if err := w.settle(segs[len(segs)-1]); err != nil {
+		return nil, err
+	}
 	w.loseLastWrite(segs[len(segs)-1])
 	if err := w.replay(segs, replay); err != nil {
 		return nil, err
@@ -81,6 +84,31 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	w.metrics.LastIndex = w.last
 	w.startSpare()
 	return w, nil
+}
+
+// settle makes the last segment, s, durable as it is on the disk, before it
+// is read. Only the last segment may hold writes not yet synced, since each
+// write is synced before the next is made. If the process that wrote them
+// stopped before syncing them, they are made durable here, and writes
+// acknowledged after them are not lost with them at a power loss. If its
+// fsync failed, the page cache may hold writes that never reached the disk,
+// as clean pages that no fsync writes (see vfs.File.DropCache): they are
+// evicted, so that the log is read as a power loss would leave it, and
+// nothing that power loss would take is replayed and built upon.
+func (w *WAL) settle(s segment) error {
+	name := path.Join(w.dir, s.name)
+	f, err := w.fs.OpenRW(name)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("wal: fsync %s: %w", name, err)
+	}
+	if err := f.DropCache(); err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	return nil
 }
 
 // replay maps every segment, then reads them in order, with a prefetcher
@@ -210,16 +238,11 @@ func (w *WAL) reopenLast(s segment, b []byte, fe *frame.Error) (segment, error) 
 	if err == nil && end <= headerSize {
 		end, err = w.rewriteHeader(f, s)
 	}
-	// What the segment holds may not be durable yet, if the process
-	// crashed; the next write's seal may only cover what follows it once
-	// it is. Nor may the segment's name be, if the process stopped between
-	// making the segment and syncing its directory (see create): writes
-	// acknowledged here would go with the name at a power loss.
-	if err == nil {
-		if err = f.Sync(); err != nil {
-			err = fmt.Errorf("wal: fsync %s: %w", s.name, err)
-		}
-	}
+	// What the segment holds is durable (settle synced it, and a repair
+	// syncs what it changes), so the next write's seal may cover it. Its
+	// name may not be, if the process stopped between making the segment
+	// and syncing its directory (see create): writes acknowledged here
+	// would go with the name at a power loss.
 	if err == nil {
 		if err = w.fs.SyncDir(w.dir); err != nil {
 			err = fmt.Errorf("wal: fsync %s: %w", w.dir, err)
