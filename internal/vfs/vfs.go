@@ -56,9 +56,9 @@ type File interface {
 	// Size returns the current size of the file.
 	Size() (int64, error)
 	// DropCache evicts the file's clean pages from the page cache, so that
-	// reads come from the disk. After a failed fsync, Linux keeps the data
-	// it could not write as clean pages, which reads return and no later
-	// fsync writes: a process that reads a file another one failed to sync
+	// reads come from the disk. After a failed fsync, Linux may keep the
+	// data it could not write as clean pages (ext4 does), which reads return
+	// and no later fsync writes: a process that reads a file another one failed to sync
 	// must sync it, then drop its cache, to read what the disk holds.
 	DropCache() error
 	Close() error
