@@ -68,7 +68,9 @@ func TestFsyncErrorStopsTheNode(t *testing.T) {
 // fsync without a power loss, so that the page cache still holds the write
 // the disk failed to take (vfs.Faulty models Linux's clean pages). The new
 // node must not serve that write, which a later power loss would take away
-// while keeping the writes acknowledged after it.
+// while keeping the writes acknowledged after it. (The new node runs in the
+// same process, where Linux would keep the pages the old one mapped; Mem's
+// DropCache drops them anyway, as for a new process.)
 func TestRestartAfterFailedFsync(t *testing.T) {
 	mem := vfs.NewMem()
 	ff := vfs.NewFaulty(mem)

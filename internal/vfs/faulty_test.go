@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -250,6 +251,11 @@ func TestFaultyFailedWriteback(t *testing.T) {
 			reads: "hello\x00\x00\x00\x00\x00\x00", crashed: "hello\x00\x00\x00\x00\x00\x00"},
 		{name: "cut short", after: func(t *testing.T, file File) { must(t, file.Truncate(3)) },
 			reads: "Jel", crashed: "hel"},
+		{name: "cut and grown back", after: func(t *testing.T, file File) {
+			must(t, file.Truncate(0))
+			must(t, file.Truncate(5))
+			must(t, file.DropCache()) // the zeros are not from the failed writeback
+		}, reads: "\x00\x00\x00\x00\x00", crashed: "\x00\x00\x00\x00\x00"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMem()
@@ -275,5 +281,29 @@ func TestFaultyFailedWriteback(t *testing.T) {
 				t.Fatalf("after a Sync and a crash: %q, want %q", got["a"], tc.crashed)
 			}
 		})
+	}
+}
+
+// TestFaultyFailedWritebackTorn checks that a power loss that tears writes
+// never makes durable the bytes of a failed writeback, which the disk did
+// not take.
+func TestFaultyFailedWritebackTorn(t *testing.T) {
+	for seed := range uint64(50) {
+		m := NewMem()
+		must(t, MkdirAll(m, "d"))
+		durable(t, m, "d/a", "hello")
+		f := NewFaulty(m)
+		file, err := f.OpenRW("d/a")
+		must(t, err)
+		_, err = file.WriteAt([]byte("Jelly"), 0)
+		must(t, err)
+		f.FailSync(errInjected)
+		if err := file.Sync(); !errors.Is(err, errInjected) {
+			t.Fatalf("Sync with FailSync = %v", err)
+		}
+		m.CrashWith(rand.New(rand.NewPCG(seed, 5)))
+		if got := contents(t, m); got["a"] != "hello" {
+			t.Fatalf("seed %d: after CrashWith: %q, want %q", seed, got["a"], "hello")
+		}
 	}
 }

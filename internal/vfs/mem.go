@@ -247,8 +247,13 @@ func (m *Mem) survives(name string) bool {
 // revert makes the durable content current, keeping the changed bytes
 // that r chooses, if r is not nil: a prefix, or whole sectors if sectors
 // (see CrashWith and CrashSectors). The kept bytes are on the disk now, so
-// they become durable too.
+// they become durable too, but for those of a failed writeback, which no
+// writeback writes.
 func (ino *inode) revert(r *rand.Rand, sectors bool) {
+	var old []byte // what the disk held, if no writeback may write some bytes
+	if len(ino.lost) > 0 {
+		old = bytes.Clone(ino.durable)
+	}
 	from, to := ino.changed()
 	switch {
 	case r == nil || to <= from:
@@ -263,6 +268,7 @@ func (ino *inode) revert(r *rand.Rand, sectors bool) {
 	default:
 		ino.keep(from, from+r.IntN(to-from+1))
 	}
+	ino.restore(ino.durable, old)
 	ino.data = bytes.Clone(ino.durable)
 	ino.lost = nil
 }
@@ -704,6 +710,9 @@ func (ino *inode) restore(dst, src []byte) {
 func (f *memFile) failWriteback() {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
+	if f.check("sync") != nil {
+		return
+	}
 	if from, to := f.ino.changed(); to > from {
 		f.ino.lost = append(f.ino.lost, span{from, to})
 	}
@@ -711,7 +720,8 @@ func (f *memFile) failWriteback() {
 
 // DropCache makes reads of the bytes that a failed writeback left in the
 // cache (see failWriteback) return what the disk holds, the file's durable
-// content or zeros past its end.
+// content or zeros past its end. Unlike Linux, it drops them even if the
+// file is mapped (see Map), as by an earlier Open in the same process.
 func (f *memFile) DropCache() error {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()

@@ -58,8 +58,11 @@ type File interface {
 	// DropCache evicts the file's clean pages from the page cache, so that
 	// reads come from the disk. After a failed fsync, Linux may keep the
 	// data it could not write as clean pages (ext4 does), which reads return
-	// and no later fsync writes: a process that reads a file another one failed to sync
-	// must sync it, then drop its cache, to read what the disk holds.
+	// and no later fsync writes: a process that reads a file another one
+	// failed to sync must sync it, then drop its cache, to read what the
+	// disk holds. It is best effort, and says nothing of what it left:
+	// Linux keeps pages that are dirty, being written or mapped by any
+	// process (a process's mappings end when it exits).
 	DropCache() error
 	Close() error
 }

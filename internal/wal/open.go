@@ -87,14 +87,19 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 }
 
 // settle makes the last segment, s, durable as it is on the disk, before it
-// is read. Only the last segment may hold writes not yet synced, since each
-// write is synced before the next is made. If the process that wrote them
-// stopped before syncing them, they are made durable here, and writes
-// acknowledged after them are not lost with them at a power loss. If its
-// fsync failed, the page cache may hold writes that never reached the disk,
-// as clean pages that no fsync writes (see vfs.File.DropCache): they are
-// evicted, so that the log is read as a power loss would leave it, and
-// nothing that power loss would take is replayed and built upon.
+// is read. Only the last segment may hold writes not yet synced: rotate
+// syncs a segment before it starts the next, and a failed fsync fails the
+// log, which then starts none. If the process that wrote them stopped
+// before syncing them, they are made durable here, and writes acknowledged
+// after them are not lost with them at a power loss. If its fsync failed,
+// the page cache may hold writes that never reached the disk, as clean
+// pages that no fsync writes (see vfs.File.DropCache): they are evicted, so
+// that the log is read as a power loss would leave it, and nothing that
+// power loss would take is replayed and built upon. (The eviction leaves
+// pages that a process maps: the last process to serve this directory held
+// its lock, and so has exited, mappings and all.) A write error that the
+// stopped process never saw, as its fsync never came, is reported by this
+// fsync, and Open fails; the next Open finds it reported and goes on.
 func (w *WAL) settle(s segment) error {
 	name := path.Join(w.dir, s.name)
 	f, err := w.fs.OpenRW(name)
