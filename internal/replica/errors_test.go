@@ -91,11 +91,7 @@ func TestRestartAfterFailedFsync(t *testing.T) {
 	set(t, r, "after", "3")
 	r = restartAfterPowerLoss(t, r, mem)
 	defer r.Close()
-	for k, want := range map[string]string{"kept": "1", "failed": "<nil>", "after": "3"} {
-		if got := get(t, r, k); got != want {
-			t.Fatalf("after a power loss %s = %q, want %q", k, got, want)
-		}
-	}
+	checkValues(t, "after a power loss", r, map[string]string{"kept": "1", "failed": "<nil>", "after": "3"})
 }
 
 func TestDiskFull(t *testing.T) {
@@ -263,9 +259,15 @@ func TestMalformedBatchIsRefused(t *testing.T) {
 	set(t, r, "after", "3")
 	r = restartAfterPowerLoss(t, r, mem)
 	defer r.Close()
-	for k, want := range map[string]string{"kept": "1", "after": "3", "a": "<nil>"} {
-		if got := get(t, r, k); got != want {
-			t.Fatalf("after a restart %s = %q, want %q", k, got, want)
+	checkValues(t, "after a restart", r, map[string]string{"kept": "1", "after": "3", "a": "<nil>"})
+}
+
+// checkValues checks that r holds want, each key's value or "<nil>".
+func checkValues(t *testing.T, when string, r *Replica, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got := get(t, r, k); got != v {
+			t.Fatalf("%s %s = %q, want %q", when, k, got, v)
 		}
 	}
 }

@@ -258,21 +258,7 @@ func TestFaultyFailedWriteback(t *testing.T) {
 		}, reads: "\x00\x00\x00\x00\x00", crashed: "\x00\x00\x00\x00\x00"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMem()
-			must(t, MkdirAll(m, "d"))
-			durable(t, m, "d/a", "hello")
-			f := NewFaulty(m)
-			file, err := f.OpenRW("d/a")
-			must(t, err)
-			_, err = file.WriteAt([]byte("J"), 0)
-			must(t, err)
-			_, err = file.WriteAt([]byte(" world"), 5)
-			must(t, err)
-			f.FailSync(errInjected)
-			if err := file.Sync(); !errors.Is(err, errInjected) {
-				t.Fatalf("Sync with FailSync = %v", err)
-			}
-			f.Heal()
+			m, file := failedWriteback(t, at{"J", 0}, at{" world", 5})
 			tc.after(t, file)
 			checkReads(t, file, tc.reads)
 			must(t, file.Sync())
@@ -289,21 +275,38 @@ func TestFaultyFailedWriteback(t *testing.T) {
 // not take.
 func TestFaultyFailedWritebackTorn(t *testing.T) {
 	for seed := range uint64(50) {
-		m := NewMem()
-		must(t, MkdirAll(m, "d"))
-		durable(t, m, "d/a", "hello")
-		f := NewFaulty(m)
-		file, err := f.OpenRW("d/a")
-		must(t, err)
-		_, err = file.WriteAt([]byte("Jelly"), 0)
-		must(t, err)
-		f.FailSync(errInjected)
-		if err := file.Sync(); !errors.Is(err, errInjected) {
-			t.Fatalf("Sync with FailSync = %v", err)
-		}
+		m, _ := failedWriteback(t, at{"Jelly", 0})
 		m.CrashWith(rand.New(rand.NewPCG(seed, 5)))
 		if got := contents(t, m); got["a"] != "hello" {
 			t.Fatalf("seed %d: after CrashWith: %q, want %q", seed, got["a"], "hello")
 		}
 	}
+}
+
+// at is a write of s at offset off.
+type at struct {
+	s   string
+	off int64
+}
+
+// failedWriteback returns a Mem whose file d/a holds "hello", durably, and
+// that file opened through a Faulty, after writes and a Sync that failed.
+func failedWriteback(t *testing.T, writes ...at) (*Mem, File) {
+	t.Helper()
+	m := NewMem()
+	must(t, MkdirAll(m, "d"))
+	durable(t, m, "d/a", "hello")
+	f := NewFaulty(m)
+	file, err := f.OpenRW("d/a")
+	must(t, err)
+	for _, w := range writes {
+		_, err = file.WriteAt([]byte(w.s), w.off)
+		must(t, err)
+	}
+	f.FailSync(errInjected)
+	if err := file.Sync(); !errors.Is(err, errInjected) {
+		t.Fatalf("Sync with FailSync = %v", err)
+	}
+	f.Heal()
+	return m, file
 }
