@@ -102,9 +102,7 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 		if !r.noSpace.Swap(true) {
 			r.logNoSpace(err)
 		}
-		select {
-		case <-time.After(retryNoSpace):
-		case <-r.dead:
+		if !r.waitForSpace(logBytes(ents)) {
 			return false
 		}
 	}
@@ -119,6 +117,33 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 		r.storage.SetHardState(hs)
 	}
 	return true
+}
+
+// waitForSpace waits until the disk has room for need bytes more, if it
+// can tell (else for retryNoSpace), so that a write that found the disk
+// full is not made and undone again and again meanwhile. It reports
+// whether the replica may go on.
+func (r *Replica) waitForSpace(need int64) bool {
+	for {
+		select {
+		case <-time.After(retryNoSpace):
+		case <-r.dead:
+			return false
+		}
+		if avail, ok := vfs.Available(r.opt.FS, r.walDir()); !ok || avail >= need {
+			return true
+		}
+	}
+}
+
+// logBytes is about what ents take in the log: their data, and a little
+// for each record's framing.
+func logBytes(ents []raftpb.Entry) int64 {
+	n := int64(0)
+	for _, e := range ents {
+		n += int64(len(e.Data)) + 64
+	}
+	return n
 }
 
 // drain appends to msgs every message waiting in c.

@@ -179,6 +179,33 @@ func TestOpenOnFullDisk(t *testing.T) {
 }
 
 // usage returns the bytes the replica's files take on mem.
+// TestWriteLargerThanTheFreeSpace sends a batch larger than the disk's
+// free space. It is refused before the log takes it: once logged, an entry
+// that can never be written would hold up every write after it, even with
+// the disk nearly empty.
+func TestWriteLargerThanTheFreeSpace(t *testing.T) {
+	mem := vfs.NewMem()
+	r := open(t, mem, Options{})
+	set(t, r, "before", "1")
+	mem.SetCapacity(usage(mem) + 4<<20)
+	done := make(chan error, 1)
+	go func() { done <- r.Apply(batchOf("big", strings.Repeat("x", 5<<20)), nil) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoSpace) {
+			t.Fatalf("Apply of 5 MiB with 4 MiB free = %v, want ErrNoSpace", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Apply of 5 MiB with 4 MiB free did not return")
+	}
+	set(t, r, "after", "2")
+	set(t, r, "fits", strings.Repeat("y", 2<<20))
+	r = restartAfterPowerLoss(t, r, mem)
+	defer r.Close()
+	checkValues(t, "after a power loss", r, map[string]string{
+		"before": "1", "big": "<nil>", "after": "2", "fits": strings.Repeat("y", 2<<20)})
+}
+
 func usage(mem *vfs.Mem) int64 {
 	used := int64(0)
 	for _, dir := range []string{"data/wal", "data/snap"} {

@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flintkv/flint/internal/vfs"
 )
 
 // Limits on what one raft entry carries.
@@ -106,6 +108,9 @@ func (l *loop) propose(p *proposal) {
 		l.finish(ErrNoSpace)
 		return
 	}
+	if l.refuseUnfit(); len(l.props) == 0 {
+		return
+	}
 	l.data = append(l.data[:0], entryVersion)
 	l.data = binary.AppendUvarint(l.data, uint64(len(l.props)))
 	for _, p := range l.props {
@@ -123,6 +128,39 @@ func (l *loop) propose(p *proposal) {
 		}
 		l.finish(errorf("proposal refused: %w", err))
 	}
+}
+
+// bigBatch is the size from which a batch is checked against the disk's
+// free space before it is proposed. Smaller ones are not, to spare the
+// statfs: if one does not fit, the disk is full to within a MiB, and the
+// write waits for space like any other (see save).
+const bigBatch = 1 << 20
+
+// refuseUnfit completes with ErrNoSpace, and drops from the collected
+// proposals, every batch of bigBatch or more that the disk's free space
+// could not take (with a MiB to spare). Once logged, an entry that can
+// never be written would hold up every write after it, however little
+// space they need.
+func (l *loop) refuseUnfit() {
+	var avail int64
+	asked, known := false, false
+	kept := l.props[:0]
+	for _, p := range l.props {
+		big := len(p.batch) >= bigBatch
+		if big && !asked {
+			avail, known = vfs.Available(l.r.opt.FS, l.r.walDir())
+			asked = true
+		}
+		if big && known && int64(len(p.batch))+bigBatch > avail {
+			p.err = ErrNoSpace
+			close(p.applied)
+			continue
+		}
+		avail -= int64(len(p.batch))
+		kept = append(kept, p)
+	}
+	clear(l.props[len(kept):])
+	l.props = kept
 }
 
 // finish completes the collected proposals with err.
