@@ -71,8 +71,11 @@ type File interface {
 // every FS here match it with errors.Is when the disk is full.
 var ErrNoSpace error = syscall.ENOSPC
 
-// IsNoSpace reports whether err means the disk is full.
-func IsNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
+// IsNoSpace reports whether err means the disk is full, or the user's disk
+// quota is (EDQUOT): either way, writes may succeed once space is freed.
+func IsNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
 
 // MkdirAll creates dir and any missing parents in fsys, durably: it syncs
 // the parent of each directory on the path below the root, or below the

@@ -203,15 +203,16 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
-// TestDiskFullFaulty fails writes with ENOSPC through a Faulty, partway.
+// TestDiskFullFaulty fails writes with ENOSPC through a Faulty, partway,
+// and with EDQUOT, as a full disk quota does.
 func TestDiskFullFaulty(t *testing.T) {
-	for _, n := range []int64{0, 1, 9, 50} {
+	for i, n := range []int64{0, 1, 9, 50} {
 		m := vfs.NewMem()
 		f := vfs.NewFaulty(m)
 		w, _ := mustOpen(t, f, wal.Options{}, 0)
 		mustSave(t, w, entries(1, 3, 1), hardState(1, 1, 2))
 		before := snapshotDir(t, m)
-		f.FailAfterBytes(n, syscall.ENOSPC)
+		f.FailAfterBytes(n, []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT}[i%2])
 		err := w.Save(entries(4, 8, 1), hardState(1, 1, 3))
 		if err == nil || !vfs.IsNoSpace(err) || errors.Is(err, wal.ErrFailed) {
 			t.Fatalf("Save with %d bytes free returned %v, want a full disk error", n, err)
