@@ -192,8 +192,8 @@ func TestWriteLargerThanTheFreeSpace(t *testing.T) {
 	go func() { done <- r.Apply(batchOf("big", strings.Repeat("x", 5<<20)), nil) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrNoSpace) {
-			t.Fatalf("Apply of 5 MiB with 4 MiB free = %v, want ErrNoSpace", err)
+		if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "KiB are free") {
+			t.Fatalf("Apply of 5 MiB with 4 MiB free = %v, want ErrNoSpace saying how much is free", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Apply of 5 MiB with 4 MiB free did not return")

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"encoding/binary"
+	"fmt"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -152,7 +153,7 @@ func (l *loop) refuseUnfit() {
 			asked = true
 		}
 		if big && known && int64(len(p.batch))+bigBatch > avail {
-			p.err = ErrNoSpace
+			p.err = fmt.Errorf("%w (this write takes %d KiB, and %d KiB are free)", ErrNoSpace, len(p.batch)>>10, max(avail, 0)>>10)
 			close(p.applied)
 			continue
 		}
