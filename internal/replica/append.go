@@ -45,8 +45,9 @@ func (r *Replica) appendLoop() {
 		}
 		// A write that changes only the commit index is not made: the
 		// commit index is volatile state in raft, which a restart may find
-		// older (the new term's first entry commits the rest again), and
-		// the next write saves it. Responses need no write either: every
+		// older (the new term's first entry commits the rest again); a
+		// later write saves it only if raft sends it again, with a change.
+		// Responses need no write either: every
 		// earlier write is durable already. So every write to the log is
 		// fsynced before the next one is made, and damage to any but the
 		// last can be told from a torn write (see package wal).

@@ -14,9 +14,11 @@
 //     every append message waiting when it starts a write, so all the writes
 //     that arrive during an fsync share the next one (group commit).
 //     Messages that only advance the commit index are not written, even
-//     when raft waits to hear back: the next write saves the new commit
-//     index, and a restart that finds an older one commits the rest again
-//     with its first entry.
+//     when raft waits to hear back. The log's commit index may then lag far
+//     behind (raft sends a hard state only when it changes, so a later
+//     write of entries need not carry it), which costs nothing durable: a
+//     restart holds the entries after it as uncommitted, and its first
+//     entry, which Open waits for, commits them again.
 //   - the apply thread applies committed entries to the store, completes the
 //     writes waiting on them, and starts background snapshots.
 //

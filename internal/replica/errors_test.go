@@ -2,8 +2,11 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -297,4 +300,42 @@ func checkValues(t *testing.T, when string, r *Replica, want map[string]string) 
 			t.Fatalf("%s %s = %q, want %q", when, k, got, v)
 		}
 	}
+}
+
+// removeFailsOnce is a Mem whose first Remove of a log segment fails.
+type removeFailsOnce struct {
+	*vfs.Mem
+	mu     sync.Mutex
+	failed string
+}
+
+func (f *removeFailsOnce) Remove(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failed == "" && strings.HasSuffix(name, ".wal") {
+		f.failed = name
+		return &os.PathError{Op: "remove", Path: name, Err: syscall.EIO}
+	}
+	return f.Mem.Remove(name)
+}
+
+// TestSegmentDeleteFails fails the deletion of a log segment that a
+// snapshot covers. The node goes on, later snapshots delete it, and the
+// directory opens with everything acknowledged.
+func TestSegmentDeleteFails(t *testing.T) {
+	fs := &removeFailsOnce{Mem: vfs.NewMem()}
+	r := open(t, fs, Options{SnapshotEntries: 20, SegmentSize: 1 << 10})
+	want := map[string]string{}
+	for i := range 400 {
+		k, v := fmt.Sprintf("k%03d", i), fmt.Sprint(i)
+		set(t, r, k, v)
+		want[k] = v
+	}
+	r.Close()
+	if fs.failed == "" {
+		t.Fatal("no segment was deleted")
+	}
+	r = restartAfterPowerLoss(t, r, fs.Mem)
+	defer r.Close()
+	checkValues(t, "after a failed segment delete and a restart", r, want)
 }

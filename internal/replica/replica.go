@@ -23,7 +23,7 @@ import (
 type Options struct {
 	Dir    string // data directory
 	FS     vfs.FS // default vfs.OS
-	NoSync bool   // never fsync the log (benchmarks only): a power loss loses recent writes; snapshots are fsynced still
+	NoSync bool   // no fsync for each write to the log (benchmarks only): a power loss loses recent writes; segment starts, Open and snapshots fsync still
 	// A snapshot is started once SnapshotEntries entries or SnapshotBytes
 	// bytes of log have been applied since the last one.
 	SnapshotEntries uint64 // default 1,000,000

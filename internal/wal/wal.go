@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path"
 	"sync"
@@ -348,7 +349,11 @@ func appendHardState(dst []byte, hs raftpb.HardState) []byte {
 }
 
 // ReleaseTo deletes the segments that hold no entry after index: they are
-// covered by a snapshot at index. The segment being written is never deleted.
+// covered by a snapshot at index. The segment being written is never
+// deleted. Segments are deleted oldest first, and the log forgets one only
+// once it is gone: if a deletion fails, that segment and the ones after it
+// stay in the log for the next ReleaseTo, so the files never have a gap,
+// which Open would take for lost segments. Calls must not overlap.
 func (w *WAL) ReleaseTo(index uint64) error {
 	w.mu.Lock()
 	n := 0
@@ -356,20 +361,28 @@ func (w *WAL) ReleaseTo(index uint64) error {
 		n++
 	}
 	gone := append([]segment(nil), w.segs[:n]...)
-	w.segs = w.segs[n:]
+	w.mu.Unlock()
+	var err error
+	removed := 0
 	for _, s := range gone {
+		if rerr := w.fs.Remove(path.Join(w.dir, s.name)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = fmt.Errorf("wal: deleting %s: %w", s.name, rerr)
+			break
+		}
+		removed++
+	}
+	w.mu.Lock()
+	for _, s := range w.segs[:removed] { // Save only appends to segs
 		w.size -= s.size
 	}
+	w.segs = w.segs[removed:]
 	w.mu.Unlock()
-	for _, s := range gone {
-		if err := w.fs.Remove(path.Join(w.dir, s.name)); err != nil {
-			return fmt.Errorf("wal: deleting %s: %w", s.name, err)
+	if removed > 0 {
+		if serr := w.fs.SyncDir(w.dir); err == nil {
+			err = serr
 		}
 	}
-	if len(gone) == 0 {
-		return nil
-	}
-	return w.fs.SyncDir(w.dir)
+	return err
 }
 
 // Metrics returns the log's metrics. It may be called at any time.
