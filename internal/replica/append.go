@@ -11,9 +11,11 @@ import (
 	"github.com/flintkv/flint/internal/wal"
 )
 
-// retryNoSpace is how often the append thread retries a write that found the
-// disk full.
+// How the append thread retries a write that found the disk full: see
+// waitForSpace. (A variable, for tests.)
 const retryNoSpace = 200 * time.Millisecond
+
+var maxSpaceWait = 5 * time.Second
 
 // appendLoop is the append thread: it saves raft's append messages to the
 // WAL, every waiting message in one write and one fsync, then tells raft.
@@ -91,6 +93,7 @@ func (r *Replica) logNoSpace(err error) {
 // retried until space is freed, with writes refused meanwhile; any other
 // failure stops the replica. It reports whether the replica may go on.
 func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
+	var wait spaceWait
 	for {
 		err := r.wal.Save(ents, hs)
 		if err == nil {
@@ -103,7 +106,7 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 		if !r.noSpace.Swap(true) {
 			r.logNoSpace(err)
 		}
-		if !r.waitForSpace(logBytes(ents)) {
+		if !r.waitForSpace(logBytes(ents), &wait) {
 			return false
 		}
 	}
@@ -120,20 +123,39 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 	return true
 }
 
-// waitForSpace waits until the disk has room for need bytes more, if it
-// can tell (else for retryNoSpace), so that a write that found the disk
-// full is not made and undone again and again meanwhile. It reports
-// whether the replica may go on.
-func (r *Replica) waitForSpace(need int64) bool {
-	for {
+// spaceWait is what waitForSpace keeps between the tries of one write.
+type spaceWait struct {
+	fit    bool // the filesystem did not say the space was lacking before the last try
+	misses int  // tries that failed even so
+}
+
+// waitForSpace waits before the next try of a write of about need bytes
+// that found the disk full, so that it is not made and undone again and
+// again. While the filesystem says it lacks the space, it waits for that,
+// checking every retryNoSpace, but no longer than maxSpaceWait: statfs may
+// count differently from what the write can use. Otherwise (the space is
+// there by its count, as under a disk quota, or it cannot tell) it waits a
+// time that doubles with each such try that failed, from retryNoSpace up
+// to maxSpaceWait. It reports whether the replica may go on.
+func (r *Replica) waitForSpace(need int64, w *spaceWait) bool {
+	if w.fit {
+		w.misses++
+	}
+	backoff := min(retryNoSpace<<min(w.misses, 8), maxSpaceWait)
+	for waited := time.Duration(0); ; {
 		select {
 		case <-time.After(retryNoSpace):
+			waited += retryNoSpace
 		case <-r.dead:
 			return false
 		}
-		if avail, ok := vfs.Available(r.opt.FS, r.walDir()); !ok || avail >= need {
-			return true
+		avail, known := vfs.Available(r.opt.FS, r.walDir())
+		lacking := known && avail < need
+		if lacking && waited < maxSpaceWait || !lacking && waited < backoff {
+			continue
 		}
+		w.fit = !lacking
+		return true
 	}
 }
 

@@ -153,7 +153,8 @@ func (l *loop) refuseUnfit() {
 			asked = true
 		}
 		if big && known && int64(len(p.batch))+bigBatch > avail {
-			p.err = fmt.Errorf("%w (this write takes %d KiB, and %d KiB are free)", ErrNoSpace, len(p.batch)>>10, max(avail, 0)>>10)
+			p.err = fmt.Errorf("%w (this write needs %d KiB free, with a MiB to spare, and %d KiB are)",
+				ErrNoSpace, (len(p.batch)+bigBatch)>>10, max(avail, 0)>>10)
 			close(p.applied)
 			continue
 		}

@@ -1,6 +1,9 @@
 package vfs
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // Available returns the bytes that can still be written in dir's
 // filesystem, and false if fsys cannot tell.
@@ -16,14 +19,19 @@ type spacer interface {
 	available(dir string) (int64, bool)
 }
 
-// available returns the space that unprivileged users may fill, from
-// statfs.
+// available returns the space this process may fill, from statfs: what
+// unprivileged users may, or for root also the blocks reserved for root.
+// Disk quotas are not counted.
 func (osFS) available(dir string) (int64, bool) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, false
 	}
-	return int64(st.Bavail) * st.Bsize, true
+	blocks := st.Bavail
+	if os.Geteuid() == 0 {
+		blocks = st.Bfree
+	}
+	return int64(blocks) * st.Frsize, true
 }
 
 // available returns the room left under the capacity, if one is set.
