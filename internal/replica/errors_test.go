@@ -166,13 +166,8 @@ func TestOpenOnFullDisk(t *testing.T) {
 		}
 	}
 	mem.SetCapacity(0)
-	select {
-	case err := <-opened:
-		if err != nil {
-			t.Fatalf("Open once space was freed: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Open still waits after space was freed")
+	if err := awaitErr(t, opened, "Open once space was freed"); err != nil {
+		t.Fatalf("Open once space was freed: %v", err)
 	}
 	defer r.Close()
 	if got := get(t, r, "before"); got != "1" {
@@ -201,13 +196,8 @@ func TestDiskFullPartlyFreed(t *testing.T) {
 	}
 	time.Sleep(5 * retryNoSpace)
 	mem.SetCapacity(usage(mem) + 64<<10)
-	select {
-	case err := <-blocked:
-		if err != nil {
-			t.Fatalf("the write that found the disk full = %v once space was freed", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write that found the disk full did not notice the space freed")
+	if err := awaitErr(t, blocked, "the write that found the disk full, once space was freed"); err != nil {
+		t.Fatalf("the write that found the disk full = %v once space was freed", err)
 	}
 	checkValues(t, "after space was freed", r, map[string]string{"big": strings.Repeat("x", 1000)})
 }
@@ -237,6 +227,19 @@ func TestWriteLargerThanTheFreeSpace(t *testing.T) {
 	defer r.Close()
 	checkValues(t, "after a power loss", r, map[string]string{
 		"before": "1", "big": "<nil>", "after": "2", "fits": strings.Repeat("y", 2<<20)})
+}
+
+// awaitErr returns what c receives, failing the test if that takes over
+// 10 s.
+func awaitErr(t *testing.T, c <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-c:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no result after 10 s", what)
+		return nil
+	}
 }
 
 func usage(mem *vfs.Mem) int64 {
