@@ -11,10 +11,12 @@ import (
 	"github.com/flintkv/flint/internal/wal"
 )
 
-// How the append thread retries a write that found the disk full: see
-// waitForSpace. (A variable, for tests.)
+// retryNoSpace is how often the append thread checks whether a write that
+// found the disk full may be tried again; see waitForSpace.
 const retryNoSpace = 200 * time.Millisecond
 
+// maxSpaceWait is the longest the append thread waits between two tries of
+// a write that found the disk full. It is a variable for tests.
 var maxSpaceWait = 5 * time.Second
 
 // appendLoop is the append thread: it saves raft's append messages to the
@@ -49,10 +51,10 @@ func (r *Replica) appendLoop() {
 		// commit index is volatile state in raft, which a restart may find
 		// older (the new term's first entry commits the rest again); a
 		// later write saves it only if raft sends it again, with a change.
-		// Responses need no write either: every
-		// earlier write is durable already. So every write to the log is
-		// fsynced before the next one is made, and damage to any but the
-		// last can be told from a torn write (see package wal).
+		// Responses need no write either: every earlier write is durable
+		// already. So every write to the log is fsynced before the next one
+		// is made, and damage to any but the last can be told from a torn
+		// write (see package wal).
 		if len(ents) > 0 || termOrVoteChanged(hs, saved) {
 			if !r.save(ents, hs) {
 				return
