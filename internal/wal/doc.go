@@ -64,7 +64,9 @@
 // a preallocated segment, are no loss) and the loss is logged. Any other
 // damage (a bad frame with such a seal after it, damage in an earlier
 // segment, a missing segment, a gap in entries the snapshot lacks) stops
-// Open with an *Error that names the file and offset. Nothing is skipped
+// Open with an *Error that names the file and offset; but segments left
+// before a gap whose every entry the snapshot holds are deleted, with a
+// warning, as leftovers of a release that failed. Nothing is skipped
 // silently, except what Open cannot see: a missing last segment, or a last
 // segment cut exactly at the end of a frame, reads as a log that ends
 // there. Damage to the writes made since the last fsync but one (the

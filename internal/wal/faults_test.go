@@ -419,3 +419,37 @@ func TestFailedFsyncIsNotReadBack(t *testing.T) {
 	defer mustClose(t, w)
 	checkEntries(t, "replay after a power loss", r.log(), append(entries(1, 2, 1), entries(3, 6, 2)...))
 }
+
+// TestStaleSegmentsBeforeAGap opens a log whose oldest segment was left
+// behind by a release that failed partway, before ReleaseTo kept such
+// segments with the rest: with a snapshot that covers it, it is deleted and
+// the log opens; with none, the gap is damage.
+func TestStaleSegmentsBeforeAGap(t *testing.T) {
+	m := vfs.NewMem()
+	opt := wal.Options{SegmentSize: 200}
+	w, _ := mustOpen(t, m, opt, 0)
+	for i := uint64(1); i <= 30; i++ {
+		mustSave(t, w, entries(i, i, 1), hardState(1, 1, i))
+	}
+	oldest := segments(t, m)[0]
+	stale := readFile(t, m, oldest)
+	if err := w.ReleaseTo(20); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, w)
+	if segs := segments(t, m); slices.Contains(segs, oldest) || segmentSeq(t, segs[0]) < 3 {
+		t.Fatalf("ReleaseTo(20) left %v, want a gap after %s", segs, oldest)
+	}
+	writeFile(t, m, oldest, stale) // as if deleting it had failed
+
+	if _, _, err := open(t, m, opt, 0); err == nil || !strings.Contains(err.Error(), "are missing before it") {
+		t.Fatalf("Open with no snapshot over the gap = %v, want the missing segments named", err)
+	}
+	w, r := mustOpen(t, m, opt, 20)
+	defer mustClose(t, w)
+	if slices.Contains(segments(t, m), oldest) {
+		t.Fatalf("Open left %s, which the snapshot covers", oldest)
+	}
+	log := r.log()
+	checkEntries(t, "replay after the snapshot", log[len(log)-10:], entries(21, 30, 1))
+}

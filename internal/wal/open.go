@@ -44,6 +44,9 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	if err != nil {
 		return nil, err
 	}
+	if segs, err = w.dropStale(segs, after); err != nil {
+		return nil, err
+	}
 	if len(segs) == 0 {
 		w.metrics.LastIndex = after
 		if err := w.start(1, after+1); err != nil {
@@ -183,7 +186,37 @@ func (w *WAL) start(seq, first uint64) error {
 	return nil
 }
 
-// list returns the segments in dir in order, checking that none is missing.
+// dropStale checks that no segment is missing between the first and the
+// last, and returns them. Segments before a gap are left over from a
+// release that failed partway, by a version before ReleaseTo kept them
+// whole, if the snapshot covers every entry in them, that is, if the
+// segment after the gap starts at or before after+1: they are deleted, with
+// a warning. Any other gap is damage.
+func (w *WAL) dropStale(segs []segment, after uint64) ([]segment, error) {
+	for i := len(segs) - 1; i > 0; i-- {
+		if segs[i].seq == segs[i-1].seq+1 {
+			continue
+		}
+		if segs[i].first > after+1 {
+			return nil, &Error{File: segs[i].name, Reason: fmt.Sprintf("segments %d to %d are missing before it; restore them, or the data directory, from a backup",
+				segs[i-1].seq+1, segs[i].seq-1)}
+		}
+		for _, s := range segs[:i] {
+			if err := w.fs.Remove(path.Join(w.dir, s.name)); err != nil {
+				return nil, fmt.Errorf("wal: deleting %s: %w", s.name, err)
+			}
+			w.opt.Logger.Warn("wal: deleted a segment left before a gap, which the snapshot covers",
+				"file", path.Join(w.dir, s.name), "snapshot", after)
+		}
+		if err := w.fs.SyncDir(w.dir); err != nil {
+			return nil, fmt.Errorf("wal: fsync %s: %w", w.dir, err)
+		}
+		return segs[i:], nil
+	}
+	return segs, nil
+}
+
+// list returns the segments in dir in order.
 func (w *WAL) list() ([]segment, error) {
 	names, err := w.fs.ReadDir(w.dir)
 	if err != nil {
@@ -199,10 +232,6 @@ func (w *WAL) list() ([]segment, error) {
 			return nil, &Error{File: name, Reason: "not a segment name (<seq>-<first>.wal, 16 hex digits each); move the file out of the log directory"}
 		}
 		s.name = name
-		if len(segs) > 0 && s.seq != segs[len(segs)-1].seq+1 {
-			return nil, &Error{File: name, Reason: fmt.Sprintf("segments %d to %d are missing before it; restore them, or the data directory, from a backup",
-				segs[len(segs)-1].seq+1, s.seq-1)}
-		}
 		segs = append(segs, s)
 	}
 	return segs, nil
