@@ -19,6 +19,10 @@ const retryNoSpace = 200 * time.Millisecond
 // a write that found the disk full. It is a variable for tests.
 var maxSpaceWait = 5 * time.Second
 
+// minSpace is the least free space waitForSpace waits for, as a write of a
+// hard state alone needs some too.
+const minSpace = 4 << 10
+
 // appendLoop is the append thread: it saves raft's append messages to the
 // WAL, every waiting message in one write and one fsync, then tells raft.
 func (r *Replica) appendLoop() {
@@ -108,7 +112,7 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 		if !r.noSpace.Swap(true) {
 			r.logNoSpace(err)
 		}
-		if !r.waitForSpace(logBytes(ents), &wait) {
+		if !r.waitForSpace(max(logBytes(ents), minSpace), &wait) {
 			return false
 		}
 	}

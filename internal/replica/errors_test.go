@@ -176,7 +176,6 @@ func TestOpenOnFullDisk(t *testing.T) {
 	set(t, r, "after", "2")
 }
 
-// usage returns the bytes the replica's files take on mem.
 // TestDiskFullPartlyFreed fills the disk, then frees just enough for the
 // write that found it full: the write goes through once the filesystem
 // counts the space, not at its next try regardless (made a minute long).
@@ -242,6 +241,7 @@ func awaitErr(t *testing.T, c <-chan error, what string) error {
 	}
 }
 
+// usage returns the bytes the replica's files take on mem.
 func usage(mem *vfs.Mem) int64 {
 	used := int64(0)
 	for _, dir := range []string{"data/wal", "data/snap"} {

@@ -1,9 +1,6 @@
 package vfs
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 // Available returns the bytes that can still be written in dir's
 // filesystem, and false if fsys cannot tell.
@@ -19,19 +16,16 @@ type spacer interface {
 	available(dir string) (int64, bool)
 }
 
-// available returns the space this process may fill, from statfs: what
-// unprivileged users may, or for root also the blocks reserved for root.
-// Disk quotas are not counted.
+// available returns the space that unprivileged users may fill, from
+// statfs. It leaves out the blocks reserved for root, which a process may
+// fill only with CAP_SYS_RESOURCE, and disk quotas are not counted: it can
+// be more, or less, than a write can use.
 func (osFS) available(dir string) (int64, bool) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, false
 	}
-	blocks := st.Bavail
-	if os.Geteuid() == 0 {
-		blocks = st.Bfree
-	}
-	return int64(blocks) * st.Frsize, true
+	return int64(st.Bavail) * int64(st.Frsize), true
 }
 
 // available returns the room left under the capacity, if one is set.

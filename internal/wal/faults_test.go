@@ -420,10 +420,10 @@ func TestFailedFsyncIsNotReadBack(t *testing.T) {
 	checkEntries(t, "replay after a power loss", r.log(), append(entries(1, 2, 1), entries(3, 6, 2)...))
 }
 
-// TestStaleSegmentsBeforeAGap opens a log whose oldest segment was left
+// TestStaleSegmentsBeforeAGap opens a log whose oldest segments were left
 // behind by a release that failed partway, before ReleaseTo kept such
-// segments with the rest: with a snapshot that covers it, it is deleted and
-// the log opens; with none, the gap is damage.
+// segments with the rest: with a snapshot that covers them, they are
+// deleted and the log opens; with one that does not, the gap is damage.
 func TestStaleSegmentsBeforeAGap(t *testing.T) {
 	m := vfs.NewMem()
 	opt := wal.Options{SegmentSize: 200}
@@ -431,25 +431,44 @@ func TestStaleSegmentsBeforeAGap(t *testing.T) {
 	for i := uint64(1); i <= 30; i++ {
 		mustSave(t, w, entries(i, i, 1), hardState(1, 1, i))
 	}
-	oldest := segments(t, m)[0]
-	stale := readFile(t, m, oldest)
+	all := segments(t, m)
+	stale := []string{all[0], all[2]} // two gaps: after each of them
+	kept := map[string][]byte{}
+	for _, name := range stale {
+		kept[name] = readFile(t, m, name)
+	}
 	if err := w.ReleaseTo(20); err != nil {
 		t.Fatal(err)
 	}
 	mustClose(t, w)
-	if segs := segments(t, m); slices.Contains(segs, oldest) || segmentSeq(t, segs[0]) < 3 {
-		t.Fatalf("ReleaseTo(20) left %v, want a gap after %s", segs, oldest)
+	next := segments(t, m)[0]
+	if segmentSeq(t, next) <= segmentSeq(t, all[3]) {
+		t.Fatalf("ReleaseTo(20) left %v, want a gap after %s", segments(t, m), all[3])
 	}
-	writeFile(t, m, oldest, stale) // as if deleting it had failed
+	for name, b := range kept {
+		writeFile(t, m, name, b) // as if deleting it had failed
+	}
 
-	if _, _, err := open(t, m, opt, 0); err == nil || !strings.Contains(err.Error(), "are missing before it") {
-		t.Fatalf("Open with no snapshot over the gap = %v, want the missing segments named", err)
+	f := segmentFirst(t, next)
+	for _, after := range []uint64{0, f - 2} {
+		if _, _, err := open(t, m, opt, after); err == nil || !strings.Contains(err.Error(), "are missing before it") {
+			t.Fatalf("Open after a snapshot at %d, with entries from %d after the gap: %v, want the missing segments named", after, f, err)
+		}
 	}
-	w, r := mustOpen(t, m, opt, 20)
-	defer mustClose(t, w)
-	if slices.Contains(segments(t, m), oldest) {
-		t.Fatalf("Open left %s, which the snapshot covers", oldest)
+	w, r := mustOpen(t, m, opt, f-1)
+	mustClose(t, w)
+	for _, name := range stale {
+		if slices.Contains(segments(t, m), name) {
+			t.Fatalf("Open left %s, which the snapshot covers", name)
+		}
 	}
 	log := r.log()
 	checkEntries(t, "replay after the snapshot", log[len(log)-10:], entries(21, 30, 1))
+
+	// Two segments numbered alike are refused, naming both.
+	dup := segName(segmentSeq(t, next), f+1)
+	writeFile(t, m, dup, readFile(t, m, next))
+	if _, _, err := open(t, m, opt, f-1); err == nil || !strings.Contains(err.Error(), "a second segment numbered") || !strings.Contains(err.Error(), next) {
+		t.Fatalf("Open with two segments numbered %d: %v", segmentSeq(t, next), err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 
@@ -201,22 +202,32 @@ func (w *WAL) dropStale(segs []segment, after uint64) ([]segment, error) {
 			return nil, &Error{File: segs[i].name, Reason: fmt.Sprintf("segments %d to %d are missing before it; restore them, or the data directory, from a backup",
 				segs[i-1].seq+1, segs[i].seq-1)}
 		}
-		for _, s := range segs[:i] {
-			if err := w.fs.Remove(path.Join(w.dir, s.name)); err != nil {
-				return nil, fmt.Errorf("wal: deleting %s: %w", s.name, err)
-			}
-			w.opt.Logger.Warn("wal: deleted a segment left before a gap, which the snapshot covers",
-				"file", path.Join(w.dir, s.name), "snapshot", after)
-		}
-		if err := w.fs.SyncDir(w.dir); err != nil {
-			return nil, fmt.Errorf("wal: fsync %s: %w", w.dir, err)
-		}
+		w.deleteStale(segs[:i], after)
 		return segs[i:], nil
 	}
 	return segs, nil
 }
 
-// list returns the segments in dir in order.
+// deleteStale deletes segments that dropStale found stale. A failure is
+// logged, not returned: Open reads no stale segment, and the next Open
+// tries again.
+func (w *WAL) deleteStale(stale []segment, after uint64) {
+	var err error
+	for _, s := range stale {
+		if rerr := w.fs.Remove(path.Join(w.dir, s.name)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = fmt.Errorf("wal: deleting %s: %w", s.name, rerr)
+			break
+		}
+	}
+	if err == nil {
+		err = w.fs.SyncDir(w.dir)
+	}
+	w.opt.Logger.Warn("wal: deleted the segments left before a gap in the log, which the snapshot covers",
+		"dir", w.dir, "first", stale[0].name, "last", stale[len(stale)-1].name, "count", len(stale), "snapshot", after, "err", err)
+}
+
+// list returns the segments in dir in order, checking that no two have the
+// same sequence number.
 func (w *WAL) list() ([]segment, error) {
 	names, err := w.fs.ReadDir(w.dir)
 	if err != nil {
@@ -232,6 +243,10 @@ func (w *WAL) list() ([]segment, error) {
 			return nil, &Error{File: name, Reason: "not a segment name (<seq>-<first>.wal, 16 hex digits each); move the file out of the log directory"}
 		}
 		s.name = name
+		if len(segs) > 0 && s.seq == segs[len(segs)-1].seq {
+			return nil, &Error{File: name, Reason: fmt.Sprintf("a second segment numbered %d (the other is %s); move the one that does not belong out of the log directory",
+				s.seq, segs[len(segs)-1].name)}
+		}
 		segs = append(segs, s)
 	}
 	return segs, nil
