@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -371,4 +372,58 @@ func TestSegmentDeleteFails(t *testing.T) {
 	r = restartAfterPowerLoss(t, r, fs.Mem)
 	defer r.Close()
 	checkValues(t, "after a failed segment delete and a restart", r, want)
+}
+
+// countWrites is an FS that counts the writes to log segments.
+type countWrites struct {
+	vfs.FS
+	n atomic.Int64
+}
+
+func (c *countWrites) Create(name string) (vfs.File, error) { return c.wrap(c.FS.Create(name)) }
+func (c *countWrites) OpenRW(name string) (vfs.File, error) { return c.wrap(c.FS.OpenRW(name)) }
+
+func (c *countWrites) wrap(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &countedFile{File: f, n: &c.n}, nil
+}
+
+// countedFile is a file of a countWrites.
+type countedFile struct {
+	vfs.File
+	n *atomic.Int64
+}
+
+func (f *countedFile) WriteAt(p []byte, off int64) (int, error) {
+	f.n.Add(1)
+	return f.File.WriteAt(p, off)
+}
+
+// TestFullQuotaBacksOff fails every write to the log as a full disk quota
+// does, on a filesystem that cannot tell its free space: the retries of
+// the write back off rather than come every retryNoSpace, and the write
+// goes through once the quota allows it.
+func TestFullQuotaBacksOff(t *testing.T) {
+	ff := vfs.NewFaulty(vfs.NewMem())
+	fs := &countWrites{FS: ff}
+	r := open(t, fs, Options{})
+	defer r.Close()
+	set(t, r, "before", "1")
+	ff.SetFilter(func(name string) bool { return strings.HasSuffix(name, ".wal") })
+	ff.FailWrite(syscall.EDQUOT)
+	blocked := make(chan error, 1)
+	go func() { blocked <- r.Apply(batchOf("k", "v"), nil) }()
+	start := fs.n.Load()
+	time.Sleep(3 * time.Second)
+	// Tries at about 0, 0.2, 0.6, 1.4 and 3 s; every 0.2 s would be 15.
+	if tries := fs.n.Load() - start; tries > 8 {
+		t.Fatalf("%d tries of the write in 3 s under a full quota", tries)
+	}
+	ff.Heal()
+	if err := awaitErr(t, blocked, "the write, once the quota allows it"); err != nil {
+		t.Fatalf("the write, once the quota allows it: %v", err)
+	}
+	checkValues(t, "after the quota allowed the write", r, map[string]string{"before": "1", "k": "v"})
 }
