@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path"
 	"strings"
 
@@ -212,16 +211,7 @@ func (w *WAL) dropStale(segs []segment, after uint64) ([]segment, error) {
 // logged, not returned: Open reads no stale segment, and the next Open
 // tries again.
 func (w *WAL) deleteStale(stale []segment, after uint64) {
-	var err error
-	for _, s := range stale {
-		if rerr := w.fs.Remove(path.Join(w.dir, s.name)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = fmt.Errorf("wal: deleting %s: %w", s.name, rerr)
-			break
-		}
-	}
-	if err == nil {
-		err = w.fs.SyncDir(w.dir)
-	}
+	_, err := w.removeSegments(stale)
 	w.opt.Logger.Warn("wal: deleted the segments left before a gap in the log, which the snapshot covers",
 		"dir", w.dir, "first", stale[0].name, "last", stale[len(stale)-1].name, "count", len(stale), "snapshot", after, "err", err)
 }

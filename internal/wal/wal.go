@@ -362,27 +362,35 @@ func (w *WAL) ReleaseTo(index uint64) error {
 	}
 	gone := append([]segment(nil), w.segs[:n]...)
 	w.mu.Unlock()
+	removed, err := w.removeSegments(gone)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.segs[:removed] { // Save only appends to segs
+		w.size -= s.size
+	}
+	w.segs = w.segs[removed:]
+	return err
+}
+
+// removeSegments deletes segs, oldest first, up to the first that cannot
+// be deleted (one already gone counts as deleted), and syncs the directory
+// if it deleted any. It returns how many it deleted and the first error.
+func (w *WAL) removeSegments(segs []segment) (int, error) {
 	var err error
 	removed := 0
-	for _, s := range gone {
+	for _, s := range segs {
 		if rerr := w.fs.Remove(path.Join(w.dir, s.name)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = fmt.Errorf("wal: deleting %s: %w", s.name, rerr)
 			break
 		}
 		removed++
 	}
-	w.mu.Lock()
-	for _, s := range w.segs[:removed] { // Save only appends to segs
-		w.size -= s.size
-	}
-	w.segs = w.segs[removed:]
-	w.mu.Unlock()
 	if removed > 0 {
 		if serr := w.fs.SyncDir(w.dir); err == nil {
 			err = serr
 		}
 	}
-	return err
+	return removed, err
 }
 
 // Metrics returns the log's metrics. It may be called at any time.
