@@ -201,19 +201,15 @@ func (w *WAL) dropStale(segs []segment, after uint64) ([]segment, error) {
 			return nil, &Error{File: segs[i].name, Reason: fmt.Sprintf("segments %d to %d are missing before it; restore them, or the data directory, from a backup",
 				segs[i-1].seq+1, segs[i].seq-1)}
 		}
-		w.deleteStale(segs[:i], after)
+		// A failed deletion is logged, not returned: Open reads no stale
+		// segment, and the next Open tries again.
+		stale := segs[:i]
+		_, err := w.removeSegments(stale)
+		w.opt.Logger.Warn("wal: deleted the segments left before a gap in the log, which the snapshot covers",
+			"dir", w.dir, "first", stale[0].name, "last", stale[len(stale)-1].name, "count", len(stale), "snapshot", after, "err", err)
 		return segs[i:], nil
 	}
 	return segs, nil
-}
-
-// deleteStale deletes segments that dropStale found stale. A failure is
-// logged, not returned: Open reads no stale segment, and the next Open
-// tries again.
-func (w *WAL) deleteStale(stale []segment, after uint64) {
-	_, err := w.removeSegments(stale)
-	w.opt.Logger.Warn("wal: deleted the segments left before a gap in the log, which the snapshot covers",
-		"dir", w.dir, "first", stale[0].name, "last", stale[len(stale)-1].name, "count", len(stale), "snapshot", after, "err", err)
 }
 
 // list returns the segments in dir in order, checking that no two have the
