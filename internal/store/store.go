@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Errors returned in Result.Err. They are the client's fault, not the store's.
@@ -91,9 +92,35 @@ type shard struct {
 // without any lock: it never changes again, and a write to its key makes a
 // new cell and puts it in the map and the index, or a tombstone in the index.
 type cell struct {
-	key string // the stored key, so that a write reuses it rather than allocating
-	val []byte
-	gen uint64
+	key   string // the stored key: in short, or a string of its own (see newCell)
+	val   []byte
+	gen   uint64
+	short [shortKey]byte // holds key when it fits: see newCell
+}
+
+// shortKey is the longest key a cell holds itself. It fills the cell to 64
+// bytes, one size class and one cache line.
+const shortKey = 16
+
+// newCell returns a cell for key and val made at generation gen.
+//
+// A key of up to shortKey bytes is copied into the cell, and c.key points
+// there: so a lookup that compares keys (the map's, the index's) reads the
+// cell's line, which the write or read then needs anyway, rather than a
+// separate allocation, and the collector has one object less to mark per
+// key. A longer key is stored as a string of its own, shared with key when
+// key is a string already. A short key is never shared between cells: a new
+// cell for the key copies it again, so that no cell keeps an older one, and
+// its value, alive.
+func newCell[K string | []byte](key K, val []byte, gen uint64) *cell {
+	c := &cell{val: val, gen: gen}
+	if len(key) > shortKey {
+		c.key = string(key)
+		return c
+	}
+	n := copy(c.short[:], key)
+	c.key = unsafe.String(&c.short[0], n) // short never changes once written
+	return c
 }
 
 // value returns the value in c, or nil if c is nil.
@@ -216,7 +243,7 @@ func (sh *shard) putLocked(key, val []byte) {
 // old: passing it saves a second map lookup.
 func (sh *shard) replaceLocked(old *cell, key, val []byte) {
 	if old == nil {
-		sh.insertLocked(string(key), val)
+		sh.insertLocked(key, val)
 		return
 	}
 	sh.bytes.Add(int64(len(val) - len(old.val)))
@@ -224,19 +251,20 @@ func (sh *shard) replaceLocked(old *cell, key, val []byte) {
 		old.val = val
 		return
 	}
-	// A view may hold old. Reuse the stored key string: the write
-	// allocates only the value and the cell.
-	c := &cell{key: old.key, val: val, gen: sh.mu.gen}
+	// A view may hold old. Reuse a long key's string: the write allocates
+	// only the value and the cell. (Storing c.key in the map replaces the
+	// map's key string too, so that it no longer points into old.)
+	c := newCell(old.key, val, sh.mu.gen)
 	sh.mu.m[c.key] = c
 	sh.mu.idx.add(item{prefix(c.key), c.key, c})
 	sh.shadowLocked(itemCost + len(old.key) + len(old.val))
 }
 
 // insertLocked stores val under key, which is not in the shard.
-func (sh *shard) insertLocked(key string, val []byte) {
-	c := &cell{key: key, val: val, gen: sh.mu.gen}
-	sh.mu.m[key] = c
-	sh.mu.idx.add(item{prefix(key), key, c})
+func (sh *shard) insertLocked(key, val []byte) {
+	c := newCell(key, val, sh.mu.gen)
+	sh.mu.m[c.key] = c
+	sh.mu.idx.add(item{prefix(c.key), c.key, c})
 	sh.keys.Add(1)
 	sh.bytes.Add(int64(len(key) + len(val)))
 }
@@ -254,7 +282,9 @@ func (sh *shard) deleteLocked(key []byte) bool {
 		old.gen, old.val = deadGen, nil // its item, wherever it is, is now absent
 		sh.shadowLocked(itemCost + len(old.key))
 	} else {
-		sh.mu.idx.add(item{pre: prefix(old.key), key: old.key}) // a view may hold old
+		// A view may hold old. The tombstone shares old.key, so keeps old and
+		// its value until a merge drops it: the garbage counted here.
+		sh.mu.idx.add(item{pre: prefix(old.key), key: old.key})
 		sh.shadowLocked(2*itemCost + len(old.key) + len(old.val))
 	}
 	return true
