@@ -26,7 +26,9 @@ func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error)
 	if err != nil {
 		return "", 0, fmt.Errorf("snap: %w", err)
 	}
-	w := &writer{f: f, buf: frame.Append(nil, typeHeader, headerPayload(meta))}
+	// Paced: the log's fsyncs, which acknowledge writes, must not wait
+	// behind the whole snapshot's.
+	w := &writer{f: &vfs.Paced{File: f}, buf: frame.Append(nil, typeHeader, headerPayload(meta))}
 	size, err := w.write(pairs)
 	if err == nil {
 		err = f.Sync()

@@ -55,9 +55,10 @@ func (w *WAL) startSpare() {
 	go func() { w.spare.ready <- w.makeSpare() }()
 }
 
-// makeSpare writes and fsyncs a spare file of SegmentSize zeros. It
-// fsyncs even with NoSync, here in the background, since create fsyncs the
-// segment's start in any case and would otherwise write all the zeros then.
+// makeSpare writes and fsyncs a spare file of SegmentSize zeros, a MiB at a
+// time (see vfs.Paced). It fsyncs even with NoSync, here in the
+// background, since create fsyncs the segment's start in any case and
+// would otherwise write all the zeros then.
 // It returns nil, having removed what it wrote, if the disk has less than
 // two segments of room or anything fails.
 func (w *WAL) makeSpare() vfs.File {
@@ -70,9 +71,12 @@ func (w *WAL) makeSpare() vfs.File {
 	if err != nil {
 		return nil
 	}
-	zeros := make([]byte, min(size, 1<<20))
+	// Paced, so that the log's fsyncs meanwhile wait behind a MiB of these
+	// zeros at most, not all of them.
+	p := &vfs.Paced{File: f}
+	zeros := make([]byte, min(size, vfs.PaceBytes))
 	for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
-		_, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+		_, err = p.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
 	}
 	if err == nil {
 		err = f.Sync()
