@@ -3,6 +3,7 @@ package store
 import (
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // index is one shard's ordered index: an item for every key, in a
@@ -32,7 +33,23 @@ type index struct {
 	limit   int     // fresh is sealed once it holds this many items
 	pending *merger // a merge of two runs, done a slice per add; nil if none
 	skipped bool    // the last compact left a merge undone for being over its most
+	spare   []run   // emptied arrays of runs merged away, for new runs to reuse
+	spared  int     // their capacity in items, at most maxSpare
+	viewed  map[*item]bool
 }
+
+// Merges would otherwise allocate most of what a store with many new keys
+// allocates (each item is copied O(log n) times), and that garbage sets how
+// often the collector runs. So the array of a run that a merge replaced is
+// emptied and kept in spare, and the next merge or seal that fits it fills
+// it instead of allocating. A view's runs are read with no lock for as long
+// as the view lives: viewed holds the arrays of the runs any view was given
+// (the address of their first item), which are never reused.
+//
+// maxSpare bounds spared: spares are memory kept beside the index's own, 40
+// bytes an item (1.25 MiB a shard with the default fresh, at most), to save
+// allocating it again. Merges larger than that allocate, as they are rare.
+func (x *index) maxSpare() int { return x.incremental() / 2 }
 
 // run is a slice of items sorted by key, each key at most once.
 type run []item
@@ -90,6 +107,8 @@ func (x *index) install() {
 	x.runs[m.at] = m.out
 	x.runs = slices.Delete(x.runs, m.at+1, m.at+2)
 	x.pending = nil
+	x.recycle(m.older)
+	x.recycle(m.newer)
 }
 
 // seal sorts fresh into a new run, keeping one item per key: the one with a
@@ -107,13 +126,13 @@ func (x *index) seal() {
 		}
 		return compareBool(a.absent(), b.absent()) // the live item first
 	})
-	out := make(run, 0, len(r))
+	out := x.alloc(len(r))
 	for i, it := range r {
 		if i == 0 || it.pre != r[i-1].pre || it.key != r[i-1].key { // pre first: no key read
 			out = append(out, it)
 		}
 	}
-	x.runs = append(x.runs, slices.Clip(out))
+	x.runs = append(x.runs, out)
 	clear(r) // fresh's array is reused: no references to cells from it
 	x.fresh = r[:0]
 }
@@ -150,16 +169,16 @@ func (x *index) compact(all bool, most int) {
 		case !all && len(older)+len(newer) > x.incremental():
 			if x.pending == nil {
 				m := len(older) + len(newer)
-				x.pending = newMerger(k, older, newer, dropAt(k, bottom))
+				x.pending = newMerger(k, older, newer, dropAt(k, bottom), x.alloc(m))
 				x.pending.rate = max(mergeStep, 4*m/x.incremental()+1) // done in incremental/4 adds
 			}
 			return
 		}
-		x.runs[k] = mergeRuns(older, newer, dropAt(k, bottom))
+		x.runs[k] = x.merge(older, newer, dropAt(k, bottom))
 		x.runs = slices.Delete(x.runs, k+1, k+2)
 	}
 	if all && lone {
-		x.runs[0] = mergeRuns(x.runs[0], nil, bottom) // the absent items it may hold
+		x.runs[0] = x.merge(x.runs[0], nil, bottom) // the absent items it may hold
 	}
 }
 
@@ -181,12 +200,46 @@ func dropAt(k, bottom int) int {
 	return dropNone
 }
 
-// mergeRuns returns the run of the items of older and newer, newer's
-// shadowing older's, without the items that drop says.
-func mergeRuns(older, newer run, drop int) run {
-	m := newMerger(0, older, newer, drop)
+// merge returns the run of the items of older and newer, newer's
+// shadowing older's, without the items that drop says, and recycles
+// older's and newer's arrays.
+func (x *index) merge(older, newer run, drop int) run {
+	m := newMerger(0, older, newer, drop, x.alloc(len(older)+len(newer)))
 	m.step(math.MaxInt)
+	x.recycle(older)
+	x.recycle(newer)
 	return m.out
+}
+
+// alloc returns an empty run with room for n items: a spare array if one
+// holds n without being over twice as large, else a new one.
+func (x *index) alloc(n int) run {
+	for i, r := range x.spare {
+		if cap(r) >= n && cap(r) <= 2*n {
+			x.spare = slices.Delete(x.spare, i, i+1)
+			x.spared -= cap(r)
+			return r
+		}
+	}
+	return make(run, 0, n)
+}
+
+// recycle takes back the array of r, which a merge replaced, as a spare,
+// unless a view may hold it or the spares would exceed maxSpare.
+func (x *index) recycle(r run) {
+	p := unsafe.SliceData(r)
+	switch {
+	case cap(r) == 0:
+		return
+	case x.viewed[p]:
+		delete(x.viewed, p) // the index holds it no more: nor will it again
+		return
+	case x.spared+cap(r) > x.maxSpare():
+		return
+	}
+	clear(r[:cap(r)]) // the collector must not keep what its items point to
+	x.spare = append(x.spare, r[:0])
+	x.spared += cap(r)
 }
 
 // merger merges two runs as mergeRuns does, a step at a time. A merge that
@@ -201,8 +254,10 @@ type merger struct {
 	rate         int // items merged each add, for a pending merge
 }
 
-func newMerger(at int, older, newer run, drop int) *merger {
-	return &merger{at: at, older: older, newer: newer, out: make(run, 0, len(older)+len(newer)), drop: drop}
+// newMerger returns a merger that merges into out, which must be empty
+// and have room for older and newer.
+func newMerger(at int, older, newer run, drop int, out run) *merger {
+	return &merger{at: at, older: older, newer: newer, out: out, drop: drop}
 }
 
 // step merges up to n more items and reports whether the merge is done.
@@ -259,6 +314,14 @@ func (x *index) tidy() {
 // not modify.
 func (x *index) view() []run {
 	x.tidy()
+	if x.viewed == nil {
+		x.viewed = make(map[*item]bool)
+	}
+	for _, r := range x.runs {
+		if cap(r) > 0 {
+			x.viewed[unsafe.SliceData(r)] = true
+		}
+	}
 	return slices.Clone(x.runs)
 }
 

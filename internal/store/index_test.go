@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // TestIndexRunsStayFew adds distinct keys in random order and checks after
@@ -205,4 +206,67 @@ func TestRangeNAfterEachWriteInOneShard(t *testing.T) {
 	if most > 12 {
 		t.Errorf("%d keys, a RangeN after each write: up to %d runs", s.Len(), most)
 	}
+}
+
+// TestSpares adds keys, taking views now and then, and checks after each add
+// that the spare arrays are empty and cleared, within maxSpare, and shared
+// with no run of the index or of its pending merge and no run any view was
+// given; and that seals and merges did reuse them.
+func TestSpares(t *testing.T) {
+	const n, fresh = 50_000, 8
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := newIndex(fresh)
+	viewed := map[*item]bool{} // the arrays of every view's runs
+	reused := 0
+	for i, k := range rng.Perm(n) {
+		before := map[*item]bool{}
+		for _, r := range x.spare {
+			before[unsafe.SliceData(r)] = true
+		}
+		key := fmt.Sprint(k)
+		x.add(item{prefix(key), key, &cell{key: key}})
+		if rng.IntN(500) == 0 {
+			for _, r := range x.view() {
+				viewed[unsafe.SliceData(r)] = true
+			}
+		}
+		held := map[*item]bool{}
+		for _, r := range x.runs {
+			held[unsafe.SliceData(r)] = true
+		}
+		if m := x.pending; m != nil {
+			held[unsafe.SliceData(m.out)], held[unsafe.SliceData(m.older)], held[unsafe.SliceData(m.newer)] = true, true, true
+		}
+		for p := range held {
+			if before[p] {
+				reused++
+			}
+		}
+		total := 0
+		for j, r := range x.spare {
+			p := unsafe.SliceData(r)
+			switch {
+			case len(r) != 0 || cap(r) == 0:
+				t.Fatalf("add %d: spare %d has length %d, capacity %d", i, j, len(r), cap(r))
+			case held[p]:
+				t.Fatalf("add %d: spare %d is the array of a run in use", i, j)
+			case viewed[p]:
+				t.Fatalf("add %d: spare %d is the array of a run a view holds", i, j)
+			}
+			for _, it := range r[:cap(r)] {
+				if it != (item{}) {
+					t.Fatalf("add %d: spare %d holds item %q", i, j, it.key)
+				}
+			}
+			total += cap(r)
+		}
+		if total != x.spared || total > x.maxSpare() {
+			t.Fatalf("add %d: spares hold %d items, counted %d, most %d", i, total, x.spared, x.maxSpare())
+		}
+	}
+	checkKeys(t, &x, n)
+	if reused == 0 {
+		t.Fatal("no spare was reused")
+	}
+	t.Logf("%d runs made from spares", reused)
 }
