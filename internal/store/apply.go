@@ -76,11 +76,11 @@ func (s *Store) own(b []byte) []byte {
 }
 
 func (s *Store) set(key, val []byte, flags byte) Result {
-	sh := &s.shards[s.shardOf(key)]
+	sh, h := s.locate(key)
 	val = s.own(val)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old := sh.lookupLocked(key)
+	old := sh.lookupLocked(h, key)
 	found := old != nil
 	r := Result{Found: found}
 	if flags&SetGet != 0 {
@@ -89,7 +89,7 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 	if (flags&SetNX != 0 && found) || (flags&SetXX != 0 && !found) {
 		return r
 	}
-	sh.replaceLocked(old, key, val)
+	sh.replaceLocked(old, h, key, val)
 	r.Done = true
 	return r
 }
@@ -103,7 +103,8 @@ func (s *Store) mset(args [][]byte) Result {
 	s.lock(ls)
 	defer s.unlock(ls)
 	for i := 0; i < len(args); i += 2 {
-		s.shards[s.shardOf(args[i])].putLocked(args[i], vals[i/2])
+		sh, h := s.locate(args[i])
+		sh.putLocked(h, args[i], vals[i/2])
 	}
 	return Result{Done: true}
 }
@@ -113,12 +114,13 @@ func (s *Store) msetnx(args [][]byte) Result {
 	s.lock(ls)
 	defer s.unlock(ls)
 	for i := 0; i < len(args); i += 2 {
-		if _, ok := s.shards[s.shardOf(args[i])].getLocked(args[i]); ok {
+		if sh, h := s.locate(args[i]); sh.lookupLocked(h, args[i]) != nil {
 			return Result{}
 		}
 	}
 	for i := 0; i < len(args); i += 2 {
-		s.shards[s.shardOf(args[i])].putLocked(args[i], s.own(args[i+1]))
+		sh, h := s.locate(args[i])
+		sh.putLocked(h, args[i], s.own(args[i+1]))
 	}
 	return Result{Done: true}
 }
@@ -129,7 +131,7 @@ func (s *Store) del(keys [][]byte) Result {
 	defer s.unlock(ls)
 	var n int64
 	for _, k := range keys {
-		if s.shards[s.shardOf(k)].deleteLocked(k) {
+		if sh, h := s.locate(k); sh.deleteLocked(h, k) {
 			n++
 		}
 	}
@@ -137,11 +139,11 @@ func (s *Store) del(keys [][]byte) Result {
 }
 
 func (s *Store) incrBy(key []byte, delta int64) Result {
-	sh := &s.shards[s.shardOf(key)]
+	sh, h := s.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var n int64
-	old := sh.lookupLocked(key)
+	old := sh.lookupLocked(h, key)
 	if old != nil {
 		var valid bool
 		if n, valid = parseInt(old.val); !valid {
@@ -152,7 +154,7 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 		return Result{Err: ErrOverflow}
 	}
 	n += delta
-	sh.replaceLocked(old, key, strconv.AppendInt(nil, n, 10))
+	sh.replaceLocked(old, h, key, strconv.AppendInt(nil, n, 10))
 	return Result{Int: n}
 }
 
@@ -162,10 +164,10 @@ const (
 )
 
 func (s *Store) append(key, suffix []byte) Result {
-	sh := &s.shards[s.shardOf(key)]
+	sh, h := s.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old := sh.lookupLocked(key)
+	old := sh.lookupLocked(h, key)
 	cur := old.value()
 	if len(cur)+len(suffix) > s.maxValue {
 		return Result{Err: ErrTooLarge}
@@ -174,19 +176,19 @@ func (s *Store) append(key, suffix []byte) Result {
 	// reader sees past len(cur), and only the current value of a key is ever
 	// appended to.
 	v := append(cur[:len(cur):cap(cur)], suffix...)
-	sh.replaceLocked(old, key, v)
+	sh.replaceLocked(old, h, key, v)
 	return Result{Int: int64(len(v))}
 }
 
 func (s *Store) cas(key, expected, val []byte) Result {
-	sh := &s.shards[s.shardOf(key)]
+	sh, h := s.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old := sh.lookupLocked(key)
+	old := sh.lookupLocked(h, key)
 	if old == nil || !equal(old.val, expected) {
 		return Result{Found: old != nil}
 	}
-	sh.replaceLocked(old, key, s.own(val))
+	sh.replaceLocked(old, h, key, s.own(val))
 	return Result{Done: true, Found: true}
 }
 

@@ -88,7 +88,9 @@ func TestModel(t *testing.T) {
 	shards := []int{1, 2, 4, 64}[rng.IntN(4)]
 	// A small fresh makes the indexes seal and merge runs every few writes.
 	fresh := []int{1, 2, 3, 8, defaultFresh}[rng.IntN(5)]
-	mt := &modelTest{t: t, rng: rng, s: New(Options{Shards: shards, MaxValue: modelMaxValue, fresh: fresh}), m: model{}}
+	// Hashes of 4 bits: most keys clash with another of their shard.
+	hashBits := []int{0, 4}[rng.IntN(2)]
+	mt := &modelTest{t: t, rng: rng, s: New(Options{Shards: shards, MaxValue: modelMaxValue, fresh: fresh, hashBits: hashBits}), m: model{}}
 	seen := map[string]bool{}
 	for len(mt.keys) < 120 {
 		k := mt.randString("\x00ab\xff", 4)
@@ -102,7 +104,7 @@ func TestModel(t *testing.T) {
 			mt.keys = append(mt.keys, k)
 		}
 	}
-	t.Logf("%d shards, fresh %d, %d ops", shards, fresh, *opsFlag)
+	t.Logf("%d shards, fresh %d, hash bits %d, %d ops", shards, fresh, hashBits, *opsFlag)
 	for i := range *opsFlag {
 		mt.step(i)
 		if t.Failed() {

@@ -3,9 +3,9 @@ package store
 // Get returns the value of key. The returned slice is shared with the store
 // and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool) {
-	sh := &s.shards[s.shardOf(key)]
+	sh, h := s.locate(key)
 	sh.mu.RLock()
-	v, ok := sh.getLocked(key)
+	v, ok := sh.getLocked(h, key)
 	sh.mu.RUnlock()
 	return v, ok
 }
@@ -23,7 +23,8 @@ func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 	ls := s.lockSetOf(keys, 1)
 	s.rlock(ls)
 	for i, k := range keys {
-		vals[i], found[i] = s.shards[s.shardOf(k)].getLocked(k)
+		sh, h := s.locate(k)
+		vals[i], found[i] = sh.getLocked(h, k)
 	}
 	s.runlock(ls)
 	for i := range keys {
@@ -38,7 +39,7 @@ func (s *Store) Exists(keys [][]byte) int64 {
 	defer s.runlock(ls)
 	var n int64
 	for _, k := range keys {
-		if _, ok := s.shards[s.shardOf(k)].getLocked(k); ok {
+		if sh, h := s.locate(k); sh.lookupLocked(h, k) != nil {
 			n++
 		}
 	}

@@ -62,8 +62,8 @@ func (s *Store) Reserve(n int) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		if len(sh.mu.m) == 0 {
-			sh.mu.m = make(map[string]*cell, per)
+		if sh.lenLocked() == 0 {
+			sh.mu.m = make(map[uint64]*cell, per)
 		}
 		sh.mu.Unlock()
 	}
@@ -75,8 +75,8 @@ func (s *Store) Reserve(n int) {
 // never modify val afterwards. val may share memory with other values; its
 // capacity is cut to its length so that APPEND never writes past it.
 func (s *Store) Put(key, val []byte) {
-	sh := &s.shards[s.shardOf(key)]
+	sh, h := s.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.putLocked(key, val[:len(val):len(val)])
+	sh.putLocked(h, key, val[:len(val):len(val)])
 }

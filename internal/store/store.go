@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -44,12 +45,14 @@ type Options struct {
 	Shards   int // number of shards, rounded up to a power of two; default DefaultShards()
 	MaxValue int // longest value APPEND may build, in bytes; default 64 MiB
 
-	fresh int // items an index gathers before sorting them; default defaultFresh (tests set less)
+	fresh    int // items an index gathers before sorting them; default defaultFresh (tests set less)
+	hashBits int // tests only: keep this many low bits of each hash (0: all), so that keys clash
 }
 
 // Store is the state machine. All methods are safe for concurrent use.
 type Store struct {
 	seed     maphash.Seed
+	hashMask uint64 // see Options.hashBits
 	mask     uint64
 	maxValue int
 	shards   []shard
@@ -62,12 +65,18 @@ type Store struct {
 type shard struct {
 	mu struct {
 		sync.RWMutex
-		// Invariant: m maps each key to its cell, and the newest item of
-		// each key in idx points to the same cell; the newest item of a key
-		// not in m is absent, or there is none. Bytes within len of a stored
-		// value are never modified: readers and snapshots share them.
-		m   map[string]*cell
-		idx index
+		// Invariant: each key's cell is in m, under the key's hash, or, if
+		// another key with that hash was there first, in clash; never both.
+		// The newest item of each key in idx points to its cell; the newest
+		// item of a key in neither is absent, or there is none. Bytes within
+		// len of a stored value are never modified: readers and snapshots
+		// share them. (A map keyed by the hash, which the shard's choice
+		// computed already, has slots of 16 bytes with one pointer, not 24
+		// with two as a string key's, and does not hash or compare keys;
+		// clash is nil until two keys' 64-bit hashes are equal.)
+		m     map[uint64]*cell
+		clash map[string]*cell
+		idx   index
 		// gen counts the views taken of idx (see cell). It grows by one
 		// with each.
 		gen uint64
@@ -105,7 +114,7 @@ const shortKey = 16
 // newCell returns a cell for key and val made at generation gen.
 //
 // A key of up to shortKey bytes is copied into the cell, and c.key points
-// there: so a lookup that compares keys (the map's, the index's) reads the
+// there: so a lookup that compares keys (lookupLocked's, the index's) reads the
 // cell's line, which the write or read then needs anyway, rather than a
 // separate allocation, and the collector has one object less to mark per
 // key. A longer key is stored as a string of its own, shared with key when
@@ -173,7 +182,10 @@ func New(opt Options) *Store {
 		opt.fresh = defaultFresh
 	}
 	n := 1 << bits.Len(uint(opt.Shards-1))
-	s := &Store{seed: maphash.MakeSeed(), mask: uint64(n - 1), maxValue: opt.MaxValue, shards: make([]shard, n), fresh: opt.fresh}
+	s := &Store{seed: maphash.MakeSeed(), hashMask: math.MaxUint64, mask: uint64(n - 1), maxValue: opt.MaxValue, shards: make([]shard, n), fresh: opt.fresh}
+	if opt.hashBits > 0 {
+		s.hashMask = 1<<opt.hashBits - 1
+	}
 	for i := range s.shards {
 		s.shards[i].resetLocked(s.freshOf(i))
 	}
@@ -197,14 +209,25 @@ func DefaultShards() int { return max(16, 8*runtime.GOMAXPROCS(0)) }
 func (s *Store) freshOf(i int) int { return s.fresh + s.fresh*i/len(s.shards) }
 
 func (sh *shard) resetLocked(fresh int) {
-	sh.mu.m = make(map[string]*cell)
+	sh.mu.m = make(map[uint64]*cell)
+	sh.mu.clash = nil
 	sh.mu.idx = newIndex(fresh)
 	sh.mu.garbage = 0
 	sh.keys.Store(0)
 	sh.bytes.Store(0)
 }
 
-func (s *Store) shardOf(key []byte) int { return int(maphash.Bytes(s.seed, key) & s.mask) }
+// hash returns key's hash: its low bits choose the key's shard, and the
+// shard's map is keyed by all of it.
+func (s *Store) hash(key []byte) uint64 { return maphash.Bytes(s.seed, key) & s.hashMask }
+
+func (s *Store) shardOf(key []byte) int { return int(s.hash(key) & s.mask) }
+
+// locate returns key's shard and hash.
+func (s *Store) locate(key []byte) (*shard, uint64) {
+	h := s.hash(key)
+	return &s.shards[h&s.mask], h
+}
 
 // Len returns the number of keys.
 func (s *Store) Len() int64 {
@@ -224,26 +247,60 @@ func (s *Store) Bytes() int64 {
 	return n
 }
 
-// getLocked returns the value of key; the shard's lock must be held.
-func (sh *shard) getLocked(key []byte) ([]byte, bool) {
-	c, ok := sh.mu.m[string(key)]
-	return c.value(), ok
+// lenLocked returns the number of keys in the shard.
+func (sh *shard) lenLocked() int { return len(sh.mu.m) + len(sh.mu.clash) }
+
+// getLocked returns the value of key, whose hash is h; the shard's lock
+// must be held.
+func (sh *shard) getLocked(h uint64, key []byte) ([]byte, bool) {
+	c := sh.lookupLocked(h, key)
+	return c.value(), c != nil
 }
 
-// lookupLocked returns key's cell, or nil, for a write that then calls
-// replaceLocked.
-func (sh *shard) lookupLocked(key []byte) *cell { return sh.mu.m[string(key)] }
-
-// putLocked stores val, which the store now owns, under key.
-func (sh *shard) putLocked(key, val []byte) {
-	sh.replaceLocked(sh.lookupLocked(key), key, val)
+// lookupLocked returns the cell of key, whose hash is h, or nil.
+func (sh *shard) lookupLocked(h uint64, key []byte) *cell {
+	if c := sh.mu.m[h]; c != nil && c.key == string(key) {
+		return c
+	}
+	if sh.mu.clash != nil {
+		return sh.mu.clash[string(key)]
+	}
+	return nil
 }
 
-// replaceLocked stores val under key, whose cell lookupLocked returned as
-// old: passing it saves a second map lookup.
-func (sh *shard) replaceLocked(old *cell, key, val []byte) {
+// bindLocked makes c the cell of its key, whose hash is h, in place of
+// old, the key's cell until now, or nil.
+func (sh *shard) bindLocked(h uint64, old, c *cell) {
+	if sh.mu.m[h] == old { // old's place, or a free one for a new key
+		sh.mu.m[h] = c
+		return
+	}
+	if sh.mu.clash == nil {
+		sh.mu.clash = make(map[string]*cell)
+	}
+	sh.mu.clash[c.key] = c
+}
+
+// unbindLocked removes old, its key's cell, whose hash is h.
+func (sh *shard) unbindLocked(h uint64, old *cell) {
+	if sh.mu.m[h] == old {
+		delete(sh.mu.m, h)
+	} else {
+		delete(sh.mu.clash, old.key)
+	}
+}
+
+// putLocked stores val, which the store now owns, under key, whose hash is
+// h.
+func (sh *shard) putLocked(h uint64, key, val []byte) {
+	sh.replaceLocked(sh.lookupLocked(h, key), h, key, val)
+}
+
+// replaceLocked stores val under key, whose hash is h and whose cell
+// lookupLocked returned as old: passing it saves a second map lookup.
+func (sh *shard) replaceLocked(old *cell, h uint64, key, val []byte) {
 	if old == nil {
-		sh.insertLocked(key, val)
+		sh.insertLocked(h, key, val)
 		return
 	}
 	sh.bytes.Add(int64(len(val) - len(old.val)))
@@ -252,30 +309,31 @@ func (sh *shard) replaceLocked(old *cell, key, val []byte) {
 		return
 	}
 	// A view may hold old. Reuse a long key's string: the write allocates
-	// only the value and the cell. (Storing c.key in the map replaces the
-	// map's key string too, so that it no longer points into old.)
+	// only the value and the cell.
 	c := newCell(old.key, val, sh.mu.gen)
-	sh.mu.m[c.key] = c
+	sh.bindLocked(h, old, c)
 	sh.mu.idx.add(item{prefix(c.key), c.key, c})
 	sh.shadowLocked(itemCost + len(old.key) + len(old.val))
 }
 
-// insertLocked stores val under key, which is not in the shard.
-func (sh *shard) insertLocked(key, val []byte) {
+// insertLocked stores val under key, whose hash is h and which is not in
+// the shard.
+func (sh *shard) insertLocked(h uint64, key, val []byte) {
 	c := newCell(key, val, sh.mu.gen)
-	sh.mu.m[c.key] = c
+	sh.bindLocked(h, nil, c)
 	sh.mu.idx.add(item{prefix(c.key), c.key, c})
 	sh.keys.Add(1)
 	sh.bytes.Add(int64(len(key) + len(val)))
 }
 
-// deleteLocked removes key and reports whether it existed.
-func (sh *shard) deleteLocked(key []byte) bool {
-	old, ok := sh.mu.m[string(key)]
-	if !ok {
+// deleteLocked removes key, whose hash is h, and reports whether it
+// existed.
+func (sh *shard) deleteLocked(h uint64, key []byte) bool {
+	old := sh.lookupLocked(h, key)
+	if old == nil {
 		return false
 	}
-	delete(sh.mu.m, string(key))
+	sh.unbindLocked(h, old)
 	sh.keys.Add(-1)
 	sh.bytes.Add(-int64(len(key) + len(old.val)))
 	if old.gen == sh.mu.gen {
@@ -307,7 +365,7 @@ const (
 // that made that much garbage.
 func (sh *shard) shadowLocked(n int) {
 	sh.mu.garbage += int64(n)
-	if sh.mu.garbage > max((sh.bytes.Load()+itemCost*int64(len(sh.mu.m)))/2, minGarbage) {
+	if sh.mu.garbage > max((sh.bytes.Load()+itemCost*int64(sh.lenLocked()))/2, minGarbage) {
 		sh.mu.idx.compactAll()
 		sh.mu.garbage = 0
 	}
@@ -362,7 +420,7 @@ func (s *Store) views() ([][]run, int) {
 		sh := &s.shards[i]
 		views[i] = sh.mu.idx.view()
 		sh.mu.gen++ // the view may share every cell made so far
-		n += len(sh.mu.m)
+		n += sh.lenLocked()
 	}
 	return views, n
 }

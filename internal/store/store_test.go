@@ -715,3 +715,58 @@ func TestEntryRoundTrip(t *testing.T) {
 		t.Fatalf("DeltaArg(-2) = %x", d)
 	}
 }
+
+// TestClashingHashes keeps hashes of two bits, so that nearly every key's
+// hash is another's: writes, overwrites with a snapshot holding the old
+// cells, deletes and reads must still find each key's own value.
+func TestClashingHashes(t *testing.T) {
+	s := New(Options{Shards: 1, hashBits: 2})
+	key := func(i int) []byte { return fmt.Appendf(nil, "key%d", i) }
+	const n = 100
+	for i := range n {
+		mustApply(t, s, AppendEntry(nil, OpSet, 0, key(i), fmt.Appendf(nil, "v%d", i)))
+	}
+	snap := s.Snapshot()
+	for i := 0; i < n; i += 2 {
+		mustApply(t, s, AppendEntry(nil, OpSet, 0, key(i), fmt.Appendf(nil, "w%d", i)))
+	}
+	for i := 0; i < n; i += 3 {
+		mustApply(t, s, AppendEntry(nil, OpDel, 0, key(i)))
+	}
+	want := 0
+	for i := range n {
+		v, ok := s.Get(key(i))
+		switch {
+		case i%3 == 0:
+			if ok {
+				t.Errorf("%s: %q after DEL", key(i), v)
+			}
+			continue
+		case i%2 == 0:
+			if string(v) != fmt.Sprintf("w%d", i) {
+				t.Errorf("%s: %q, %v; want w%d", key(i), v, ok, i)
+			}
+		default:
+			if string(v) != fmt.Sprintf("v%d", i) {
+				t.Errorf("%s: %q, %v; want v%d", key(i), v, ok, i)
+			}
+		}
+		want++
+	}
+	if s.Len() != int64(want) {
+		t.Errorf("Len %d, want %d", s.Len(), want)
+	}
+	got := 0
+	snap.Ascend(func(k string, v []byte) bool {
+		var i int
+		fmt.Sscanf(k, "key%d", &i)
+		if string(v) != fmt.Sprintf("v%d", i) {
+			t.Errorf("snapshot: %s is %q, want v%d", k, v, i)
+		}
+		got++
+		return true
+	})
+	if got != n {
+		t.Errorf("snapshot holds %d keys, want %d", got, n)
+	}
+}
