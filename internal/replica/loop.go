@@ -26,7 +26,6 @@ type loop struct {
 	ready    []readGroup            // answered, waiting for the store to apply up to index
 	unled    []*readWait            // arrived while this node did not lead; raft would drop them
 	props    []*proposal
-	data     []byte
 	resps    []raftpb.Message // storage threads' responses that send took, not yet stepped
 }
 
@@ -112,17 +111,20 @@ func (l *loop) propose(p *proposal) {
 	if l.refuseUnfit(); len(l.props) == 0 {
 		return
 	}
-	l.data = append(l.data[:0], entryVersion)
-	l.data = binary.AppendUvarint(l.data, uint64(len(l.props)))
+	// Propose copies nothing: the entry keeps data, so it is new each time,
+	// and made its full size at once rather than grown.
+	need := 1 + binary.MaxVarintLen64
+	for _, p := range l.props {
+		need += 2*binary.MaxVarintLen64 + len(p.batch)
+	}
+	data := append(make([]byte, 0, need), entryVersion)
+	data = binary.AppendUvarint(data, uint64(len(l.props)))
 	for _, p := range l.props {
 		p.id = l.r.nextID.Add(1)
 		l.r.waiters.Store(p.id, p)
-		l.data = appendProposal(l.data, p.id, p.batch)
+		data = appendProposal(data, p.id, p.batch)
 		p.batch = nil
 	}
-	// Propose copies nothing: the entry keeps data, so it must not be reused.
-	data := l.data
-	l.data = nil
 	if err := l.rn.Propose(data); err != nil {
 		for _, p := range l.props {
 			l.r.waiters.Delete(p.id)
