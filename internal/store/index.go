@@ -242,7 +242,7 @@ func (x *index) recycle(r run) {
 	x.spared += cap(r)
 }
 
-// merger merges two runs as mergeRuns does, a step at a time. A merge that
+// merger merges two runs as index.merge does, a step at a time. A merge that
 // drops dead items (dropAbsent) must be done in one step: a cell may die
 // between steps.
 type merger struct {

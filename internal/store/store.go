@@ -65,14 +65,17 @@ type Store struct {
 type shard struct {
 	mu struct {
 		sync.RWMutex
-		// Invariant: each key's cell is in m, under the key's hash, or, if
-		// another key with that hash was there first, in clash; never both.
-		// The newest item of each key in idx points to its cell; the newest
-		// item of a key in neither is absent, or there is none. Bytes within
-		// len of a stored value are never modified: readers and snapshots
-		// share them. (A map keyed by the hash, which the shard's choice
-		// computed already, has slots of 16 bytes with one pointer, not 24
-		// with two as a string key's, and does not hash or compare keys;
+		// Invariant: each key's cell is in exactly one of m, under the
+		// key's hash, and clash, under the key. A key is in clash only if,
+		// when it was added, m held another key under its hash; it stays
+		// there after that key goes, and m may then hold no key or a third
+		// one under that hash, so a lookup that m does not answer asks
+		// clash. The newest item of each key in idx points to its cell; the
+		// newest item of a key in neither is absent, or there is none. Bytes
+		// within len of a stored value are never modified: readers and
+		// snapshots share them. (A map keyed by the hash, which the shard's
+		// choice computed already, has slots of 16 bytes with one pointer,
+		// not 24 with two as a string key's, and does not hash keys again;
 		// clash is nil until two keys' 64-bit hashes are equal.)
 		m     map[uint64]*cell
 		clash map[string]*cell
@@ -120,7 +123,7 @@ const shortKey = 16
 // key. A longer key is stored as a string of its own, shared with key when
 // key is a string already. A short key is never shared between cells: a new
 // cell for the key copies it again, so that no cell keeps an older one, and
-// its value, alive.
+// its value, alive (and a tombstone copies it too: see deleteLocked).
 func newCell[K string | []byte](key K, val []byte, gen uint64) *cell {
 	c := &cell{val: val, gen: gen}
 	if len(key) > shortKey {
@@ -340,9 +343,14 @@ func (sh *shard) deleteLocked(h uint64, key []byte) bool {
 		old.gen, old.val = deadGen, nil // its item, wherever it is, is now absent
 		sh.shadowLocked(itemCost + len(old.key))
 	} else {
-		// A view may hold old. The tombstone shares old.key, so keeps old and
-		// its value until a merge drops it: the garbage counted here.
-		sh.mu.idx.add(item{pre: prefix(old.key), key: old.key})
+		// A view may hold old. The tombstone may outlive old's item by
+		// long, so it must not keep old and its value alive: a short key,
+		// which lives in old, is copied.
+		k := old.key
+		if len(k) <= shortKey {
+			k = strings.Clone(k)
+		}
+		sh.mu.idx.add(item{pre: prefix(k), key: k})
 		sh.shadowLocked(2*itemCost + len(old.key) + len(old.val))
 	}
 	return true

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // do applies one command and fails the test if the entry is rejected.
@@ -768,5 +770,29 @@ func TestClashingHashes(t *testing.T) {
 	})
 	if got != n {
 		t.Errorf("snapshot holds %d keys, want %d", got, n)
+	}
+}
+
+// TestTombstoneKeepsNoCell deletes a key while a snapshot may hold its cell,
+// which leaves a tombstone in the index. The tombstone may outlive the
+// cell's own item by long, so its key must not point into the cell (where a
+// short key lives), or the deleted value would stay in memory with it.
+func TestTombstoneKeepsNoCell(t *testing.T) {
+	for _, key := range []string{"short", "a key of more than sixteen bytes"} {
+		s := New(Options{Shards: 1})
+		mustApply(t, s, AppendEntry(nil, OpSet, 0, []byte(key), make([]byte, 1024)))
+		sh, h := s.locate([]byte(key))
+		old := sh.lookupLocked(h, []byte(key))
+		view := s.Snapshot() // seals fresh: the tombstone is then its only item
+		mustApply(t, s, AppendEntry(nil, OpDel, 0, []byte(key)))
+		fresh := sh.mu.idx.fresh
+		if len(fresh) != 1 || fresh[0].c != nil || fresh[0].key != key {
+			t.Fatalf("%q: fresh holds %d items, the first %q with a cell: %v; want the key's tombstone", key, len(fresh), fresh[0].key, fresh[0].c != nil)
+		}
+		start, data := uintptr(unsafe.Pointer(old)), uintptr(unsafe.Pointer(unsafe.StringData(fresh[0].key)))
+		if data >= start && data < start+unsafe.Sizeof(*old) {
+			t.Errorf("%q: the tombstone's key points into the deleted cell, which keeps it and its value alive", key)
+		}
+		runtime.KeepAlive(view)
 	}
 }
