@@ -69,6 +69,7 @@ func (r *Replica) appendLoop() {
 		} else if !raft.IsEmptyHardState(hs) {
 			r.storage.SetHardState(hs)
 		}
+		r.appending.Add(-int64(len(msgs))) // before respc: the loop then sees it
 		select {
 		case r.respc <- append([]raftpb.Message(nil), resps...):
 		case <-r.dead:

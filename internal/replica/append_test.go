@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -115,4 +116,95 @@ func (f *syncCheckFile) Sync() error {
 		f.dirty = false
 	}
 	return err
+}
+
+// TestBatchesDuringAWriteMakeOneEntry holds a log fsync and proposes
+// batches meanwhile: the raft loop must propose them together, as one
+// entry, once the write is done, rather than one entry each.
+func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
+	fs := &holdSyncFS{FS: vfs.NewMem()}
+	r := open(t, fs, Options{})
+	defer r.Close()
+	set(t, r, "k", "0") // the node leads, and its term is written
+	before := r.wal.Metrics().LastIndex
+
+	fs.hold()
+	first := make(chan error, 1)
+	go func() { first <- r.Apply(batchOf("first", "1"), nil) }()
+	<-fs.held // the first batch's fsync waits
+	const n = 10
+	var ps []*proposal
+	for i := range n { // one at a time, each taken by the loop before the next
+		p := &proposal{batch: batchOf(fmt.Sprint("k", i), "v"), applied: make(chan struct{})}
+		ps = append(ps, p)
+		r.propc <- p
+		for deadline := time.Now().Add(10 * time.Second); len(r.propc) > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the raft loop took no proposal for 10 s")
+			}
+		}
+	}
+	fs.release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range ps {
+		<-p.applied
+		if p.err != nil {
+			t.Fatalf("batch %d: %v", i, p.err)
+		}
+		if got := get(t, r, fmt.Sprint("k", i)); got != "v" {
+			t.Fatalf("k%d = %s", i, got)
+		}
+	}
+	if got := r.wal.Metrics().LastIndex - before; got != 2 {
+		t.Errorf("the first batch and %d proposed during its write took %d entries, want 2", n, got)
+	}
+}
+
+// holdSyncFS makes the next fsync of a log segment after hold wait until
+// release, and says on held when it starts waiting.
+type holdSyncFS struct {
+	vfs.FS
+	mu    sync.Mutex
+	gate  chan struct{} // closed by release; nil when not holding
+	held  chan struct{}
+	armed bool
+}
+
+func (h *holdSyncFS) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gate, h.held, h.armed = make(chan struct{}), make(chan struct{}), true
+}
+
+func (h *holdSyncFS) release() { close(h.gate) }
+
+func (h *holdSyncFS) Create(name string) (vfs.File, error) { return h.wrap(name)(h.FS.Create(name)) }
+func (h *holdSyncFS) OpenRW(name string) (vfs.File, error) { return h.wrap(name)(h.FS.OpenRW(name)) }
+
+func (h *holdSyncFS) wrap(name string) func(vfs.File, error) (vfs.File, error) {
+	return func(f vfs.File, err error) (vfs.File, error) {
+		if err != nil || !strings.HasSuffix(name, ".wal") {
+			return f, err
+		}
+		return &holdSyncFile{File: f, fs: h}, nil
+	}
+}
+
+type holdSyncFile struct {
+	vfs.File
+	fs *holdSyncFS
+}
+
+func (f *holdSyncFile) Sync() error {
+	f.fs.mu.Lock()
+	armed, gate, held := f.fs.armed, f.fs.gate, f.fs.held
+	f.fs.armed = false
+	f.fs.mu.Unlock()
+	if armed {
+		close(held)
+		<-gate
+	}
+	return f.File.Sync()
 }

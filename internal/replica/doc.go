@@ -9,7 +9,9 @@
 //
 //   - the raft loop owns the RawNode. It turns waiting writes into proposals
 //     and waiting reads into read-index requests, and hands raft's storage
-//     messages to the two threads below, in order.
+//     messages to the two threads below, in order. While the append thread
+//     is writing, it holds the writes that arrive, and proposes them as one
+//     entry when the write is done (see loop.proposeHeld).
 //   - the append thread saves log entries and hard state to the WAL. It takes
 //     every append message waiting when it starts a write, so all the writes
 //     that arrive during an fsync share the next one (group commit).
@@ -27,7 +29,7 @@
 // Apply blocks until its batch is committed (durable in the WAL) and applied;
 // the apply thread calls the caller's callback after each entry of the batch
 // takes effect, which is where a connection serves the reads pipelined among
-// its writes. The raft loop packs every batch waiting when it runs into one raft entry:
+// its writes. The raft loop packs the batches it holds into one raft entry:
 //
 //	+---------+----------------+---------------------------------------------+
 //	| version | count uvarint  | count x (id uvarint, len uvarint, batch)    |

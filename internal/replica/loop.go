@@ -25,8 +25,9 @@ type loop struct {
 	reads    map[uint64][]*readWait // read-index requests raft has not answered
 	ready    []readGroup            // answered, waiting for the store to apply up to index
 	unled    []*readWait            // arrived while this node did not lead; raft would drop them
-	props    []*proposal
-	resps    []raftpb.Message // storage threads' responses that send took, not yet stepped
+	props    []*proposal            // held: see proposeHeld
+	held     int                    // their batches' bytes
+	resps    []raftpb.Message       // storage threads' responses that send took, not yet stepped
 }
 
 // readGroup is the reads that one read-index request serves.
@@ -69,7 +70,7 @@ func (l *loop) run() {
 		} else {
 			select {
 			case p := <-l.r.propc:
-				l.propose(p)
+				l.hold(p)
 			case w := <-l.r.readc:
 				l.readIndex(w)
 			case msgs := <-l.r.respc:
@@ -83,6 +84,7 @@ func (l *loop) run() {
 				return
 			}
 		}
+		l.proposeHeld()
 		if l.rn.HasReady() {
 			l.handleReady(l.rn.Ready())
 		}
@@ -90,24 +92,47 @@ func (l *loop) run() {
 	}
 }
 
-// propose packs p and every other waiting batch into one raft entry.
-func (l *loop) propose(p *proposal) {
-	l.props = append(l.props[:0], p)
-	size := len(p.batch)
-	for size < maxEntryBytes {
+// hold takes p and every other waiting batch, to be proposed together by
+// proposeHeld.
+func (l *loop) hold(p *proposal) {
+	l.props = append(l.props, p)
+	l.held += len(p.batch)
+	for l.held < maxEntryBytes {
 		select {
 		case p := <-l.r.propc:
 			l.props = append(l.props, p)
-			size += len(p.batch)
+			l.held += len(p.batch)
 			continue
 		default:
 		}
 		break
 	}
-	if l.r.noSpace.Load() {
-		l.finish(ErrNoSpace)
+}
+
+// proposeHeld proposes the held batches as one raft entry once the append
+// thread has written everything handed to it, or once they reach
+// maxEntryBytes. Batches that arrive during a write could not be written
+// before it ends anyway; held, they make one entry rather than one each,
+// which saves raft, the log and the apply thread the work of the others.
+// If the disk is full, it fails them at once: the loop turns at least every
+// tick, so a held batch learns of a full disk within tickInterval.
+func (l *loop) proposeHeld() {
+	switch {
+	case len(l.props) == 0:
 		return
+	case l.r.noSpace.Load():
+		l.finish(ErrNoSpace)
+	case l.held < maxEntryBytes && l.r.appending.Load() > 0:
+		return
+	default:
+		l.propose()
 	}
+	clear(l.props)
+	l.props, l.held = l.props[:0], 0
+}
+
+// propose packs the held batches into one raft entry.
+func (l *loop) propose() {
 	if l.refuseUnfit(); len(l.props) == 0 {
 		return
 	}
@@ -236,6 +261,7 @@ func (l *loop) handleReady(rd raft.Ready) {
 	for _, m := range rd.Messages {
 		switch m.To {
 		case raft.LocalAppendThread:
+			l.r.appending.Add(1)
 			l.send(l.r.appendc, m)
 		case raft.LocalApplyThread:
 			l.send(l.r.applyc, m)

@@ -95,9 +95,12 @@ type Replica struct {
 	nextID  atomic.Uint64
 	waiters sync.Map // proposal id -> *proposal
 	noSpace atomic.Bool
-	ready   atomic.Bool // Open has returned the replica
-	failed  atomic.Pointer[error]
-	dieOnce sync.Once
+	// appending counts the messages the raft loop has handed the append
+	// thread that it has not finished: while any are, proposals wait.
+	appending atomic.Int64
+	ready     atomic.Bool // Open has returned the replica
+	failed    atomic.Pointer[error]
+	dieOnce   sync.Once
 
 	applied atomic.Uint64 // index of the last entry applied to st
 	held    []byte        // the apply thread's, only with the injected bug bugs.Reorder
