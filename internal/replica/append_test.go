@@ -19,8 +19,8 @@ import (
 // commit-only hard state once did, so that damage to any write but the
 // last tells itself apart from a torn write (see package wal).
 func TestEveryLogWriteSynced(t *testing.T) {
-	fs := &syncCheckFS{FS: vfs.NewMem()}
-	r := open(t, fs, Options{})
+	fs := &syncCheckFS{}
+	r := open(t, segmentFS{vfs.NewMem(), func(f vfs.File) vfs.File { return &syncCheckFile{File: f, fs: fs} }}, Options{})
 	for i := range 50 {
 		set(t, r, "k", strings.Repeat("v", i))
 	}
@@ -76,23 +76,29 @@ func TestNoCommitOnlyWrites(t *testing.T) {
 	}
 }
 
-// syncCheckFS counts the writes to log segments (*.wal, opened as such)
-// that follow a write to the same file not yet fsynced.
-type syncCheckFS struct {
+// segmentFS is FS, but for the log segments (*.wal) it creates or opens
+// for writing, which wrap wraps.
+type segmentFS struct {
 	vfs.FS
-	writes, unsynced atomic.Int64
+	wrap func(vfs.File) vfs.File
 }
 
-func (c *syncCheckFS) Create(name string) (vfs.File, error) { return c.wrap(name)(c.FS.Create(name)) }
-func (c *syncCheckFS) OpenRW(name string) (vfs.File, error) { return c.wrap(name)(c.FS.OpenRW(name)) }
+func (s segmentFS) Create(name string) (vfs.File, error) { return s.segment(name)(s.FS.Create(name)) }
+func (s segmentFS) OpenRW(name string) (vfs.File, error) { return s.segment(name)(s.FS.OpenRW(name)) }
 
-func (c *syncCheckFS) wrap(name string) func(vfs.File, error) (vfs.File, error) {
+func (s segmentFS) segment(name string) func(vfs.File, error) (vfs.File, error) {
 	return func(f vfs.File, err error) (vfs.File, error) {
 		if err != nil || !strings.HasSuffix(name, ".wal") {
 			return f, err
 		}
-		return &syncCheckFile{File: f, fs: c}, nil
+		return s.wrap(f), nil
 	}
+}
+
+// syncCheckFS counts, through its files, the writes to log segments that
+// follow a write to the same file not yet fsynced.
+type syncCheckFS struct {
+	writes, unsynced atomic.Int64
 }
 
 type syncCheckFile struct {
@@ -122,8 +128,8 @@ func (f *syncCheckFile) Sync() error {
 // batches meanwhile: the raft loop must propose them together, as one
 // entry, once the write is done, rather than one entry each.
 func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
-	fs := &holdSyncFS{FS: vfs.NewMem()}
-	r := open(t, fs, Options{})
+	fs := &holdSyncFS{}
+	r := open(t, segmentFS{vfs.NewMem(), func(f vfs.File) vfs.File { return &holdSyncFile{File: f, fs: fs} }}, Options{})
 	defer r.Close()
 	set(t, r, "k", "0") // the node leads, and its term is written
 	before := r.wal.Metrics().LastIndex
@@ -162,10 +168,9 @@ func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 	}
 }
 
-// holdSyncFS makes the next fsync of a log segment after hold wait until
-// release, and says on held when it starts waiting.
+// holdSyncFS makes, through its files, the next fsync of a log segment
+// after hold wait until release, and says on held when it starts waiting.
 type holdSyncFS struct {
-	vfs.FS
 	mu    sync.Mutex
 	gate  chan struct{} // closed by release; nil when not holding
 	held  chan struct{}
@@ -179,18 +184,6 @@ func (h *holdSyncFS) hold() {
 }
 
 func (h *holdSyncFS) release() { close(h.gate) }
-
-func (h *holdSyncFS) Create(name string) (vfs.File, error) { return h.wrap(name)(h.FS.Create(name)) }
-func (h *holdSyncFS) OpenRW(name string) (vfs.File, error) { return h.wrap(name)(h.FS.OpenRW(name)) }
-
-func (h *holdSyncFS) wrap(name string) func(vfs.File, error) (vfs.File, error) {
-	return func(f vfs.File, err error) (vfs.File, error) {
-		if err != nil || !strings.HasSuffix(name, ".wal") {
-			return f, err
-		}
-		return &holdSyncFile{File: f, fs: h}, nil
-	}
-}
 
 type holdSyncFile struct {
 	vfs.File
