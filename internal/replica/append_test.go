@@ -135,6 +135,7 @@ func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 	before := r.wal.Metrics().LastIndex
 
 	fs.hold()
+	defer fs.release() // first, if the test fails: Close waits for the held fsync
 	first := make(chan error, 1)
 	go func() { first <- r.Apply(batchOf("first", "1"), nil) }()
 	<-fs.held // the first batch's fsync waits
@@ -155,7 +156,11 @@ func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range ps {
-		<-p.applied
+		select {
+		case <-p.applied:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("batch %d not applied after 10 s", i)
+		}
 		if p.err != nil {
 			t.Fatalf("batch %d: %v", i, p.err)
 		}
@@ -172,7 +177,8 @@ func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 // after hold wait until release, and says on held when it starts waiting.
 type holdSyncFS struct {
 	mu    sync.Mutex
-	gate  chan struct{} // closed by release; nil when not holding
+	gate  chan struct{} // closed by release
+	once  *sync.Once    // closes gate
 	held  chan struct{}
 	armed bool
 }
@@ -180,10 +186,15 @@ type holdSyncFS struct {
 func (h *holdSyncFS) hold() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.gate, h.held, h.armed = make(chan struct{}), make(chan struct{}), true
+	h.gate, h.once, h.held, h.armed = make(chan struct{}), new(sync.Once), make(chan struct{}), true
 }
 
-func (h *holdSyncFS) release() { close(h.gate) }
+// release lets the held fsync go on; a second call does nothing.
+func (h *holdSyncFS) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.once.Do(func() { close(h.gate) })
+}
 
 type holdSyncFile struct {
 	vfs.File

@@ -10,11 +10,13 @@
 //   - the raft loop owns the RawNode. It turns waiting writes into proposals
 //     and waiting reads into read-index requests, and hands raft's storage
 //     messages to the two threads below, in order. While the append thread
-//     is writing, it holds the writes that arrive, and proposes them as one
-//     entry when the write is done (see loop.proposeHeld).
+//     has any message in hand, it holds the writes that arrive, and
+//     proposes them as one entry once it has none, or sooner once they reach
+//     maxEntryBytes (see loop.proposeHeld): so the writes that arrive during
+//     an fsync share the next one (group commit).
 //   - the append thread saves log entries and hard state to the WAL. It takes
-//     every append message waiting when it starts a write, so all the writes
-//     that arrive during an fsync share the next one (group commit).
+//     every append message waiting when it starts a write, with one write
+//     and one fsync for them all.
 //     Messages that only advance the commit index are not written, even
 //     when raft waits to hear back. The log's commit index may then lag far
 //     behind (raft sends a hard state only when it changes, so a later

@@ -110,7 +110,7 @@ func (l *loop) hold(p *proposal) {
 }
 
 // proposeHeld proposes the held batches as one raft entry once the append
-// thread has written everything handed to it, or once they reach
+// thread is done with every message handed to it, or once they reach
 // maxEntryBytes. Batches that arrive during a write could not be written
 // before it ends anyway; held, they make one entry rather than one each,
 // which saves raft, the log and the apply thread the work of the others.
