@@ -25,9 +25,10 @@ import (
 const (
 	defaultCycles = 20
 	workers       = 16
-	// snapshotEntries makes the server snapshot every few cycles, so that
+	// snapshotEntries makes the server snapshot every cycle or two, so that
 	// crashes also hit snapshots being written and the log being released.
-	snapshotEntries = 500
+	// (An entry holds every batch that arrived during the write before it.)
+	snapshotEntries = 100
 	// segmentBytes makes log segments small, so that the log rotates and
 	// writes into preallocated segments within a cycle.
 	segmentBytes = 256 << 10
