@@ -62,7 +62,7 @@ func (s *Store) Reserve(n int) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		if sh.lenLocked() == 0 {
+		if sh.keys.Load() == 0 {
 			sh.mu.m = make(map[uint64]*cell, per)
 		}
 		sh.mu.Unlock()

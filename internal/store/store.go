@@ -250,9 +250,6 @@ func (s *Store) Bytes() int64 {
 	return n
 }
 
-// lenLocked returns the number of keys in the shard.
-func (sh *shard) lenLocked() int { return len(sh.mu.m) + len(sh.mu.clash) }
-
 // getLocked returns the value of key, whose hash is h; the shard's lock
 // must be held.
 func (sh *shard) getLocked(h uint64, key []byte) ([]byte, bool) {
@@ -373,7 +370,7 @@ const (
 // that made that much garbage.
 func (sh *shard) shadowLocked(n int) {
 	sh.mu.garbage += int64(n)
-	if sh.mu.garbage > max((sh.bytes.Load()+itemCost*int64(sh.lenLocked()))/2, minGarbage) {
+	if sh.mu.garbage > max((sh.bytes.Load()+itemCost*sh.keys.Load())/2, minGarbage) {
 		sh.mu.idx.compactAll()
 		sh.mu.garbage = 0
 	}
@@ -428,7 +425,7 @@ func (s *Store) views() ([][]run, int) {
 		sh := &s.shards[i]
 		views[i] = sh.mu.idx.view()
 		sh.mu.gen++ // the view may share every cell made so far
-		n += sh.lenLocked()
+		n += int(sh.keys.Load())
 	}
 	return views, n
 }
