@@ -164,7 +164,7 @@ func (l *loop) propose() {
 // write waits for space like any other (see save).
 const bigBatch = 1 << 20
 
-// refuseUnfit completes with ErrNoSpace, and drops from the collected
+// refuseUnfit completes with ErrNoSpace, and drops from the held
 // proposals, every batch of bigBatch or more that the disk's free space
 // could not take (with a MiB to spare). Once logged, an entry that can
 // never be written would hold up every write after it, however little
@@ -192,7 +192,7 @@ func (l *loop) refuseUnfit() {
 	l.props = kept
 }
 
-// finish completes the collected proposals with err.
+// finish completes the held proposals with err.
 func (l *loop) finish(err error) {
 	for _, p := range l.props {
 		p.err = err
