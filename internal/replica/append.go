@@ -86,14 +86,14 @@ func termOrVoteChanged(hs, saved raftpb.HardState) bool {
 }
 
 // logNoSpace says what a full disk holds up: writes, or, before Open has
-// returned, everything.
+// returned, everything: recovery, or the new term's write (see Open).
 func (r *Replica) logNoSpace(err error) {
 	if r.ready.Load() {
 		r.opt.Logger.Error("the disk is full: refusing writes until space is freed", "dir", r.opt.Dir, "err", err)
 		return
 	}
 	r.opt.Logger.Error("the disk is full: the node cannot start serving until space is freed, "+
-		"as it must first write its new term to the log", "dir", r.opt.Dir, "err", err)
+		"as it must write to its data directory first", "dir", r.opt.Dir, "err", err)
 }
 
 // save writes to the WAL, durably, and to raft's storage. A full disk is

@@ -143,13 +143,61 @@ func TestDiskFull(t *testing.T) {
 // TestOpenOnFullDisk restarts a node on a disk with no room for the term
 // it must write to lead: Open says so in the log and returns once space is
 // freed, with every acknowledged write.
+// TestOpenOnFullDisk starts a replica on a full disk at each write it must
+// make before it serves: Open logs why it waits, and serves once space is
+// freed, with every acknowledged write.
 func TestOpenOnFullDisk(t *testing.T) {
-	mem := vfs.NewMem()
-	r := open(t, mem, Options{})
-	set(t, r, "before", "1")
-	r.Close()
-	mem.SetCapacity(usage(mem))
+	t.Run("the new term", func(t *testing.T) {
+		mem := vfs.NewMem()
+		r := open(t, mem, Options{})
+		set(t, r, "before", "1")
+		r.Close()
+		mem.SetCapacity(usage(mem))
+		r = openOnFullDisk(t, mem)
+		defer r.Close()
+		if got := get(t, r, "before"); got != "1" {
+			t.Fatalf("acknowledged write after a start on a full disk = %s", got)
+		}
+		set(t, r, "after", "2")
+	})
+	t.Run("a new data directory", func(t *testing.T) {
+		mem := vfs.NewMem()
+		mem.SetCapacity(1)
+		r := openOnFullDisk(t, mem)
+		defer r.Close()
+		set(t, r, "after", "2")
+	})
+	t.Run("a torn segment start", func(t *testing.T) {
+		mem := vfs.NewMem()
+		r := open(t, mem, Options{})
+		set(t, r, "before", "1")
+		next := r.wal.Metrics().LastIndex + 1
+		r.Close()
+		// A segment started, its start not yet written, as a power
+		// loss during a rotation can leave it.
+		names, _ := mem.ReadDir("data/wal")
+		var seq uint64
+		if _, err := fmt.Sscanf(names[len(names)-1], "%016x-", &seq); err != nil {
+			t.Fatalf("segment name %s: %v", names[len(names)-1], err)
+		}
+		mem.WriteFile(fmt.Sprintf("data/wal/%016x-%016x.wal", seq+1, next), nil)
+		mem.SetCapacity(usage(mem))
+		r = openOnFullDisk(t, mem)
+		defer r.Close()
+		if got := get(t, r, "before"); got != "1" {
+			t.Fatalf("acknowledged write after a start on a full disk = %s", got)
+		}
+		set(t, r, "after", "2")
+	})
+}
+
+// openOnFullDisk opens a replica on mem, whose disk is full: it checks that
+// Open logs why it waits, frees the disk and returns the replica Open
+// returns then.
+func openOnFullDisk(t *testing.T, mem *vfs.Mem) *Replica {
+	t.Helper()
 	log := &proctest.Buffer{}
+	var r *Replica
 	opened := make(chan error, 1)
 	go func() {
 		var err error
@@ -170,11 +218,7 @@ func TestOpenOnFullDisk(t *testing.T) {
 	if err := awaitErr(t, opened, "Open once space was freed"); err != nil {
 		t.Fatalf("Open once space was freed: %v", err)
 	}
-	defer r.Close()
-	if got := get(t, r, "before"); got != "1" {
-		t.Fatalf("acknowledged write after a start on a full disk = %s", got)
-	}
-	set(t, r, "after", "2")
+	return r
 }
 
 // TestDiskFullPartlyFreed fills the disk, then frees just enough for the

@@ -29,12 +29,13 @@ type recovery struct {
 // recover rebuilds the store and raft's storage from the data directory.
 func (r *Replica) recover() error {
 	fs := r.opt.FS
+	wait := r.waitToStart()
 	for _, d := range []string{r.snapDir(), r.walDir()} { // each makes r.opt.Dir too
-		if err := vfs.MkdirAll(fs, d); err != nil {
+		if err := vfs.RetryNoSpace(func() error { return vfs.MkdirAll(fs, d) }, wait); err != nil {
 			return errorf("%w", err)
 		}
 	}
-	meta, err := r.loadSnapshot()
+	meta, err := r.loadSnapshot(wait)
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,8 @@ func (r *Replica) recover() error {
 	// fraction of the log, whose size the snapshot thresholds bound.
 	r.st.Retain(true)
 	gc := debug.SetGCPercent(-1)
-	r.wal, err = wal.Open(fs, r.walDir(), wal.Options{SegmentSize: r.opt.SegmentSize, NoSync: r.opt.NoSync, Preallocate: r.opt.Preallocate, Logger: r.opt.Logger},
+	r.wal, err = wal.Open(fs, r.walDir(), wal.Options{SegmentSize: r.opt.SegmentSize, NoSync: r.opt.NoSync,
+		Preallocate: r.opt.Preallocate, Logger: r.opt.Logger, WaitForSpace: wait},
 		meta.Index, wal.Replay{Entry: rc.entry, HardState: rc.hardState})
 	debug.SetGCPercent(gc)
 	r.st.Retain(false)
@@ -61,9 +63,24 @@ func (r *Replica) recover() error {
 	return nil
 }
 
+// waitToStart returns what recovery calls when a write it must make finds
+// the disk full (err): it says so, once, and waits for space (see
+// waitForSpace), so that the write is made again. The append thread's
+// first write that succeeds says when space is back (see save).
+func (r *Replica) waitToStart() func(err error) bool {
+	var wait spaceWait
+	return func(err error) bool {
+		if !r.noSpace.Swap(true) {
+			r.logNoSpace(err)
+		}
+		return r.waitForSpace(minSpace, &wait)
+	}
+}
+
 // loadSnapshot loads the newest snapshot into a new store, bootstrapping an
-// empty directory first.
-func (r *Replica) loadSnapshot() (snap.Meta, error) {
+// empty directory first; wait is called when bootstrapping finds the disk
+// full (see waitToStart).
+func (r *Replica) loadSnapshot(wait func(error) bool) (snap.Meta, error) {
 	fs := r.opt.FS
 	if err := snap.Prune(fs, r.snapDir(), 2); err != nil {
 		return snap.Meta{}, err
@@ -79,7 +96,7 @@ func (r *Replica) loadSnapshot() (snap.Meta, error) {
 		return snap.Meta{}, err
 	}
 	if len(snaps) == 0 {
-		if err := r.bootstrap(); err != nil {
+		if err := vfs.RetryNoSpace(r.bootstrap, wait); err != nil {
 			return snap.Meta{}, err
 		}
 		if snaps, err = snap.List(fs, r.snapDir()); err != nil {

@@ -125,10 +125,11 @@ type readWait struct {
 
 // Open recovers the replica in opt.Dir (creating it if needed), starts it,
 // and returns once it can serve: it leads its group and has applied
-// everything the log holds. To lead, it writes a new term to the log: on a
-// full disk, Open logs why and waits until space is freed. (A full disk
-// that recovery must write to first, to bootstrap a new directory or to
-// repair the start of the log's last segment, fails Open instead.) It cannot serve
+// everything the log holds. To lead, it writes a new term to the log; and
+// recovery may have to write first, to bootstrap a new directory, start
+// the log, or write again the torn start of its last segment. A write of
+// these that finds the disk full makes Open log why it waits, and wait
+// until space is freed. It cannot serve
 // reads before: entries it does not know are committed may have been
 // acknowledged before the restart, and only its own first entry commits
 // them.

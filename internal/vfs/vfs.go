@@ -77,6 +77,19 @@ func IsNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
+// RetryNoSpace calls write until it returns nil or an error other than a
+// full disk (IsNoSpace), or until wait, called with each full-disk error,
+// returns false; it returns write's last error. write must leave things so
+// that it may be called again after a full disk.
+func RetryNoSpace(write func() error, wait func(err error) bool) error {
+	for {
+		err := write()
+		if err == nil || !IsNoSpace(err) || !wait(err) {
+			return err
+		}
+	}
+}
+
 // MkdirAll creates dir and any missing parents in fsys, durably: it syncs
 // the parent of each directory on the path below the root, or below the
 // last "..", which names an ancestor of the working directory, so that dir

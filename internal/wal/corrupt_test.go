@@ -592,22 +592,8 @@ func TestTornSegmentStart(t *testing.T) {
 	for _, cut := range []int64{0, 5, headerSize - 1, headerSize, headerSize + 3, headerSize + 9} {
 		t.Run(itoa(cut), func(t *testing.T) {
 			l := newTestLog(t)
-			// A new segment, holding only its start, as rotation makes it.
-			seq := uint64(len(l.segs) + 1)
-			name := segName(seq, 37)
-			hs := binary.AppendUvarint(nil, l.lastHS.Term)
-			hs = binary.AppendUvarint(hs, l.lastHS.Vote)
-			hs = binary.AppendUvarint(hs, l.lastHS.Commit)
-			start := append(header("FLNTWAL1", walVersion, seq, 37), frame.Append(nil, typeHardState, hs)...)
-			writeFile(t, l.m, name, start)
-			if w, r := mustOpen(t, l.m, small, 0); !recEqual(r.recs[len(r.recs)-1], hsRec(l.lastHS)) {
-				t.Fatalf("test bug: the new segment replays %v", r.recs[len(r.recs)-1])
-			} else {
-				mustClose(t, w)
-			}
-			writeFile(t, l.m, name, start[:cut])
-			// Written again, the start is sealed.
-			checkTornOpen(t, l, name, int64(len(start)+sealFrameSize), l.entries, l.lastHS)
+			name, size := addTornStart(t, l, cut)
+			checkTornOpen(t, l, name, size, l.entries, l.lastHS)
 
 			// The segment starts with the hard state again: releasing
 			// everything before it keeps it.
@@ -626,6 +612,28 @@ func TestTornSegmentStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// addTornStart adds to l a new segment holding only its start, as rotation
+// makes it, with just its first cut bytes written. It returns the
+// segment's name and its size once Open has written its start again,
+// sealed.
+func addTornStart(t *testing.T, l *testLog, cut int64) (string, int64) {
+	t.Helper()
+	seq := uint64(len(l.segs) + 1)
+	name := segName(seq, 37)
+	hs := binary.AppendUvarint(nil, l.lastHS.Term)
+	hs = binary.AppendUvarint(hs, l.lastHS.Vote)
+	hs = binary.AppendUvarint(hs, l.lastHS.Commit)
+	start := append(header("FLNTWAL1", walVersion, seq, 37), frame.Append(nil, typeHardState, hs)...)
+	writeFile(t, l.m, name, start)
+	if w, r := mustOpen(t, l.m, small, 0); !recEqual(r.recs[len(r.recs)-1], hsRec(l.lastHS)) {
+		t.Fatalf("test bug: the new segment replays %v", r.recs[len(r.recs)-1])
+	} else {
+		mustClose(t, w)
+	}
+	writeFile(t, l.m, name, start[:cut])
+	return name, int64(len(start) + sealFrameSize)
 }
 
 // randomGarbage returns n random bytes holding no valid frame.

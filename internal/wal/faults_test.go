@@ -295,6 +295,99 @@ func TestOpenDiskFull(t *testing.T) {
 	}
 }
 
+// spaceWaiter is an Options.WaitForSpace that frees the disk of m when it
+// is called the second time: the first time, the write fails again.
+type spaceWaiter struct {
+	m    *vfs.Mem
+	errs []error
+}
+
+func (s *spaceWaiter) wait(err error) bool {
+	s.errs = append(s.errs, err)
+	if len(s.errs) == 2 {
+		s.m.SetCapacity(0)
+	}
+	return true
+}
+
+// check fails unless s was called twice, each time for a full disk.
+func (s *spaceWaiter) check(t *testing.T) {
+	t.Helper()
+	if len(s.errs) != 2 {
+		t.Fatalf("WaitForSpace called %d times (%v), want 2", len(s.errs), s.errs)
+	}
+	for _, err := range s.errs {
+		if !vfs.IsNoSpace(err) {
+			t.Fatalf("WaitForSpace called with %v, want a full disk", err)
+		}
+	}
+}
+
+// TestOpenWaitsForSpace fills the disk before each of the writes that
+// Open must make: with WaitForSpace, Open waits and makes them once space
+// is freed; without, it fails as TestOpenDiskFull does.
+func TestOpenWaitsForSpace(t *testing.T) {
+	t.Run("a new log", func(t *testing.T) {
+		m := vfs.NewMem()
+		m.SetCapacity(10)
+		s := &spaceWaiter{m: m}
+		w, _ := mustOpen(t, m, wal.Options{WaitForSpace: s.wait}, 5)
+		s.check(t)
+		mustSave(t, w, entries(6, 6, 1), hardState(1, 1, 6))
+		mustClose(t, w)
+		if segs := segments(t, m); !slices.Equal(segs, []string{segName(1, 6)}) {
+			t.Fatalf("segments %v", segs)
+		}
+	})
+	t.Run("a torn segment start", func(t *testing.T) {
+		l := newTestLog(t)
+		name, size := addTornStart(t, l, 5)
+		l.m.SetCapacity(usage(t, l.m))
+		s := &spaceWaiter{m: l.m}
+		w, r := mustOpen(t, l.m, wal.Options{WaitForSpace: s.wait}, 0)
+		s.check(t)
+		mustClose(t, w)
+		checkEntries(t, "replay", r.entries(), l.entries)
+		if got := int64(len(readFile(t, l.m, name))); got != size {
+			t.Fatalf("Open left %s with %d bytes, want %d", name, got, size)
+		}
+		w, r = mustOpen(t, l.m, small, 0)
+		defer mustClose(t, w)
+		if got := r.recs[len(r.recs)-1]; !recEqual(got, hsRec(l.lastHS)) {
+			t.Fatalf("the segment written again replays %v, want %v", got, hsRec(l.lastHS))
+		}
+	})
+	t.Run("a log behind the snapshot", func(t *testing.T) {
+		m := vfs.NewMem()
+		noSync := wal.Options{SegmentSize: small.SegmentSize, NoSync: true}
+		w, _ := mustOpen(t, m, noSync, 0)
+		mustSave(t, w, entries(1, 5, 1), hardState(1, 1, 5))
+		mustClose(t, w)
+		m.SetCapacity(usage(t, m))
+		s := &spaceWaiter{m: m}
+		noSync.WaitForSpace = s.wait
+		w, _ = mustOpen(t, m, noSync, 10)
+		s.check(t)
+		mustSave(t, w, entries(11, 11, 1), hardState(1, 1, 11))
+		mustClose(t, w)
+		if segs := segments(t, m); !slices.Equal(segs, []string{segName(1, 1), segName(2, 11)}) {
+			t.Fatalf("segments %v", segs)
+		}
+	})
+	t.Run("giving up", func(t *testing.T) {
+		m := vfs.NewMem()
+		m.SetCapacity(10)
+		calls := 0
+		giveUp := func(error) bool { calls++; return false }
+		if _, _, err := open(t, m, wal.Options{WaitForSpace: giveUp}, 5); !vfs.IsNoSpace(err) || calls != 1 {
+			t.Fatalf("Open = %v after %d calls of WaitForSpace, want a full disk after 1", err, calls)
+		}
+		if segs := segments(t, m); len(segs) != 0 {
+			t.Fatalf("Open on a full disk left %v", segs)
+		}
+	})
+}
+
 // TestOpenFailures opens a log whose torn tail cannot be truncated durably.
 func TestOpenFailures(t *testing.T) {
 	l := newTestLog(t)

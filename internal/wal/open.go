@@ -49,7 +49,7 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	}
 	if len(segs) == 0 {
 		w.metrics.LastIndex = after
-		if err := w.start(1, after+1); err != nil {
+		if err := w.whenSpace(func() error { return w.start(1, after+1) }); err != nil {
 			return nil, err
 		}
 		w.startSpare()
@@ -80,13 +80,24 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 		w.opt.Logger.Warn("wal: the log ends before the snapshot, as a power loss without fsync can leave it; new entries start a new segment",
 			"dir", dir, "last", w.last, "snapshot", after)
 		w.last = after
-		if err := w.rotate(nil); err != nil {
+		if err := w.whenSpace(func() error { return w.rotate(nil) }); err != nil {
 			return nil, err
 		}
 	}
 	w.metrics.LastIndex = w.last
 	w.startSpare()
 	return w, nil
+}
+
+// whenSpace makes write, one that Open must make, and makes it again for as
+// long as it finds the disk full and Options.WaitForSpace says to. A write
+// that finds the disk full leaves the log as it was (see create, rotate and
+// rewriteHeader), so it may be made again.
+func (w *WAL) whenSpace(write func() error) error {
+	if w.opt.WaitForSpace == nil {
+		return write()
+	}
+	return vfs.RetryNoSpace(write, w.opt.WaitForSpace)
 }
 
 // settle makes the last segment, s, durable as it is on the disk, before it
@@ -271,7 +282,12 @@ func (w *WAL) reopenLast(s segment, b []byte, fe *frame.Error) (segment, error) 
 	// write both again, so that the segment keeps the hard state when the
 	// segments before it are deleted.
 	if err == nil && end <= headerSize {
-		end, err = w.rewriteHeader(f, s)
+		w.opt.Logger.Warn("wal: the start of the last segment was torn; writing its header and the hard state again",
+			"file", path.Join(w.dir, s.name))
+		err = w.whenSpace(func() (err error) {
+			end, err = w.rewriteHeader(f, s)
+			return err
+		})
 	}
 	// What the segment holds is durable (settle synced it, and a repair
 	// syncs what it changes), so the next write's seal may cover it. Its
@@ -299,8 +315,6 @@ var headerSize = int64(frame.Size(len(magic) + 20))
 // rewriteHeader writes the header and hard state of a segment that holds no
 // record.
 func (w *WAL) rewriteHeader(f vfs.File, s segment) (int64, error) {
-	w.opt.Logger.Warn("wal: the start of the last segment was torn; writing its header and the hard state again",
-		"file", path.Join(w.dir, s.name))
 	b, _ := w.segmentStart(s.seq, s.first)
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return 0, fmt.Errorf("wal: rewriting the header of %s: %w", s.name, err)

@@ -38,6 +38,13 @@ type Options struct {
 	// background, so that appending never grows the file: see spare.go.
 	Preallocate bool
 	Logger      *slog.Logger // default slog.Default()
+	// WaitForSpace, if set, is called when a write that Open must make
+	// before the log can be used finds the disk full (err): starting the
+	// first segment, or a new one, or writing again the torn start of the
+	// last. It waits for space and reports whether Open should try the
+	// write again; without it, or once it returns false, Open fails with
+	// err.
+	WaitForSpace func(err error) bool
 }
 
 // Replay receives the log's records, in file order, as Open reads them.
