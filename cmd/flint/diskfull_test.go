@@ -95,6 +95,66 @@ func TestServeStopsOnFullDisk(t *testing.T) {
 	}
 }
 
+// TestServeStartsOnFullDisk starts flint serve with a new data directory on
+// a disk with no space left: it says why it cannot start, and starts once
+// space is freed. It needs to mount a tmpfs (root), and skips otherwise.
+func TestServeStartsOnFullDisk(t *testing.T) {
+	mnt, filler := smallDisk(t)
+	rest, err := os.Create(filepath.Join(mnt, "rest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = rest.Write(make([]byte, 4096))
+	}
+	rest.Close()
+	addr := proctest.FreeAddr(t)
+	logs := &proctest.Buffer{}
+	cmd := exec.Command(flintBin, "serve", "--addr", addr, "--dir", filepath.Join(mnt, "data"))
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("flint serve logs:\n%s", logs.String())
+		}
+	}()
+	awaitRunning(t, exited, "flint serve to log why it waits", func() bool {
+		return strings.Contains(logs.String(), "cannot start serving until space is freed")
+	})
+	os.Remove(filler)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	awaitRunning(t, exited, "flint serve to start once space was freed", func() bool {
+		return c.Set(context.Background(), "k", "v", 0).Err() == nil
+	})
+	if v, err := c.Get(context.Background(), "k").Result(); err != nil || v != "v" {
+		t.Fatalf("GET k = %q, %v", v, err)
+	}
+}
+
+// awaitRunning waits up to 20 s for cond, checking every 20 ms, and fails
+// if the process whose exit exited reports ends first.
+func awaitRunning(t *testing.T, exited chan error, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			exited <- err // for the deferred wait
+			t.Fatalf("flint serve exited (%v) while waiting for %s", err, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 20 s", what)
+		}
+	}
+}
+
 // smallDisk mounts a 4 MiB tmpfs, three quarters full with the file filler,
 // or skips the test if it cannot (that needs root).
 func smallDisk(t *testing.T) (mnt, filler string) {
