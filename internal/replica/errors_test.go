@@ -140,9 +140,6 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
-// TestOpenOnFullDisk restarts a node on a disk with no room for the term
-// it must write to lead: Open says so in the log and returns once space is
-// freed, with every acknowledged write.
 // TestOpenOnFullDisk starts a replica on a full disk at each write it must
 // make before it serves: Open logs why it waits, and serves once space is
 // freed, with every acknowledged write.

@@ -127,8 +127,8 @@ type readWait struct {
 // and returns once it can serve: it leads its group and has applied
 // everything the log holds. To lead, it writes a new term to the log; and
 // recovery may have to write first, to bootstrap a new directory, start
-// the log, or write again the torn start of its last segment. A write of
-// these that finds the disk full makes Open log why it waits, and wait
+// the log, or write again the torn start of its last segment. Any of these
+// writes that finds the disk full makes Open log why it waits, and wait
 // until space is freed. It cannot serve
 // reads before: entries it does not know are committed may have been
 // acknowledged before the restart, and only its own first entry commits
