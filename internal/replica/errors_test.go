@@ -144,48 +144,52 @@ func TestDiskFull(t *testing.T) {
 // make before it serves: Open logs why it waits, and serves once space is
 // freed, with every acknowledged write.
 func TestOpenOnFullDisk(t *testing.T) {
-	t.Run("the new term", func(t *testing.T) {
-		mem := vfs.NewMem()
-		r := open(t, mem, Options{})
-		set(t, r, "before", "1")
-		r.Close()
-		mem.SetCapacity(usage(mem))
-		r = openOnFullDisk(t, mem)
-		defer r.Close()
-		if got := get(t, r, "before"); got != "1" {
-			t.Fatalf("acknowledged write after a start on a full disk = %s", got)
-		}
-		set(t, r, "after", "2")
-	})
-	t.Run("a new data directory", func(t *testing.T) {
-		mem := vfs.NewMem()
-		mem.SetCapacity(1)
-		r := openOnFullDisk(t, mem)
-		defer r.Close()
-		set(t, r, "after", "2")
-	})
-	t.Run("a torn segment start", func(t *testing.T) {
-		mem := vfs.NewMem()
-		r := open(t, mem, Options{})
-		set(t, r, "before", "1")
-		next := r.wal.Metrics().LastIndex + 1
-		r.Close()
-		// A segment started, its start not yet written, as a power
-		// loss during a rotation can leave it.
-		names, _ := mem.ReadDir("data/wal")
-		var seq uint64
-		if _, err := fmt.Sscanf(names[len(names)-1], "%016x-", &seq); err != nil {
-			t.Fatalf("segment name %s: %v", names[len(names)-1], err)
-		}
-		mem.WriteFile(fmt.Sprintf("data/wal/%016x-%016x.wal", seq+1, next), nil)
-		mem.SetCapacity(usage(mem))
-		r = openOnFullDisk(t, mem)
-		defer r.Close()
-		if got := get(t, r, "before"); got != "1" {
-			t.Fatalf("acknowledged write after a start on a full disk = %s", got)
-		}
-		set(t, r, "after", "2")
-	})
+	// Each fill leaves a data directory on mem, if any, and fills the disk.
+	// It reports whether the directory holds the acknowledged write
+	// before=1.
+	for _, tc := range []struct {
+		name string
+		fill func(t *testing.T, mem *vfs.Mem) bool
+	}{
+		{"the new term", func(t *testing.T, mem *vfs.Mem) bool {
+			r := open(t, mem, Options{})
+			set(t, r, "before", "1")
+			r.Close()
+			mem.SetCapacity(usage(mem))
+			return true
+		}},
+		{"a new data directory", func(t *testing.T, mem *vfs.Mem) bool {
+			mem.SetCapacity(1)
+			return false
+		}},
+		{"a torn segment start", func(t *testing.T, mem *vfs.Mem) bool {
+			r := open(t, mem, Options{})
+			set(t, r, "before", "1")
+			next := r.wal.Metrics().LastIndex + 1
+			r.Close()
+			// A segment started, its start not yet written, as a power
+			// loss during a rotation can leave it.
+			names, _ := mem.ReadDir("data/wal")
+			var seq uint64
+			if _, err := fmt.Sscanf(names[len(names)-1], "%016x-", &seq); err != nil {
+				t.Fatalf("segment name %s: %v", names[len(names)-1], err)
+			}
+			mem.WriteFile(fmt.Sprintf("data/wal/%016x-%016x.wal", seq+1, next), nil)
+			mem.SetCapacity(usage(mem))
+			return true
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			before := tc.fill(t, mem)
+			r := openOnFullDisk(t, mem)
+			defer r.Close()
+			if got := get(t, r, "before"); before && got != "1" {
+				t.Fatalf("acknowledged write after a start on a full disk = %s", got)
+			}
+			set(t, r, "after", "2")
+		})
+	}
 }
 
 // openOnFullDisk opens a replica on mem, whose disk is full: it checks that
