@@ -96,18 +96,38 @@ func TestServeStopsOnFullDisk(t *testing.T) {
 }
 
 // TestServeStartsOnFullDisk starts flint serve with a new data directory on
-// a disk with no space left: it says why it cannot start, and starts once
-// space is freed. It needs to mount a tmpfs (root), and skips otherwise.
+// a disk with no space left, or no inode left, which a new directory needs
+// on tmpfs: it says why it cannot start, and starts once space is freed. It
+// needs to mount a tmpfs (root), and skips otherwise.
 func TestServeStartsOnFullDisk(t *testing.T) {
-	mnt, filler := smallDisk(t)
-	rest, err := os.Create(filepath.Join(mnt, "rest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for err == nil {
-		_, err = rest.Write(make([]byte, 4096))
-	}
-	rest.Close()
+	t.Run("no space", func(t *testing.T) {
+		mnt, filler := smallDisk(t)
+		fillFile(t, filepath.Join(mnt, "rest"))
+		startOnFullDisk(t, mnt, func() { os.Remove(filler) })
+	})
+	t.Run("no inode", func(t *testing.T) {
+		mnt := mountTmpfs(t, "size=4m,nr_inodes=32")
+		var files []string
+		for i := 0; ; i++ {
+			name := filepath.Join(mnt, fmt.Sprint("f", i))
+			if err := os.WriteFile(name, nil, 0o644); err != nil {
+				break
+			}
+			files = append(files, name)
+		}
+		startOnFullDisk(t, mnt, func() {
+			for _, f := range files {
+				os.Remove(f)
+			}
+		})
+	})
+}
+
+// startOnFullDisk starts flint serve with the data directory mnt/data on a
+// full disk, checks that it logs why it waits, calls free, and checks that
+// it then serves.
+func startOnFullDisk(t *testing.T, mnt string, free func()) {
+	t.Helper()
 	addr := proctest.FreeAddr(t)
 	logs := &proctest.Buffer{}
 	cmd := exec.Command(flintBin, "serve", "--addr", addr, "--dir", filepath.Join(mnt, "data"))
@@ -127,7 +147,7 @@ func TestServeStartsOnFullDisk(t *testing.T) {
 	awaitRunning(t, exited, "flint serve to log why it waits", func() bool {
 		return strings.Contains(logs.String(), "cannot start serving until space is freed")
 	})
-	os.Remove(filler)
+	free()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	awaitRunning(t, exited, "flint serve to start once space was freed", func() bool {
@@ -135,6 +155,19 @@ func TestServeStartsOnFullDisk(t *testing.T) {
 	})
 	if v, err := c.Get(context.Background(), "k").Result(); err != nil || v != "v" {
 		t.Fatalf("GET k = %q, %v", v, err)
+	}
+}
+
+// fillFile writes name until the disk is full.
+func fillFile(t *testing.T, name string) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for err == nil {
+		_, err = f.Write(make([]byte, 4096))
 	}
 }
 
@@ -158,17 +191,25 @@ func awaitRunning(t *testing.T, exited chan error, what string, cond func() bool
 // smallDisk mounts a 4 MiB tmpfs, three quarters full with the file filler,
 // or skips the test if it cannot (that needs root).
 func smallDisk(t *testing.T) (mnt, filler string) {
-	mnt = filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	mnt = mountTmpfs(t, "size=4m")
 	filler = filepath.Join(mnt, "filler")
 	if err := os.WriteFile(filler, make([]byte, 3<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return mnt, filler
+}
+
+// mountTmpfs mounts a tmpfs with the mount options opts, to be unmounted
+// when the test ends, or skips the test if it cannot (that needs root).
+func mountTmpfs(t *testing.T, opts string) string {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	return mnt
 }
 
 // fillDisk writes keys k0, k1, ... of val until a write is refused for a

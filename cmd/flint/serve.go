@@ -88,7 +88,7 @@ func serve(args []string) int {
 		defer cancel()
 		go keepHugePages(ctx, cfg.Logger)
 	}
-	lock, err := lockDir(*dir)
+	lock, err := lockDir(*dir, cfg.Logger)
 	if err != nil {
 		cfg.Logger.Error("cannot use the data directory", "dir", *dir, "err", err)
 		return 1
@@ -110,12 +110,25 @@ func serve(args []string) int {
 // (durably, as the replica would make it), and holds it until the file is
 // closed or the process ends, so that two servers never share a data
 // directory: each would write over the other's log. It fails at once if
-// another process holds the lock.
-func lockDir(dir string) (*os.File, error) {
-	if err := vfs.MkdirAll(vfs.OS, dir); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+// another process holds the lock. If the disk is too full to make them, it
+// says so, once, and tries again every retryLock.
+func lockDir(dir string, logger *slog.Logger) (*os.File, error) {
+	var f *os.File
+	logged := false
+	err := vfs.RetryNoSpace(func() (err error) {
+		if err = vfs.MkdirAll(vfs.OS, dir); err == nil {
+			f, err = os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+		}
+		return err
+	}, func(err error) bool {
+		if !logged {
+			logger.Error("the disk is full: the node cannot start serving until space is freed, "+
+				"as it must make its data directory first", "dir", dir, "err", err)
+			logged = true
+		}
+		time.Sleep(retryLock)
+		return true
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +141,10 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// retryLock is how often lockDir tries again to make a data directory on a
+// full disk.
+const retryLock = time.Second
 
 // maxBulkLimit is the largest --max-bulk: a key or a value up to it,
 // written alone, fits the replica's largest batch, and so a log record.
