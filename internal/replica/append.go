@@ -118,7 +118,11 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 		}
 	}
 	if r.noSpace.Swap(false) {
-		r.opt.Logger.Warn("disk space is available again: accepting writes", "dir", r.opt.Dir)
+		what := "accepting writes"
+		if !r.ready.Load() {
+			what = "starting"
+		}
+		r.opt.Logger.Warn("disk space is available again: "+what, "dir", r.opt.Dir)
 	}
 	if err := r.storage.Append(ents); err != nil {
 		r.fail(errorf("raft storage: %w", err))

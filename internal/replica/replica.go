@@ -126,8 +126,10 @@ type readWait struct {
 // Open recovers the replica in opt.Dir (creating it if needed), starts it,
 // and returns once it can serve: it leads its group and has applied
 // everything the log holds. To lead, it writes a new term to the log; and
-// recovery may have to write first, to bootstrap a new directory, start
-// the log, or write again the torn start of its last segment. Any of these
+// recovery may have to write first, to make the data directories and
+// bootstrap a new one, start the log, start a new segment after a log that
+// ends before the snapshot (--fsync never), or write again the torn start
+// of its last segment. Any of these
 // writes that finds the disk full makes Open log why it waits, and wait
 // until space is freed. It cannot serve
 // reads before: entries it does not know are committed may have been

@@ -91,8 +91,8 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 
 // whenSpace makes write, one that Open must make, and makes it again for as
 // long as it finds the disk full and Options.WaitForSpace says to. A write
-// that finds the disk full leaves the log as it was (see create, rotate and
-// rewriteHeader), so it may be made again.
+// that finds the disk full leaves things so that it may be made again (see
+// create, rotate and rewriteHeader).
 func (w *WAL) whenSpace(write func() error) error {
 	if w.opt.WaitForSpace == nil {
 		return write()
@@ -313,7 +313,12 @@ func (w *WAL) reopenLast(s segment, b []byte, fe *frame.Error) (segment, error) 
 var headerSize = int64(frame.Size(len(magic) + 20))
 
 // rewriteHeader writes the header and hard state of a segment that holds no
-// record.
+// record. After a full disk it may be called again, even if its write was
+// partly made or its fsync failed: each call writes the same bytes over the
+// whole start again, which dirties any page a failed fsync left clean, and
+// the segment holds nothing after them (a torn tail was truncated, or it is
+// a preallocated segment's zeros). A crash meanwhile leaves a torn start,
+// which the next Open writes again.
 func (w *WAL) rewriteHeader(f vfs.File, s segment) (int64, error) {
 	b, _ := w.segmentStart(s.seq, s.first)
 	if _, err := f.WriteAt(b, 0); err != nil {
