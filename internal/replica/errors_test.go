@@ -192,6 +192,30 @@ func TestOpenOnFullDisk(t *testing.T) {
 	}
 }
 
+// TestOpenWaitsToMakeItsDirectories fails the Mkdir of the log's directory
+// for a full disk, as a full ext4 fails one: Open waits, and makes it once
+// the disk has room.
+func TestOpenWaitsToMakeItsDirectories(t *testing.T) {
+	faulty := vfs.NewFaulty(vfs.NewMem())
+	faulty.SetFilter(func(name string) bool { return name == "data/wal" })
+	faulty.FailMkdir(vfs.ErrNoSpace)
+	log := &proctest.Buffer{}
+	opened := make(chan error, 1)
+	var r *Replica
+	go func() {
+		var err error
+		r, err = Open(Options{FS: faulty, Dir: "data", Logger: slog.New(slog.NewTextHandler(log, nil))})
+		opened <- err
+	}()
+	awaitLog(t, log, opened)
+	faulty.Heal()
+	if err := awaitErr(t, opened, "Open once the disk had room"); err != nil {
+		t.Fatalf("Open once the disk had room: %v", err)
+	}
+	defer r.Close()
+	set(t, r, "k", "v")
+}
+
 // openOnFullDisk opens a replica on mem, whose disk is full: it checks that
 // Open logs why it waits, frees the disk and returns the replica Open
 // returns then.
@@ -205,6 +229,18 @@ func openOnFullDisk(t *testing.T, mem *vfs.Mem) *Replica {
 		r, err = Open(Options{FS: mem, Dir: "data", Logger: slog.New(slog.NewTextHandler(log, nil))})
 		opened <- err
 	}()
+	awaitLog(t, log, opened)
+	mem.SetCapacity(0)
+	if err := awaitErr(t, opened, "Open once space was freed"); err != nil {
+		t.Fatalf("Open once space was freed: %v", err)
+	}
+	return r
+}
+
+// awaitLog waits until log says that Open, whose result opened receives,
+// waits for disk space, and fails if Open returns first.
+func awaitLog(t *testing.T, log *proctest.Buffer, opened <-chan error) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "cannot start serving until space is freed"); time.Sleep(time.Millisecond) {
 		select {
 		case err := <-opened:
@@ -215,11 +251,6 @@ func openOnFullDisk(t *testing.T, mem *vfs.Mem) *Replica {
 			t.Fatal("Open on a full disk logged nothing about it")
 		}
 	}
-	mem.SetCapacity(0)
-	if err := awaitErr(t, opened, "Open once space was freed"); err != nil {
-		t.Fatalf("Open once space was freed: %v", err)
-	}
-	return r
 }
 
 // TestDiskFullPartlyFreed fills the disk, then frees just enough for the

@@ -5,8 +5,8 @@ import "sync"
 // Faulty is an FS that passes every operation to another FS but fails the
 // ones a test arms it to fail. It is safe for concurrent use.
 //
-// A fault applies only to the files, and for FailSyncDir the directories,
-// whose names the filter accepts. A file's name is the one it was opened
+// A fault applies only to the files, and for FailSyncDir and FailMkdir the
+// directories, whose names the filter accepts. A file's name is the one it was opened
 // with, as given, even after a Rename.
 type Faulty struct {
 	fs FS
@@ -15,6 +15,7 @@ type Faulty struct {
 	filter     func(name string) bool // nil accepts every name
 	syncErr    error                  // the error of File.Sync, if not nil
 	syncDirErr error                  // the error of SyncDir, if not nil
+	mkdirErr   error                  // the error of Mkdir, if not nil
 	writeErr   error                  // the error of WriteAt, if not nil
 	// budgetErr, if not nil, is the error of writes past budget bytes.
 	budgetErr error
@@ -49,6 +50,10 @@ func (f *Faulty) FailSync(err error) { f.arm(&f.syncErr, err) }
 // FailSyncDir makes every later SyncDir return err without syncing.
 func (f *Faulty) FailSyncDir(err error) { f.arm(&f.syncDirErr, err) }
 
+// FailMkdir makes every later Mkdir return err without making the
+// directory.
+func (f *Faulty) FailMkdir(err error) { f.arm(&f.mkdirErr, err) }
+
 // FailWrite makes every later WriteAt return 0 and err without writing.
 func (f *Faulty) FailWrite(err error) { f.arm(&f.writeErr, err) }
 
@@ -73,7 +78,7 @@ func (f *Faulty) FailAfterBytes(n int64, err error) {
 func (f *Faulty) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.syncErr, f.syncDirErr, f.writeErr, f.budgetErr, f.budget = nil, nil, nil, nil, 0
+	f.syncErr, f.syncDirErr, f.mkdirErr, f.writeErr, f.budgetErr, f.budget = nil, nil, nil, nil, nil, 0
 }
 
 // Syncs returns the number of File.Syncs that succeeded.
@@ -119,8 +124,16 @@ func (f *Faulty) Remove(name string) error { return f.fs.Remove(name) }
 // ReadDir lists dir in the wrapped FS.
 func (f *Faulty) ReadDir(dir string) ([]string, error) { return f.fs.ReadDir(dir) }
 
-// Mkdir creates dir in the wrapped FS.
-func (f *Faulty) Mkdir(dir string) error { return f.fs.Mkdir(dir) }
+// Mkdir creates dir in the wrapped FS unless a FailMkdir fault applies.
+func (f *Faulty) Mkdir(dir string) error {
+	f.mu.Lock()
+	err := f.fault(f.mkdirErr, dir)
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.fs.Mkdir(dir)
+}
 
 // SyncDir syncs dir in the wrapped FS unless a FailSyncDir fault applies.
 func (f *Faulty) SyncDir(dir string) error {

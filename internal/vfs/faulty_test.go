@@ -172,6 +172,23 @@ func TestFaultySync(t *testing.T) {
 	}
 }
 
+// TestFaultyMkdir fails the Mkdirs of the directories the filter accepts,
+// until Heal.
+func TestFaultyMkdir(t *testing.T) {
+	f := NewFaulty(NewMem())
+	f.SetFilter(func(name string) bool { return name == "d/sub" })
+	f.FailMkdir(errInjected)
+	if err := MkdirAll(f, "d/sub"); !errors.Is(err, errInjected) {
+		t.Fatalf("MkdirAll with FailMkdir = %v", err)
+	}
+	if _, err := f.ReadDir("d/sub"); err == nil {
+		t.Fatal("the failed Mkdir made d/sub")
+	}
+	must(t, MkdirAll(f, "d/other"))
+	f.Heal()
+	must(t, MkdirAll(f, "d/sub"))
+}
+
 func TestFaultyPassesErrorsOn(t *testing.T) {
 	m := NewMem()
 	must(t, MkdirAll(m, "d"))
