@@ -126,10 +126,7 @@ func (f *Faulty) ReadDir(dir string) ([]string, error) { return f.fs.ReadDir(dir
 
 // Mkdir creates dir in the wrapped FS unless a FailMkdir fault applies.
 func (f *Faulty) Mkdir(dir string) error {
-	f.mu.Lock()
-	err := f.fault(f.mkdirErr, dir)
-	f.mu.Unlock()
-	if err != nil {
+	if err := f.dirFault(&f.mkdirErr, dir); err != nil {
 		return err
 	}
 	return f.fs.Mkdir(dir)
@@ -137,13 +134,17 @@ func (f *Faulty) Mkdir(dir string) error {
 
 // SyncDir syncs dir in the wrapped FS unless a FailSyncDir fault applies.
 func (f *Faulty) SyncDir(dir string) error {
-	f.mu.Lock()
-	err := f.fault(f.syncDirErr, dir)
-	f.mu.Unlock()
-	if err != nil {
+	if err := f.dirFault(&f.syncDirErr, dir); err != nil {
 		return err
 	}
 	return f.fs.SyncDir(dir)
+}
+
+// dirFault returns the fault *armed if it applies to dir.
+func (f *Faulty) dirFault(armed *error, dir string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fault(*armed, dir)
 }
 
 // Sync syncs the wrapped file unless a FailSync fault applies.
