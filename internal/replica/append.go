@@ -1,14 +1,12 @@
 package replica
 
 import (
-	"errors"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/vfs"
-	"github.com/flintkv/flint/internal/wal"
 )
 
 // retryNoSpace is how often the append thread checks whether a write that
@@ -100,22 +98,14 @@ func (r *Replica) logNoSpace(err error) {
 // retried until space is freed, with writes refused meanwhile; any other
 // failure stops the replica. It reports whether the replica may go on.
 func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
-	var wait spaceWait
-	for {
-		err := r.wal.Save(ents, hs)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, wal.ErrFailed) || !vfs.IsNoSpace(err) {
+	// Only a full disk leaves the log as it was (its permanent failures
+	// never look like one: see wal.Save), so only that is tried again.
+	err := vfs.RetryNoSpace(func() error { return r.wal.Save(ents, hs) }, r.untilSpace(max(logBytes(ents), minSpace)))
+	if err != nil {
+		if !vfs.IsNoSpace(err) { // else the replica stopped while waiting
 			r.fail(err)
-			return false
 		}
-		if !r.noSpace.Swap(true) {
-			r.logNoSpace(err)
-		}
-		if !r.waitForSpace(max(logBytes(ents), minSpace), &wait) {
-			return false
-		}
+		return false
 	}
 	if r.noSpace.Swap(false) {
 		what := "accepting writes"
@@ -132,6 +122,21 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 		r.storage.SetHardState(hs)
 	}
 	return true
+}
+
+// untilSpace returns what a write of about need bytes that found the disk
+// full (err) calls before it is tried again: it says so, once a full disk
+// begins (noSpace; the first write that succeeds after it says it is over,
+// see save), and waits for space (see waitForSpace). It reports whether to
+// try again, which it does unless the replica stops.
+func (r *Replica) untilSpace(need int64) func(err error) bool {
+	var wait spaceWait
+	return func(err error) bool {
+		if !r.noSpace.Swap(true) {
+			r.logNoSpace(err)
+		}
+		return r.waitForSpace(need, &wait)
+	}
 }
 
 // spaceWait is what waitForSpace keeps between the tries of one write.

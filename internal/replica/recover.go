@@ -29,7 +29,8 @@ type recovery struct {
 // recover rebuilds the store and raft's storage from the data directory.
 func (r *Replica) recover() error {
 	fs := r.opt.FS
-	wait := r.waitToStart()
+	// The writes below wait for space on a full disk.
+	wait := r.untilSpace(minSpace)
 	for _, d := range []string{r.snapDir(), r.walDir()} { // each makes r.opt.Dir too
 		if err := vfs.RetryNoSpace(func() error { return vfs.MkdirAll(fs, d) }, wait); err != nil {
 			return errorf("%w", err)
@@ -63,23 +64,9 @@ func (r *Replica) recover() error {
 	return nil
 }
 
-// waitToStart returns what recovery calls when a write it must make finds
-// the disk full (err): it says so, once, and waits for space (see
-// waitForSpace), so that the write is made again. The append thread's
-// first write that succeeds says when space is back (see save).
-func (r *Replica) waitToStart() func(err error) bool {
-	var wait spaceWait
-	return func(err error) bool {
-		if !r.noSpace.Swap(true) {
-			r.logNoSpace(err)
-		}
-		return r.waitForSpace(minSpace, &wait)
-	}
-}
-
 // loadSnapshot loads the newest snapshot into a new store, bootstrapping an
 // empty directory first; wait is called when bootstrapping finds the disk
-// full (see waitToStart).
+// full (see untilSpace).
 func (r *Replica) loadSnapshot(wait func(error) bool) (snap.Meta, error) {
 	fs := r.opt.FS
 	if err := snap.Prune(fs, r.snapDir(), 2); err != nil {

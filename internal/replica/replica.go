@@ -129,9 +129,8 @@ type readWait struct {
 // recovery may have to write first, to make the data directories and
 // bootstrap a new one, start the log, start a new segment after a log that
 // ends before the snapshot (--fsync never), or write again the torn start
-// of its last segment. Any of these
-// writes that finds the disk full makes Open log why it waits, and wait
-// until space is freed. It cannot serve
+// of its last segment. Any of these writes that finds the disk full makes
+// Open log why it waits, and wait until space is freed. It cannot serve
 // reads before: entries it does not know are committed may have been
 // acknowledged before the restart, and only its own first entry commits
 // them.

@@ -77,11 +77,11 @@
 // durable, so damage anywhere after that is taken for a torn write.
 //
 // An fsync that fails leaves the file's state unknown, so the WAL refuses all
-// later writes; the node must stop. (One exception, at Open: a torn segment
-// start that a full disk kept from being written and fsynced again is
-// written again whole, see Options.WaitForSpace.) Linux may then keep the data it failed
-// to write in the page cache as clean pages (ext4 does), which reads return
-// but no later fsync writes. So Open first fsyncs the last segment, the only one that can
+// later writes; the node must stop. (One exception, at Open: a torn
+// segment start that a full disk kept from being written and fsynced again
+// is written again whole, see Options.WaitForSpace.) Linux may then keep
+// the data it failed to write in the page cache as clean pages (ext4 does),
+// which reads return but no later fsync writes. So Open first fsyncs the last segment, the only one that can
 // hold writes not yet durable (a process killed before its fsync leaves
 // them dirty, and this makes them durable), then evicts its clean pages
 // (vfs.File.DropCache) and reads what the disk holds: records a failed
