@@ -94,6 +94,20 @@ func decodeEntry(b []byte, scratch [][]byte) (entry, error) {
 	return e, e.check()
 }
 
+// keys returns the entry's keys: every stride-th of the returned slice,
+// from its first.
+func (e entry) keys() (keys [][]byte, stride int) {
+	switch e.op {
+	case OpMSet, OpMSetNX:
+		return e.args, 2
+	case OpDel:
+		return e.args, 1
+	case OpFlush:
+		return nil, 1
+	}
+	return e.args[:1], 1
+}
+
 // check verifies that the entry has the arguments its op needs.
 func (e entry) check() error {
 	n := len(e.args)
