@@ -164,10 +164,30 @@ func (c *conn) writeApplied(i int, res store.Result) {
 
 // runDeferred runs the deferred reads that came after write after-1.
 func (c *conn) runDeferred(after int) {
+	ahead := c.nextRead // the reads before it have been prefetched
 	for ; c.nextRead < len(c.deferred) && c.deferred[c.nextRead].after == after; c.nextRead++ {
+		if c.nextRead == ahead {
+			ahead = c.prefetchReads(ahead, after)
+		}
 		d := c.deferred[c.nextRead]
 		d.cmd.run(c, c.dargs[d.lo:d.hi])
 	}
+}
+
+// prefetchReads prefetches (see store.Prefetch) the keys of the deferred
+// reads that came after write after-1, from the from-th on, about
+// store.PrefetchKeys of them, and returns the number of the first read it
+// did not reach. Those reads run next, one after another.
+func (c *conn) prefetchReads(from, after int) int {
+	keys, i := c.prefetch[:0], from
+	for ; i < len(c.deferred) && c.deferred[i].after == after && len(keys) < store.PrefetchKeys; i++ {
+		d := c.deferred[i]
+		keys = append(keys, c.dargs[d.lo+1:d.hi]...) // a deferred read's arguments are keys
+	}
+	c.srv.kv.Store().Prefetch(keys)
+	clear(keys) // let the input go
+	c.prefetch = keys[:0]
+	return i
 }
 
 // failBatch replies to each write Apply did not report on, and runs the

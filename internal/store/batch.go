@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"runtime"
 )
 
 // A batch is a sequence of entries that take effect one after another, in
@@ -80,57 +79,6 @@ func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
 		}
 	}
 	return nil
-}
-
-// prefetchKeys is how many keys ApplyBatch looks up ahead of applying
-// them. In a store much larger than the CPU's caches, a write's map slot
-// and cell are usually in none of them: applied one after another, each
-// write waits for its own misses, where lookups made back to back, whose
-// loads do not depend on each other, overlap them. 64 keys' slots and
-// cells fit in a core's L1 cache with room to spare.
-const prefetchKeys = 64
-
-// prefetch loads into the cache the map slots and cells of the keys of the
-// first entries of batch, which CheckBatch accepted, and returns the
-// length of those entries: as many whole entries as hold prefetchKeys keys
-// in all, and at least one. It is only a hint and changes nothing: a key
-// it does not reach (past the first prefetchKeys of one entry, or in a
-// shard's clash map) costs its misses when it is applied, as before.
-func (s *Store) prefetch(batch []byte) int {
-	var hashes [prefetchKeys]uint64
-	var scratch [8][]byte
-	n, off := 0, 0
-	for off < len(batch) {
-		l, w := binary.Uvarint(batch[off:])
-		e, _ := decodeEntry(batch[off+w:off+w+int(l)], scratch[:0])
-		keys, stride := e.keys()
-		if n > 0 && n+(len(keys)+stride-1)/stride > len(hashes) {
-			break
-		}
-		for j := 0; j < len(keys) && n < len(hashes); j += stride {
-			hashes[n] = s.hash(keys[j])
-			n++
-		}
-		off += w + int(l)
-	}
-	if n < 2 {
-		return off // no misses to overlap
-	}
-	var cells [prefetchKeys]*cell
-	for j, h := range hashes[:n] {
-		sh := &s.shards[h&s.mask]
-		sh.mu.RLock()
-		cells[j] = sh.mu.m[h]
-		sh.mu.RUnlock()
-	}
-	sum := 0
-	for _, c := range cells[:n] {
-		if c != nil {
-			sum += len(c.key) // a cell's key never changes: no lock needed
-		}
-	}
-	runtime.KeepAlive(sum)
-	return off
 }
 
 // CheckBatch decodes every entry of batch, and returns an error wrapping

@@ -9,7 +9,7 @@ import (
 )
 
 // TestConcurrentAtomicity runs writers and readers on overlapping groups of
-// keys; run it with -race. Every write changes a whole group at once (MSET
+// keys, and prefetches among them; run it with -race. Every write changes a whole group at once (MSET
 // or MSETNX of one value to all its keys, or DEL of all its keys), so a
 // reader that sees a group at one instant, through MGET, Range or a
 // Snapshot, must find it either empty or full with one value throughout.
@@ -47,11 +47,15 @@ func TestConcurrentAtomicity(t *testing.T) {
 						args = append(args, keys[g][i], []byte(val))
 					}
 					mustApply(t, s, AppendEntry(nil, OpMSet, 0, args...))
-				case p < 6: // MSET two groups, overlapping other writers' groups
+				case p < 6: // MSET two groups, overlapping other writers' groups, as a batch (see prefetch)
 					for _, k := range append(keys[g], keys[(g+1)%groups]...) {
 						args = append(args, k, []byte(val))
 					}
-					mustApply(t, s, AppendEntry(nil, OpMSet, 0, args...))
+					var b Batch
+					b.Add(OpMSet, 0, args...)
+					if err := s.ApplyBatch(b.Bytes(), nil); err != nil {
+						t.Error(err)
+					}
 				case p < 8: // DEL one group, with a repeated key
 					args = append(args, keys[g]...)
 					mustApply(t, s, AppendEntry(nil, OpDel, 0, append(args, keys[g][0])...))
@@ -75,6 +79,7 @@ func TestConcurrentAtomicity(t *testing.T) {
 				case 0:
 					var vals []string
 					var found int
+					s.Prefetch(keys[g]) // a hint, which must change nothing
 					s.MGet(keys[g], func(_ int, v []byte, ok bool) {
 						if ok {
 							found++
