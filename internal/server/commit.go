@@ -164,7 +164,7 @@ func (c *conn) writeApplied(i int, res store.Result) {
 
 // runDeferred runs the deferred reads that came after write after-1.
 func (c *conn) runDeferred(after int) {
-	ahead := c.nextRead // the reads before it have been prefetched
+	ahead := c.nextRead // the reads before it have been prefetched or have run
 	for ; c.nextRead < len(c.deferred) && c.deferred[c.nextRead].after == after; c.nextRead++ {
 		if c.nextRead == ahead {
 			ahead = c.prefetchReads(ahead, after)
@@ -182,7 +182,8 @@ func (c *conn) prefetchReads(from, after int) int {
 	keys, i := c.prefetch[:0], from
 	for ; i < len(c.deferred) && c.deferred[i].after == after && len(keys) < store.PrefetchKeys; i++ {
 		d := c.deferred[i]
-		keys = append(keys, c.dargs[d.lo+1:d.hi]...) // a deferred read's arguments are keys
+		ks := c.dargs[d.lo+1 : d.hi] // a deferred read's arguments are keys
+		keys = append(keys, ks[:min(len(ks), store.PrefetchKeys-len(keys))]...)
 	}
 	c.srv.kv.Store().Prefetch(keys)
 	clear(keys) // let the input go

@@ -83,7 +83,8 @@ func TestAddSize(t *testing.T) {
 // TestApplyBatchLongBatches applies random batches of up to 300 entries,
 // some with a hundred keys, which ApplyBatch takes a few entries at a time
 // (see prefetch), and checks that every entry takes effect once, in order,
-// with the result and the store Apply gives entry by entry.
+// with the result and the store Apply gives entry by entry; with full
+// hashes, and with hashes cut so short that most keys clash.
 func TestApplyBatchLongBatches(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
@@ -92,65 +93,68 @@ func TestApplyBatchLongBatches(t *testing.T) {
 		keys[i] = fmt.Appendf(nil, "key%d", i)
 	}
 	key := func() []byte { return keys[rng.IntN(len(keys))] }
-	batched, single := New(Options{Shards: 4}), New(Options{Shards: 4})
-	for range 50 {
-		var b Batch
-		var entries [][]byte
-		for range rng.IntN(300) {
-			var args [][]byte
-			op := []Op{OpSet, OpSet, OpMSet, OpDel, OpIncrBy, OpFlush}[rng.IntN(6)]
-			switch op {
-			case OpSet:
-				args = [][]byte{key(), fmt.Append(nil, rng.IntN(100))}
-			case OpMSet:
-				for range 1 + rng.IntN(100) {
-					args = append(args, key(), fmt.Append(nil, rng.IntN(100)))
+	for _, hashBits := range []int{0, 6} { // 6 bits: most keys clash (see clash)
+		opt := Options{Shards: 4, hashBits: hashBits}
+		batched, single := New(opt), New(opt)
+		for range 50 {
+			var b Batch
+			var entries [][]byte
+			for range rng.IntN(300) {
+				var args [][]byte
+				op := []Op{OpSet, OpSet, OpMSet, OpDel, OpIncrBy, OpFlush}[rng.IntN(6)]
+				switch op {
+				case OpSet:
+					args = [][]byte{key(), fmt.Append(nil, rng.IntN(100))}
+				case OpMSet:
+					for range 1 + rng.IntN(100) {
+						args = append(args, key(), fmt.Append(nil, rng.IntN(100)))
+					}
+				case OpDel:
+					for range 1 + rng.IntN(100) {
+						args = append(args, key())
+					}
+				case OpIncrBy:
+					args = [][]byte{key(), DeltaArg(1)}
+				case OpFlush:
+					if rng.IntN(20) > 0 {
+						continue
+					}
 				}
-			case OpDel:
-				for range 1 + rng.IntN(100) {
-					args = append(args, key())
-				}
-			case OpIncrBy:
-				args = [][]byte{key(), DeltaArg(1)}
-			case OpFlush:
-				if rng.IntN(20) > 0 {
-					continue
-				}
+				b.Add(op, 0, args...)
+				entries = append(entries, AppendEntry(nil, op, 0, args...))
 			}
-			b.Add(op, 0, args...)
-			entries = append(entries, AppendEntry(nil, op, 0, args...))
-		}
-		var got []Result
-		err := batched.ApplyBatch(b.Bytes(), func(i int, r Result) {
-			if i != len(got) {
-				t.Fatalf("result %d came as number %d", i, len(got))
-			}
-			got = append(got, r)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != len(entries) {
-			t.Fatalf("%d results for %d entries", len(got), len(entries))
-		}
-		for i, e := range entries {
-			want, err := single.Apply(e)
+			var got []Result
+			err := batched.ApplyBatch(b.Bytes(), func(i int, r Result) {
+				if i != len(got) {
+					t.Fatalf("result %d came as number %d", i, len(got))
+				}
+				got = append(got, r)
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fmt.Sprint(got[i]) != fmt.Sprint(want) {
-				t.Fatalf("entry %d: ApplyBatch gave %+v, Apply %+v", i, got[i], want)
+			if len(got) != len(entries) {
+				t.Fatalf("%d results for %d entries", len(got), len(entries))
+			}
+			for i, e := range entries {
+				want, err := single.Apply(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got[i]) != fmt.Sprint(want) {
+					t.Fatalf("entry %d: ApplyBatch gave %+v, Apply %+v", i, got[i], want)
+				}
 			}
 		}
-	}
-	if batched.Len() != single.Len() {
-		t.Fatalf("Len %d after ApplyBatch, %d after Apply", batched.Len(), single.Len())
-	}
-	for _, k := range keys {
-		a, aok := batched.Get(k)
-		b, bok := single.Get(k)
-		if string(a) != string(b) || aok != bok {
-			t.Fatalf("key %s: %q (%v) after ApplyBatch, %q (%v) after Apply", k, a, aok, b, bok)
+		if batched.Len() != single.Len() {
+			t.Fatalf("Len %d after ApplyBatch, %d after Apply", batched.Len(), single.Len())
+		}
+		for _, k := range keys {
+			a, aok := batched.Get(k)
+			b, bok := single.Get(k)
+			if string(a) != string(b) || aok != bok {
+				t.Fatalf("key %s: %q (%v) after ApplyBatch, %q (%v) after Apply", k, a, aok, b, bok)
+			}
 		}
 	}
 }

@@ -47,7 +47,7 @@ func TestConcurrentAtomicity(t *testing.T) {
 						args = append(args, keys[g][i], []byte(val))
 					}
 					mustApply(t, s, AppendEntry(nil, OpMSet, 0, args...))
-				case p < 6: // MSET two groups, overlapping other writers' groups, as a batch (see prefetch)
+				case p < 6: // MSET two groups, overlapping others; as a batch
 					for _, k := range append(keys[g], keys[(g+1)%groups]...) {
 						args = append(args, k, []byte(val))
 					}

@@ -16,8 +16,10 @@ const PrefetchKeys = 64
 // Prefetch loads into the calling core's cache the map slots and cells of
 // the first PrefetchKeys of keys, so that reading or writing them next,
 // one after another, finds them there. It is only a hint and changes
-// nothing: a key it does not reach (past the first PrefetchKeys, or in a
-// shard's clash map) costs its misses when it is used, as without it.
+// nothing: what it does not load costs its misses when it is used, as
+// without it. It loads nothing for a single key (there are no misses to
+// overlap), nor for keys past the first PrefetchKeys or in a shard's clash
+// map, nor the keys longer than shortKey and the values the cells point to.
 func (s *Store) Prefetch(keys [][]byte) {
 	var hashes [PrefetchKeys]uint64
 	n := min(len(keys), len(hashes))
@@ -34,11 +36,13 @@ func (s *Store) Prefetch(keys [][]byte) {
 // PrefetchKeys).
 func (s *Store) prefetch(batch []byte) int {
 	var hashes [PrefetchKeys]uint64
-	var scratch [8][]byte
+	var array [8][]byte
+	scratch := array[:0] // keeps what a long entry grew it to, for the next
 	n, off := 0, 0
 	for off < len(batch) {
 		l, w := binary.Uvarint(batch[off:])
-		e, _ := decodeEntry(batch[off+w:off+w+int(l)], scratch[:0])
+		e, _ := decodeEntry(batch[off+w:off+w+int(l)], scratch)
+		scratch = e.args[:0]
 		keys, stride := e.keys()
 		if n > 0 && n+(len(keys)+stride-1)/stride > len(hashes) {
 			break
