@@ -40,7 +40,7 @@ func checkCmd(args []string) int {
 			"Runs concurrent clients against a server, records every operation, and checks the history\n"+
 			"for linearizability violations and lost writes. Exit status: 0 PASS, 1 FAIL or error,\n"+
 			"2 bad usage, 3 UNKNOWN (the search ran out of time). See docs/TESTING.md.\n\n"+
-			"examples:\n  flint check --spawn --conflict --nemesis kill,pause --duration 60s --out check-out\n"+
+			"examples:\n  flint check --spawn --conflict --nemesis kill,pause --duration 20s --out check-out\n"+
 			"  flint check --addr 127.0.0.1:7379 --clients 3\n  flint check --recheck check-out/history.json --out recheck-out\n\nflags:\n")
 		fs.PrintDefaults()
 	}
