@@ -65,7 +65,7 @@ func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
 	if err := CheckBatch(batch); err != nil {
 		return err
 	}
-	for i := 0; len(batch) > 0; {
+	for i := 0; len(batch) > 0; { // a prefetched run of entries at a time
 		for end := len(batch) - s.prefetch(batch); len(batch) > end; i++ {
 			l, w := binary.Uvarint(batch)
 			res, err := s.Apply(batch[w : w+int(l)])

@@ -9,10 +9,11 @@ import (
 )
 
 // TestConcurrentAtomicity runs writers and readers on overlapping groups of
-// keys, and prefetches among them; run it with -race. Every write changes a whole group at once (MSET
-// or MSETNX of one value to all its keys, or DEL of all its keys), so a
-// reader that sees a group at one instant, through MGET, Range or a
-// Snapshot, must find it either empty or full with one value throughout.
+// keys, and prefetches among them; run it with -race. Every write changes
+// a whole group at once (MSET or MSETNX of one value to all its keys, or
+// DEL of all its keys), so a reader that sees a group at one instant,
+// through MGET, Range or a Snapshot, must find it either empty or full
+// with one value throughout.
 func TestConcurrentAtomicity(t *testing.T) {
 	const (
 		groups  = 6
