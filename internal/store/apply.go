@@ -37,6 +37,11 @@ func (s *Store) Apply(entry []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return s.apply(e)
+}
+
+// apply applies a decoded entry.
+func (s *Store) apply(e entry) (Result, error) {
 	switch e.op {
 	case OpSet:
 		return s.set(e.args[0], e.args[1], e.flags), nil

@@ -65,17 +65,20 @@ func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
 	if err := CheckBatch(batch); err != nil {
 		return err
 	}
+	var ents [PrefetchKeys]entry
+	var args [2 * PrefetchKeys][]byte
 	for i := 0; len(batch) > 0; { // a prefetched run of entries at a time
-		for end := len(batch) - s.prefetch(batch); len(batch) > end; i++ {
-			l, w := binary.Uvarint(batch)
-			res, err := s.Apply(batch[w : w+int(l)])
+		var run []entry
+		run, batch = s.prefetch(batch, &ents, args[:0])
+		for _, e := range run {
+			res, err := s.apply(e)
 			if err != nil {
 				return err // unreachable: CheckBatch decoded it
 			}
 			if fn != nil {
 				fn(i, res)
 			}
-			batch = batch[w+int(l):]
+			i++
 		}
 	}
 	return nil

@@ -29,32 +29,35 @@ func (s *Store) Prefetch(keys [][]byte) {
 	s.prefetchHashes(hashes[:n])
 }
 
-// prefetch loads into the cache the map slots and cells of the keys of the
-// first entries of batch, which CheckBatch accepted, and returns the
-// length of those entries: as many whole entries as hold PrefetchKeys keys
-// in all, and at least one (of whose keys it loads the first
-// PrefetchKeys).
-func (s *Store) prefetch(batch []byte) int {
+// prefetch decodes into ents the first entries of batch, which CheckBatch
+// accepted: as many whole entries as hold PrefetchKeys keys in all, and at
+// least one (and no more than fit in ents). It loads the map slots and
+// cells of their keys (of an entry with more, the first PrefetchKeys), and
+// returns the decoded entries, whose args alias batch and args (or memory
+// of their own once args is full), and the rest of batch.
+func (s *Store) prefetch(batch []byte, ents *[PrefetchKeys]entry, args [][]byte) ([]entry, []byte) {
 	var hashes [PrefetchKeys]uint64
-	var array [8][]byte
-	scratch := array[:0] // keeps what a long entry grew it to, for the next
-	n, off := 0, 0
-	for off < len(batch) {
-		l, w := binary.Uvarint(batch[off:])
-		e, _ := decodeEntry(batch[off+w:off+w+int(l)], scratch)
-		scratch = e.args[:0]
+	n, m := 0, 0
+	for len(batch) > 0 && m < len(ents) {
+		l, w := binary.Uvarint(batch)
+		e, _ := decodeEntry(batch[w:w+int(l)], args[len(args):])
 		keys, stride := e.keys()
-		if n > 0 && n+(len(keys)+stride-1)/stride > len(hashes) {
+		if m > 0 && n+(len(keys)+stride-1)/stride > len(hashes) {
 			break
 		}
 		for j := 0; j < len(keys) && n < len(hashes); j += stride {
 			hashes[n] = s.hash(keys[j])
 			n++
 		}
-		off += w + int(l)
+		if cap(args)-len(args) >= len(e.args) { // e.args is in args
+			args = args[:len(args)+len(e.args)]
+		}
+		ents[m] = e
+		m++
+		batch = batch[w+int(l):]
 	}
 	s.prefetchHashes(hashes[:n])
-	return off
+	return ents[:m], batch
 }
 
 // prefetchHashes loads the map slots and cells of the keys with these
