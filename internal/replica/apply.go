@@ -46,11 +46,7 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 		return errConfChange
 	case len(e.Data) > 0:
 		err := eachProposal(e.Data, func(id uint64, batch []byte) error {
-			var p *proposal
-			if v, ok := r.waiters.LoadAndDelete(id); ok {
-				p = v.(*proposal)
-			}
-			return r.applyBatch(p, batch)
+			return r.applyBatch(r.waiters.take(id), batch)
 		})
 		if err != nil {
 			return errorf("entry %d (term %d) cannot be applied: %w; the log is damaged or from a newer version", e.Index, e.Term, err)

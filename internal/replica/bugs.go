@@ -35,8 +35,7 @@ func (r *Replica) reorder(e *raftpb.Entry) bool {
 		return false
 	}
 	eachProposal(e.Data, func(id uint64, batch []byte) error {
-		if v, ok := r.waiters.LoadAndDelete(id); ok {
-			p := v.(*proposal)
+		if p := r.waiters.take(id); p != nil {
 			for i := range plainSets(batch) {
 				if p.done != nil {
 					p.done(i, store.Result{Done: true})

@@ -146,13 +146,13 @@ func (l *loop) propose() {
 	data = binary.AppendUvarint(data, uint64(len(l.props)))
 	for _, p := range l.props {
 		p.id = l.r.nextID.Add(1)
-		l.r.waiters.Store(p.id, p)
+		l.r.waiters.add(p)
 		data = appendProposal(data, p.id, p.batch)
 		p.batch = nil
 	}
 	if err := l.rn.Propose(data); err != nil {
 		for _, p := range l.props {
-			l.r.waiters.Delete(p.id)
+			l.r.waiters.take(p.id)
 		}
 		l.finish(errorf("proposal refused: %w", err))
 	}

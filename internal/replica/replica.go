@@ -93,7 +93,7 @@ type Replica struct {
 	wg       sync.WaitGroup
 
 	nextID  atomic.Uint64
-	waiters sync.Map // proposal id -> *proposal
+	waiters waiters
 	noSpace atomic.Bool
 	// appending counts the messages the raft loop has handed the append
 	// thread that it has not finished: while any are, proposals wait.
@@ -115,6 +115,34 @@ type proposal struct {
 	done    func(i int, res store.Result) // the caller's, called on the apply thread
 	err     error
 	applied chan struct{} // closed when the batch is applied or refused (err)
+}
+
+// waiters holds the proposals in the log, or about to be, by id, until
+// the apply thread takes them. A map under a mutex rather than a sync.Map,
+// which allocates for every key it stores: every id is stored once, taken
+// once, and never read again.
+type waiters struct {
+	mu sync.Mutex
+	m  map[uint64]*proposal
+}
+
+func (w *waiters) add(p *proposal) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = make(map[uint64]*proposal)
+	}
+	w.m[p.id] = p
+}
+
+// take removes and returns the proposal with this id, or nil if there is
+// none: it was proposed before a restart, or refused.
+func (w *waiters) take(id uint64) *proposal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.m[id]
+	delete(w.m, id)
+	return p
 }
 
 // readWait is one caller waiting for a read barrier.
