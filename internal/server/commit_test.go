@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"net"
 	"slices"
 	"testing"
@@ -108,5 +109,38 @@ func TestWriteAllocs(t *testing.T) {
 	run()
 	if n := testing.AllocsPerRun(10, run); n != 0 {
 		t.Fatalf("%v allocations per %d writes, want 0", n, 100*len(cmds))
+	}
+}
+
+// TestTryWriteAllocatesNothing checks that writing replies to a socket that
+// takes them costs no allocation: it is done once per batch, which is once
+// per command for a client that does not pipeline.
+func TestTryWriteAllocatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	go io.Copy(io.Discard, client)
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var o output
+	o.init(nc, func() bool { return false })
+	reply := []byte("+OK\r\n")
+	allocs := testing.AllocsPerRun(100, func() {
+		if n, err := o.tryWrite(reply); n != len(reply) || err != nil {
+			t.Fatalf("tryWrite wrote %d of %d bytes: %v", n, len(reply), err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per tryWrite, want 0", allocs)
 	}
 }

@@ -16,10 +16,12 @@ import (
 // that the connection's goroutine never blocks on a client that is slow to
 // read: it goes on reading that client's input (see conn.waitDrain).
 type output struct {
-	nc      net.Conn
-	closing func() bool     // whether the server is shutting down
-	raw     syscall.RawConn // nil: every write goes through the writer goroutine
-	cond    *sync.Cond      // on mu: signals queued bytes, progress and failure
+	nc       net.Conn
+	closing  func() bool           // whether the server is shutting down
+	raw      syscall.RawConn       // nil: every write goes through the writer goroutine
+	try      attempt               // the connection's goroutine's, in tryWrite
+	writeNow func(fd uintptr) bool // o.writeTry, made once
+	cond     *sync.Cond            // on mu: signals queued bytes, progress and failure
 
 	timeout time.Duration // writer: drop a client that accepts nothing for this long
 	onBytes func(n int)   // counts bytes written, for INFO
@@ -51,6 +53,7 @@ const writeChunk = 256 << 10
 func (o *output) init(nc net.Conn, closing func() bool) {
 	o.nc, o.closing = nc, closing
 	o.raw = rawConnOf(nc)
+	o.writeNow = o.writeTry
 	o.cond = sync.NewCond(&o.mu)
 }
 
@@ -70,37 +73,53 @@ func (o *output) backlog() int {
 
 func (o *output) backlogLocked() int { return len(o.mu.pending) + o.mu.inflight }
 
-// tryWrite writes as much of b as the socket takes without blocking.
+// tryWrite writes as much of b as the socket takes without blocking. Only
+// the connection's goroutine calls it.
 func (o *output) tryWrite(b []byte) (int, error) {
 	if o.raw == nil {
 		return 0, nil
 	}
-	n := 0
-	var werr error
-	err := o.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := syscall.Write(int(fd), b[n:])
-			if m > 0 {
-				n += m
-			}
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return true
-			case err != nil:
-				werr = os.NewSyscallError("write", err)
-				return true
-			case m == 0:
-				return true
-			}
-		}
-		return true // done: never wait for the socket here
-	})
+	o.try = attempt{b: b}
+	err := o.raw.Write(o.writeNow)
+	n, werr := o.try.n, o.try.err
+	o.try = attempt{}
 	if err == nil {
 		err = werr
 	}
 	return n, err
+}
+
+// attempt is the state of one tryWrite, kept in output so that the function
+// it passes the socket, made once, need not capture it: a closure made for
+// each write would be allocated for each.
+type attempt struct {
+	b   []byte
+	n   int
+	err error
+}
+
+// writeTry writes o.try.b to fd until the socket would block. It never asks
+// to wait for the socket.
+func (o *output) writeTry(fd uintptr) bool {
+	t := &o.try
+	for t.n < len(t.b) {
+		m, err := syscall.Write(int(fd), t.b[t.n:])
+		if m > 0 {
+			t.n += m
+		}
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return true
+		case err != nil:
+			t.err = os.NewSyscallError("write", err)
+			return true
+		case m == 0:
+			return true
+		}
+	}
+	return true
 }
 
 // enqueue copies b to the writer's queue.
