@@ -6,14 +6,14 @@ import (
 )
 
 // PrefetchKeys is how many keys a prefetch looks up at most. In a store
-// much larger than the CPU's caches, a key's map slot and cell are usually
+// much larger than the CPU's caches, a key's table slot and cell are usually
 // in none of them: served one after another, each write or read waits for
 // its own misses, where lookups made back to back, whose loads do not
 // depend on each other, overlap them. 64 keys' slots and cells fit in a
 // core's L1 cache with room to spare.
 const PrefetchKeys = 64
 
-// Prefetch loads into the calling core's cache the map slots and cells of
+// Prefetch loads into the calling core's cache the table slots and cells of
 // the first PrefetchKeys of keys, so that reading or writing them next,
 // one after another, finds them there. It is only a hint and changes
 // nothing: what it does not load costs its misses when it is used, as
@@ -31,7 +31,7 @@ func (s *Store) Prefetch(keys [][]byte) {
 
 // prefetch decodes into ents the first entries of batch, which CheckBatch
 // accepted: as many whole entries as hold PrefetchKeys keys in all, and at
-// least one (and no more than fit in ents). It loads the map slots and
+// least one (and no more than fit in ents). It loads the table slots and
 // cells of their keys (of an entry with more, the first PrefetchKeys), and
 // returns the decoded entries, whose args alias batch and args (or memory
 // of their own once args is full), and the rest of batch.
@@ -60,23 +60,32 @@ func (s *Store) prefetch(batch []byte, ents *[PrefetchKeys]entry, args [][]byte)
 	return ents[:m], batch
 }
 
-// prefetchHashes loads the map slots and cells of the keys with these
-// hashes, as Prefetch describes.
+// prefetchHashes loads the table slots and cells of the keys with these
+// hashes, as Prefetch describes: in three passes, each of loads that do
+// not depend on each other, so that each pass's misses overlap (see
+// table). The home slots first, then the lookups, which find them in the
+// cache (most end there), then the cells the lookups found.
 func (s *Store) prefetchHashes(hashes []uint64) {
 	if len(hashes) < 2 {
 		return // no misses to overlap
+	}
+	var sum uint64
+	for _, h := range hashes {
+		sh := &s.shards[h&s.mask]
+		sh.mu.RLock()
+		sum += sh.mu.m.touch(h)
+		sh.mu.RUnlock()
 	}
 	var cells [PrefetchKeys]*cell
 	for i, h := range hashes {
 		sh := &s.shards[h&s.mask]
 		sh.mu.RLock()
-		cells[i] = sh.mu.m[h]
+		cells[i] = sh.mu.m.get(h)
 		sh.mu.RUnlock()
 	}
-	sum := 0
 	for _, c := range cells[:len(hashes)] {
 		if c != nil {
-			sum += len(c.key) // a cell's key never changes: no lock needed
+			sum += uint64(len(c.key)) // a cell's key never changes: no lock needed
 		}
 	}
 	runtime.KeepAlive(sum)

@@ -53,17 +53,16 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 	}
 }
 
-// Reserve sizes the maps of empty shards for a store of n keys, spread over
-// the shards as keys hash, so that loading them never grows a map step by
-// step: each step allocates and fills new tables, and the old ones become
-// garbage. It is a hint, for an empty store about to load a snapshot.
+// Reserve sizes the tables of empty shards for a store of n keys, spread
+// over the shards as keys hash, so that loading them splits no segment:
+// each split allocates two segments, and the old one becomes garbage. It is a hint, for an empty store about to load a snapshot.
 func (s *Store) Reserve(n int) {
 	per := n/len(s.shards) + n/len(s.shards)/16 + 16 // hashing spreads keys within a few percent
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		if sh.keys.Load() == 0 {
-			sh.mu.m = make(map[uint64]*cell, per)
+			sh.mu.m = newTable(per)
 		}
 		sh.mu.Unlock()
 	}

@@ -9,8 +9,9 @@
 // The map is split into shards, each with its own lock, so that commands on
 // different keys run on different cores without contending. A command that
 // touches several keys locks their shards in ascending order and is atomic as
-// a whole. Each shard keeps a hash map for point reads and, for ordered
-// reads, an index that a write appends to rather than searches (see index).
+// a whole. Each shard keeps a hash table for point reads (see table) and,
+// for ordered reads, an index that a write appends to rather than searches
+// (see index).
 // The index's sorted runs never change once made, so taking them under the
 // locks gives a consistent view that range reads and snapshots iterate
 // without holding any lock, and neither stalls writes for longer than
@@ -46,7 +47,7 @@ type Options struct {
 	MaxValue int // longest value APPEND may build, in bytes; default 64 MiB
 
 	fresh    int // items an index gathers before sorting them; default defaultFresh (tests set less)
-	hashBits int // tests only: keep this many low bits of each hash (0: all), so that keys clash
+	hashBits int // tests only: keep this many low bits of each hash (0: all), so that keys clash; at most 9 (see table)
 }
 
 // Store is the state machine. All methods are safe for concurrent use.
@@ -73,11 +74,11 @@ type shard struct {
 		// clash. The newest item of each key in idx points to its cell; the
 		// newest item of a key in neither is absent, or there is none. Bytes
 		// within len of a stored value are never modified: readers and
-		// snapshots share them. (A map keyed by the hash, which the shard's
-		// choice computed already, has slots of 16 bytes with one pointer,
-		// not 24 with two as a string key's, and does not hash keys again;
-		// clash is nil until two keys' 64-bit hashes are equal.)
-		m     map[uint64]*cell
+		// snapshots share them. (A table keyed by the hash, which the
+		// shard's choice computed already, has slots of 16 bytes with one
+		// pointer, not 24 with two as a string key's, and does not hash keys
+		// again; clash is nil until two keys' 64-bit hashes are equal.)
+		m     table
 		clash map[string]*cell
 		idx   index
 		// gen counts the views taken of idx (see cell). It grows by one
@@ -92,9 +93,9 @@ type shard struct {
 	_     [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
-// cell holds one key's value; the shard's map and the key's item in the
+// cell holds one key's value; the shard's table and the key's item in the
 // index both point to it. So a write to a key changes only its cell, and
-// leaves the map and the index alone, unless a view of the index may share
+// leaves the table and the index alone, unless a view of the index may share
 // the cell.
 //
 // Invariant: a cell with gen equal to its shard's gen was made after the
@@ -102,7 +103,7 @@ type shard struct {
 // place, under the shard's lock; deleting its key marks it dead (gen
 // deadGen). A cell with an older gen may be in a view, which reads it
 // without any lock: it never changes again, and a write to its key makes a
-// new cell and puts it in the map and the index, or a tombstone in the index.
+// new cell and puts it in the table and the index, or a tombstone in the index.
 type cell struct {
 	key   string // the stored key: in short, or a string of its own (see newCell)
 	val   []byte
@@ -212,7 +213,7 @@ func DefaultShards() int { return max(16, 8*runtime.GOMAXPROCS(0)) }
 func (s *Store) freshOf(i int) int { return s.fresh + s.fresh*i/len(s.shards) }
 
 func (sh *shard) resetLocked(fresh int) {
-	sh.mu.m = make(map[uint64]*cell)
+	sh.mu.m = newTable(0)
 	sh.mu.clash = nil
 	sh.mu.idx = newIndex(fresh)
 	sh.mu.garbage = 0
@@ -221,7 +222,7 @@ func (sh *shard) resetLocked(fresh int) {
 }
 
 // hash returns key's hash: its low bits choose the key's shard, and the
-// shard's map is keyed by all of it.
+// shard's table is keyed by all of it.
 func (s *Store) hash(key []byte) uint64 { return maphash.Bytes(s.seed, key) & s.hashMask }
 
 func (s *Store) shardOf(key []byte) int { return int(s.hash(key) & s.mask) }
@@ -259,7 +260,7 @@ func (sh *shard) getLocked(h uint64, key []byte) ([]byte, bool) {
 
 // lookupLocked returns the cell of key, whose hash is h, or nil.
 func (sh *shard) lookupLocked(h uint64, key []byte) *cell {
-	if c := sh.mu.m[h]; c != nil && c.key == string(key) {
+	if c := sh.mu.m.get(h); c != nil && c.key == string(key) {
 		return c
 	}
 	if sh.mu.clash != nil {
@@ -271,8 +272,8 @@ func (sh *shard) lookupLocked(h uint64, key []byte) *cell {
 // bindLocked makes c the cell of its key, whose hash is h, in place of
 // old, the key's cell until now, or nil.
 func (sh *shard) bindLocked(h uint64, old, c *cell) {
-	if sh.mu.m[h] == old { // old's place, or a free one for a new key
-		sh.mu.m[h] = c
+	if sh.mu.m.get(h) == old { // old's place, or a free one for a new key
+		sh.mu.m.set(h, c)
 		return
 	}
 	if sh.mu.clash == nil {
@@ -283,8 +284,8 @@ func (sh *shard) bindLocked(h uint64, old, c *cell) {
 
 // unbindLocked removes old, its key's cell, whose hash is h.
 func (sh *shard) unbindLocked(h uint64, old *cell) {
-	if sh.mu.m[h] == old {
-		delete(sh.mu.m, h)
+	if sh.mu.m.get(h) == old {
+		sh.mu.m.del(h)
 	} else {
 		delete(sh.mu.clash, old.key)
 	}
@@ -297,7 +298,7 @@ func (sh *shard) putLocked(h uint64, key, val []byte) {
 }
 
 // replaceLocked stores val under key, whose hash is h and whose cell
-// lookupLocked returned as old: passing it saves a second map lookup.
+// lookupLocked returned as old: passing it saves a second lookup.
 func (sh *shard) replaceLocked(old *cell, h uint64, key, val []byte) {
 	if old == nil {
 		sh.insertLocked(h, key, val)
