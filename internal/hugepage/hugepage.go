@@ -1,7 +1,7 @@
 // Package hugepage moves the settled parts of the Go heap into transparent
 // huge pages.
 //
-// A store of a million keys reads and writes its hash maps, cells and index
+// A store of a million keys reads and writes its hash tables, cells and index
 // at random places across hundreds of megabytes. With 4 KiB pages nearly
 // every such access also misses the TLB, and in a virtual machine each miss
 // walks two page tables, the guest's and the host's. With 2 MiB pages the
