@@ -54,8 +54,9 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 }
 
 // Reserve sizes the tables of empty shards for a store of n keys, spread
-// over the shards as keys hash, so that loading them splits no segment:
-// each split allocates two segments, and the old one becomes garbage. It is a hint, for an empty store about to load a snapshot.
+// over the shards as keys hash, so that loading them splits no segment
+// (each split allocates one, and a directory doubling a directory). It is
+// a hint, for an empty store about to load a snapshot.
 func (s *Store) Reserve(n int) {
 	per := n/len(s.shards) + n/len(s.shards)/16 + 16 // hashing spreads keys within a few percent
 	for i := range s.shards {

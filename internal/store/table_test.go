@@ -143,3 +143,19 @@ func TestTableReserved(t *testing.T) {
 		t.Fatalf("a table made for %d entries (%d segments) grew from depth %d to %d to take them", n, segs, depth, tb.depth)
 	}
 }
+
+// TestTableSizes checks that newTable makes room for its hint at half of
+// each segment's load on average, including hints just past a segment's
+// half, which a rounding down would pack into too few segments.
+func TestTableSizes(t *testing.T) {
+	for _, hint := range []int{0, 1, maxLoad/2 - 1, maxLoad / 2, maxLoad/2 + 1, maxLoad - 1, maxLoad, 3*maxLoad/2 - 1, 100_000} {
+		tb := newTable(hint)
+		if room := len(tb.dir) * maxLoad / 2; room < hint {
+			t.Errorf("newTable(%d): %d segments, room for %d entries at half load", hint, len(tb.dir), room)
+		}
+		if hint > 0 && len(tb.dir) > 1 && (len(tb.dir)/2)*maxLoad/2 >= hint {
+			t.Errorf("newTable(%d): %d segments, where half as many would hold it at half load", hint, len(tb.dir))
+		}
+		checkTable(t, &tb, map[uint64]*cell{})
+	}
+}
