@@ -67,13 +67,20 @@ const (
 	maxLoad   = segSlots * 3 / 4     // entries a segment holds at most
 	homeShift = 24                   // a home slot is bits homeShift up of the hash
 	homeMask  = uint64(segSlots - 1) // of a slot index
+
+	// reserveLoad is the most entries newTable plans for a segment, on
+	// average. Uniform hashes spread over the segments within a few
+	// percent of that, well under maxLoad, so a table made for its hint
+	// takes it without splitting; and as the segments are a power of two,
+	// they hold half to all of it, not much less than a grown table's.
+	reserveLoad = maxLoad * 3 / 4
 )
 
-// newTable returns a table sized for about hint entries, with segments at
-// most half full, on average, at that size.
+// newTable returns a table sized for about hint entries: segments hold
+// reserveLoad of them at most, on average, at that size.
 func newTable(hint int) table {
 	var depth uint
-	if segs := (hint + maxLoad/2 - 1) / (maxLoad / 2); segs > 1 {
+	if segs := (hint + reserveLoad - 1) / reserveLoad; segs > 1 {
 		depth = uint(bits.Len(uint(segs - 1)))
 	}
 	t := table{dir: make([]*segment, 1<<depth), depth: depth}

@@ -130,9 +130,11 @@ func TestTableDeleteWraps(t *testing.T) {
 }
 
 // TestTableReserved checks that a table made for n entries takes n
-// uniform hashes without splitting a segment, as Store.Reserve promises.
+// uniform hashes without splitting a segment, as Store.Reserve promises,
+// with n at the most a table of its size is made for: reserveLoad entries
+// a segment on average.
 func TestTableReserved(t *testing.T) {
-	const n = 100_000
+	const n = 128 * reserveLoad
 	tb := newTable(n)
 	depth, segs := tb.depth, len(tb.dir)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -144,17 +146,18 @@ func TestTableReserved(t *testing.T) {
 	}
 }
 
-// TestTableSizes checks that newTable makes room for its hint at half of
-// each segment's load on average, including hints just past a segment's
-// half, which a rounding down would pack into too few segments.
+// TestTableSizes checks that newTable makes room for its hint at
+// reserveLoad entries a segment, and no more than twice that room,
+// including hints just past a multiple of it, which rounding down would
+// pack into too few segments.
 func TestTableSizes(t *testing.T) {
-	for _, hint := range []int{0, 1, maxLoad/2 - 1, maxLoad / 2, maxLoad/2 + 1, maxLoad - 1, maxLoad, 3*maxLoad/2 - 1, 100_000} {
+	for _, hint := range []int{0, 1, reserveLoad - 1, reserveLoad, reserveLoad + 1, 2*reserveLoad - 1, 2 * reserveLoad, 3*reserveLoad - 1, 100_000} {
 		tb := newTable(hint)
-		if room := len(tb.dir) * maxLoad / 2; room < hint {
-			t.Errorf("newTable(%d): %d segments, room for %d entries at half load", hint, len(tb.dir), room)
+		if room := len(tb.dir) * reserveLoad; room < hint {
+			t.Errorf("newTable(%d): %d segments, room for %d entries", hint, len(tb.dir), room)
 		}
-		if hint > 0 && len(tb.dir) > 1 && (len(tb.dir)/2)*maxLoad/2 >= hint {
-			t.Errorf("newTable(%d): %d segments, where half as many would hold it at half load", hint, len(tb.dir))
+		if hint > 0 && len(tb.dir) > 1 && (len(tb.dir)/2)*reserveLoad >= hint {
+			t.Errorf("newTable(%d): %d segments, where half as many would hold it", hint, len(tb.dir))
 		}
 		checkTable(t, &tb, map[uint64]*cell{})
 	}
