@@ -63,26 +63,33 @@ func (b *Batch) Reset() {
 // applied, so a malformed batch returns an error wrapping ErrBadEntry and
 // changes nothing.
 func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
-	if err := CheckBatch(batch); err != nil {
-		return err
-	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
-	for i := 0; len(batch) > 0; { // a prefetched run of entries at a time
-		var run []entry
-		run, batch = s.prefetch(batch, &sc.ents, sc.args[:0])
+	// The first run's prefetch decodes it; what the run leaves is checked
+	// before anything is applied. Most batches are one run, decoded once.
+	run, rest, err := s.prefetch(batch, 0, &sc.ents, sc.args[:0])
+	if err == nil {
+		err = checkFrom(rest, len(run))
+	}
+	if err != nil {
+		return err
+	}
+	for i := 0; ; { // a prefetched run of entries at a time
 		for _, e := range run {
 			res, err := s.apply(e)
 			if err != nil {
-				return err // unreachable: CheckBatch decoded it
+				return err // unreachable: the entry decoded
 			}
 			if fn != nil {
 				fn(i, res)
 			}
 			i++
 		}
+		if len(rest) == 0 {
+			return nil
+		}
+		run, rest, _ = s.prefetch(rest, i, &sc.ents, sc.args[:0]) // checked above
 	}
-	return nil
 }
 
 // scratch is where ApplyBatch decodes entries. The entries point into the
@@ -105,17 +112,31 @@ func (sc *scratch) release() {
 // CheckBatch decodes every entry of batch, and returns an error wrapping
 // ErrBadEntry if one does not decode or the batch does not end where its
 // last entry does. ApplyBatch applies exactly the batches it accepts.
-func CheckBatch(batch []byte) error {
+func CheckBatch(batch []byte) error { return checkFrom(batch, 0) }
+
+// checkFrom is CheckBatch of a batch's entries from its entry number i.
+func checkFrom(batch []byte, i int) error {
 	var scratch [8][]byte
-	for i := 0; len(batch) > 0; i++ {
-		l, w := binary.Uvarint(batch)
-		if w <= 0 || l > uint64(len(batch)-w) {
-			return fmt.Errorf("%w: entry %d of batch overruns it", ErrBadEntry, i)
+	for ; len(batch) > 0; i++ {
+		var err error
+		if _, batch, err = nextEntry(batch, i, scratch[:0]); err != nil {
+			return err
 		}
-		if _, err := decodeEntry(batch[w:w+int(l)], scratch[:0]); err != nil {
-			return fmt.Errorf("entry %d of batch: %w", i, err)
-		}
-		batch = batch[w+int(l):]
 	}
 	return nil
+}
+
+// nextEntry decodes the first entry of batch, entry number i of its batch,
+// with args as decodeEntry's scratch, and returns it and the rest of batch,
+// or an error wrapping ErrBadEntry.
+func nextEntry(batch []byte, i int, args [][]byte) (entry, []byte, error) {
+	l, w := binary.Uvarint(batch)
+	if w <= 0 || l > uint64(len(batch)-w) {
+		return entry{}, nil, fmt.Errorf("%w: entry %d of batch overruns it", ErrBadEntry, i)
+	}
+	e, err := decodeEntry(batch[w:w+int(l)], args)
+	if err != nil {
+		return entry{}, nil, fmt.Errorf("entry %d of batch: %w", i, err)
+	}
+	return e, batch[w+int(l):], nil
 }

@@ -41,12 +41,21 @@ func TestApplyBatchInOrder(t *testing.T) {
 	}
 }
 
+// TestApplyBatchMalformedChangesNothing checks that a batch with a
+// malformed entry is refused whole, whether the entry comes in the first
+// run of entries that ApplyBatch decodes and prefetches or after it (a
+// batch of more than PrefetchKeys keys).
 func TestApplyBatchMalformedChangesNothing(t *testing.T) {
 	s := New(Options{})
 	var b Batch
 	b.Add(OpSet, 0, []byte("a"), []byte("1"))
 	good := append([]byte(nil), b.Bytes()...)
+	var long Batch
+	for i := range 3 * PrefetchKeys {
+		long.Add(OpSet, 0, fmt.Appendf(nil, "k%d", i), []byte("1"))
+	}
 	for _, bad := range [][]byte{
+		append(append([]byte(nil), long.Bytes()...), 3, 9, 9, 9), // bad version, past the first run
 		append(append([]byte(nil), good...), 5, 1, 2),    // overrun
 		append(append([]byte(nil), good...), 3, 9, 9, 9), // bad entry version
 		append(append([]byte(nil), good...), 0x80),       // truncated varint

@@ -1,9 +1,6 @@
 package store
 
-import (
-	"encoding/binary"
-	"runtime"
-)
+import "runtime"
 
 // PrefetchKeys is how many keys a prefetch looks up at most. In a store
 // much larger than the CPU's caches, a key's table slot and cell are usually
@@ -29,18 +26,22 @@ func (s *Store) Prefetch(keys [][]byte) {
 	s.prefetchHashes(hashes[:n])
 }
 
-// prefetch decodes into ents the first entries of batch, which CheckBatch
-// accepted: as many whole entries as hold PrefetchKeys keys in all, and at
-// least one (and no more than fit in ents). It loads the table slots and
-// cells of their keys (of an entry with more, the first PrefetchKeys), and
-// returns the decoded entries, whose args alias batch and args (or memory
-// of their own once args is full), and the rest of batch.
-func (s *Store) prefetch(batch []byte, ents *[PrefetchKeys]entry, args [][]byte) ([]entry, []byte) {
+// prefetch decodes into ents the first entries of batch, the first of
+// them entry number i of its batch: as many whole entries as hold
+// PrefetchKeys keys in all, and at least one (and no more than fit in
+// ents). It loads the table slots and cells of their keys (of an entry with
+// more, the first PrefetchKeys), and returns the decoded entries, whose
+// args alias batch and args (or memory of their own once args is full), and
+// the rest of batch; or an error wrapping ErrBadEntry if an entry it decodes
+// is malformed, as CheckBatch would.
+func (s *Store) prefetch(batch []byte, i int, ents *[PrefetchKeys]entry, args [][]byte) ([]entry, []byte, error) {
 	var hashes [PrefetchKeys]uint64
 	n, m := 0, 0
 	for len(batch) > 0 && m < len(ents) {
-		l, w := binary.Uvarint(batch)
-		e, _ := decodeEntry(batch[w:w+int(l)], args[len(args):])
+		e, rest, err := nextEntry(batch, i+m, args[len(args):])
+		if err != nil {
+			return nil, nil, err
+		}
 		keys, stride := e.keys()
 		if m > 0 && n+(len(keys)+stride-1)/stride > len(hashes) {
 			break
@@ -54,10 +55,10 @@ func (s *Store) prefetch(batch []byte, ents *[PrefetchKeys]entry, args [][]byte)
 		}
 		ents[m] = e
 		m++
-		batch = batch[w+int(l):]
+		batch = rest
 	}
 	s.prefetchHashes(hashes[:n])
-	return ents[:m], batch
+	return ents[:m], batch, nil
 }
 
 // prefetchHashes loads the table slots and cells of the keys with these
