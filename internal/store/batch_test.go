@@ -56,9 +56,9 @@ func TestApplyBatchMalformedChangesNothing(t *testing.T) {
 	}
 	for _, bad := range [][]byte{
 		append(append([]byte(nil), long.Bytes()...), 3, 9, 9, 9), // bad version, past the first run
-		append(append([]byte(nil), good...), 5, 1, 2),    // overrun
-		append(append([]byte(nil), good...), 3, 9, 9, 9), // bad entry version
-		append(append([]byte(nil), good...), 0x80),       // truncated varint
+		append(append([]byte(nil), good...), 5, 1, 2),            // overrun
+		append(append([]byte(nil), good...), 3, 9, 9, 9),         // bad entry version
+		append(append([]byte(nil), good...), 0x80),               // truncated varint
 	} {
 		if err := s.ApplyBatch(bad, nil); !errors.Is(err, ErrBadEntry) {
 			t.Fatalf("ApplyBatch(%x) = %v, want ErrBadEntry", bad, err)
