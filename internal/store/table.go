@@ -9,8 +9,9 @@ import "math/bits"
 // loop that branches on the control word it loads, so lookups made back to
 // back overlap their misses little, where a table's slot address is
 // computed from the hash alone: a pass that only loads the slots of the
-// next keys (see touch and Store.prefetch) has every miss in flight at
-// once, and the lookups that follow find their slots in the cache.
+// next keys (see touch and Store.prefetch) has their misses in flight
+// together, as many as the processor allows, and the lookups that follow
+// find their slots in the cache.
 //
 // The table is split into segments of segSlots slots (extendible hashing).
 // The top depth bits of a hash index the directory, whose entry points to
@@ -69,10 +70,11 @@ const (
 	homeMask  = uint64(segSlots - 1) // of a slot index
 
 	// reserveLoad is the most entries newTable plans for a segment, on
-	// average. Uniform hashes spread over the segments within a few
-	// percent of that, well under maxLoad, so a table made for its hint
-	// takes it without splitting; and as the segments are a power of two,
-	// they hold half to all of it, not much less than a grown table's.
+	// average. Uniform hashes put a segment's count within a few dozen of
+	// its mean (the spread of a binomial: about 24 at 576), well under
+	// maxLoad, so a table made for its hint takes it without splitting; and
+	// as the segments are a power of two, they hold half to all of it, not
+	// much less than a grown table's.
 	reserveLoad = maxLoad * 3 / 4
 )
 
