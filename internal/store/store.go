@@ -272,8 +272,8 @@ func (sh *shard) lookupLocked(h uint64, key []byte) *cell {
 // bindLocked makes c the cell of its key, whose hash is h, in place of
 // old, the key's cell until now, or nil.
 func (sh *shard) bindLocked(h uint64, old, c *cell) {
-	if sh.mu.m.get(h) == old { // old's place, or a free one for a new key
-		sh.mu.m.set(h, c)
+	if s, i := sh.mu.m.find(h); s.slots[i].c == old { // old's place, or a free one for a new key
+		sh.mu.m.setAt(s, i, h, c)
 		return
 	}
 	if sh.mu.clash == nil {
@@ -284,8 +284,8 @@ func (sh *shard) bindLocked(h uint64, old, c *cell) {
 
 // unbindLocked removes old, its key's cell, whose hash is h.
 func (sh *shard) unbindLocked(h uint64, old *cell) {
-	if sh.mu.m.get(h) == old {
-		sh.mu.m.del(h)
+	if s, i := sh.mu.m.find(h); s.slots[i].c == old {
+		sh.mu.m.delAt(s, i)
 	} else {
 		delete(sh.mu.clash, old.key)
 	}

@@ -98,14 +98,21 @@ func home(h uint64) uint64 { return h >> homeShift & homeMask }
 // seg returns the segment for h. A shift by 64, at depth 0, gives 0.
 func (t *table) seg(h uint64) *segment { return t.dir[h>>(64-t.depth)] }
 
+// find returns h's segment and its slot there: the one that holds h, or
+// else the empty one where h's probe ends.
+func (t *table) find(h uint64) (*segment, uint64) {
+	s := t.seg(h)
+	i := home(h)
+	for s.slots[i].c != nil && s.slots[i].h != h {
+		i = (i + 1) & homeMask
+	}
+	return s, i
+}
+
 // get returns the cell of h, or nil.
 func (t *table) get(h uint64) *cell {
-	s := t.seg(h)
-	for i := home(h); ; i = (i + 1) & homeMask {
-		if sl := &s.slots[i]; sl.c == nil || sl.h == h {
-			return sl.c
-		}
-	}
+	s, i := t.find(h)
+	return s.slots[i].c
 }
 
 // touch loads h's home slot, and returns a word of it so that the load is
@@ -114,36 +121,36 @@ func (t *table) touch(h uint64) uint64 { return t.seg(h).slots[home(h)].h }
 
 // set makes c, which is not nil, the cell of h.
 func (t *table) set(h uint64, c *cell) {
-	for {
-		s := t.seg(h)
-		i := home(h)
-		for s.slots[i].c != nil && s.slots[i].h != h {
-			i = (i + 1) & homeMask
-		}
-		switch {
-		case s.slots[i].c != nil:
-			s.slots[i].c = c
-			return
-		case s.n < maxLoad:
-			s.slots[i] = slot{h, c}
-			s.n++
-			t.n++
-			return
-		}
+	s, i := t.find(h)
+	t.setAt(s, i, h, c)
+}
+
+// setAt makes c, which is not nil, the cell of h, for which find returned
+// s and i: so a caller that looked h up already does not probe again.
+func (t *table) setAt(s *segment, i, h uint64, c *cell) {
+	switch {
+	case s.slots[i].c != nil:
+		s.slots[i].c = c
+	case s.n < maxLoad:
+		s.slots[i] = slot{h, c}
+		s.n++
+		t.n++
+	default:
 		t.split(s, h)
+		t.set(h, c)
 	}
 }
 
 // del removes h, if it is there.
 func (t *table) del(h uint64) {
-	s := t.seg(h)
-	i := home(h)
-	for s.slots[i].h != h || s.slots[i].c == nil {
-		if s.slots[i].c == nil {
-			return
-		}
-		i = (i + 1) & homeMask
+	if s, i := t.find(h); s.slots[i].c != nil {
+		t.delAt(s, i)
 	}
+}
+
+// delAt removes the entry in slot i of s, which find returned for its
+// hash.
+func (t *table) delAt(s *segment, i uint64) {
 	// Close the hole at i: a later entry of the chain moves into it unless
 	// its home lies cyclically after i, where a lookup would not pass i.
 	for j := (i + 1) & homeMask; s.slots[j].c != nil; j = (j + 1) & homeMask {
