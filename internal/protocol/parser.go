@@ -101,39 +101,46 @@ func (p *Parser) multiBulk(buf []byte, args [][]byte) ([][]byte, int, error) {
 		}
 		p.nargs, p.pos, p.spans = n, next, p.spans[:0]
 	}
-	for len(p.spans) < p.nargs {
-		size, next, err := p.header(buf, p.pos, '$', p.lim.MaxBulk, "bulk")
+	// The loop works on copies of spans and pos, which the compiler keeps
+	// in registers, and stores them back only when it stops early.
+	spans, pos := p.spans, p.pos
+	for len(spans) < p.nargs {
+		size, next, err := p.header(buf, pos, '$', p.lim.MaxBulk, "bulk")
 		if err != nil {
 			if err != ErrIncomplete {
-				p.reset()
+				p.reset(spans)
+				return args[:0], 0, err
 			}
+			p.spans, p.pos = spans, pos
 			return args[:0], 0, err
 		}
 		if size < 0 {
-			p.reset()
+			p.reset(spans)
 			return args[:0], 0, protoErr("invalid bulk length")
 		}
 		end := next + size
 		if len(buf) < end+2 {
+			p.spans, p.pos = spans, pos
 			return args[:0], 0, ErrIncomplete
 		}
 		if buf[end] != '\r' || buf[end+1] != '\n' {
-			p.reset()
+			p.reset(spans)
 			return args[:0], 0, protoErr("expected CRLF after bulk string")
 		}
-		p.spans = append(p.spans, span{next, end})
-		p.pos = end + 2
+		spans = append(spans, span{next, end})
+		pos = end + 2
 	}
 	args = args[:0]
-	for _, s := range p.spans {
+	for _, s := range spans {
 		args = append(args, buf[s.off:s.end:s.end])
 	}
-	n := p.pos
-	p.reset()
-	return args, n, nil
+	p.reset(spans)
+	return args, pos, nil
 }
 
-func (p *Parser) reset() { p.nargs, p.pos, p.spans = 0, 0, p.spans[:0] }
+// reset forgets the command being parsed, keeping spans's array for the
+// next one.
+func (p *Parser) reset(spans []span) { p.nargs, p.pos, p.spans = 0, 0, spans[:0] }
 
 // header reads "<prefix><decimal>\r\n" at buf[at:]. It returns the number,
 // which may be -1 and is at most max, and the offset just past the CRLF.
@@ -144,9 +151,19 @@ func (p *Parser) header(buf []byte, at int, prefix byte, max int, what string) (
 	if buf[at] != prefix {
 		return 0, 0, protoErr("expected '%c', got '%s'", prefix, printable(buf[at]))
 	}
+	if n, next, ok := shortLength(buf, at+1); ok && n <= max {
+		return n, next, nil
+	}
+	return p.length(buf, at+1, max, what)
+}
+
+// length reads the rest of a header, "<decimal>\r\n" at buf[at:], and
+// returns what header does. shortLength is its fast path, and agrees with it
+// wherever it answers (TestShortLength).
+func (p *Parser) length(buf []byte, at int, max int, what string) (int, int, error) {
 	// A length line is short; an endless one is an attack, not a number.
 	const maxLine = 32
-	line := buf[at+1:]
+	line := buf[at:]
 	i := bytes.IndexByte(line[:min(len(line), maxLine)], '\r')
 	if i < 0 {
 		if len(line) >= maxLine {
@@ -170,7 +187,26 @@ func (p *Parser) header(buf []byte, at int, prefix byte, max int, what string) (
 		}
 		return 0, 0, protoErr("invalid %s length", what)
 	}
-	return int(n), at + 1 + i + 2, nil
+	return int(n), at + i + 2, nil
+}
+
+// shortLength reads what clients nearly always send after a prefix: up to
+// 9 decimal digits, without a leading zero (unless the number is 0), then
+// CRLF. It returns the number and the offset just past the CRLF, or false
+// for anything else (a sign, a longer number, bytes not yet read, a
+// malformed line), which header then parses or rejects in full. It saves
+// header's search for the CR and its second pass over the digits.
+func shortLength(buf []byte, at int) (int, int, bool) {
+	const maxDigits = 9 // 999,999,999 fits an int on every platform
+	n, i := 0, at
+	for ; i < len(buf) && i-at < maxDigits && buf[i]-'0' <= 9; i++ {
+		n = n*10 + int(buf[i]-'0')
+	}
+	digits := i - at
+	if digits == 0 || (digits > 1 && buf[at] == '0') || i+1 >= len(buf) || buf[i] != '\r' || buf[i+1] != '\n' {
+		return 0, 0, false
+	}
+	return n, i + 2, true
 }
 
 // inline parses one line of space-separated words. Double and single quotes
