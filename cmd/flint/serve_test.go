@@ -222,3 +222,37 @@ func TestServeRequirePassFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestServeAddsLogProcessor checks that a durable server runs one Go
+// processor more than one with --fsync never, for the log's writer to hold
+// through its fsyncs, and that GOMAXPROCS, when set, decides alone.
+func TestServeAddsLogProcessor(t *testing.T) {
+	procs := func(args ...string) int {
+		t.Helper()
+		c := redis.NewClient(&redis.Options{Addr: proctest.Serve(t, flintBin, args...).Addr})
+		defer c.Close()
+		info, err := c.Info(context.Background(), "server").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go_max_procs:"); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatalf("INFO server: %q", line)
+				}
+				return n
+			}
+		}
+		t.Fatalf("no go_max_procs in INFO server:\n%s", info)
+		return 0
+	}
+	t.Setenv("GOMAXPROCS", "")
+	if durable, never := procs(), procs("--fsync", "never"); durable != never+1 {
+		t.Errorf("go_max_procs %d with --fsync always, %d with never; want one more", durable, never)
+	}
+	t.Setenv("GOMAXPROCS", "1")
+	if n := procs(); n != 1 {
+		t.Errorf("go_max_procs %d with GOMAXPROCS=1", n)
+	}
+}

@@ -185,8 +185,8 @@ func (c *conn) infoServer(b *strings.Builder) {
 	s := c.srv
 	up := time.Since(s.start)
 	fmt.Fprintf(b, "redis_version:%s\r\nflint_version:%s\r\nredis_mode:standalone\r\nos:%s %s\r\n"+
-		"arch_bits:64\r\ngo_version:%s\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-		redisVersion, Version, runtime.GOOS, runtime.GOARCH, runtime.Version(), os.Getpid(),
+		"arch_bits:64\r\ngo_version:%s\r\ngo_max_procs:%d\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
+		redisVersion, Version, runtime.GOOS, runtime.GOARCH, runtime.Version(), runtime.GOMAXPROCS(0), os.Getpid(),
 		port(s), int64(up.Seconds()), int64(up.Hours()/24))
 }
 

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -216,5 +217,49 @@ func TestMkdirAllDotDot(t *testing.T) {
 	}
 	if want := []string{".."}; !slices.Equal(fsys.synced, want) {
 		t.Fatalf("synced %q, want %q", fsys.synced, want)
+	}
+}
+
+// TestSyncHeld checks SyncHeld on a real file with one processor and with
+// two, where it makes a raw system call: it succeeds on a file, and fails,
+// naming the file, where fdatasync does (a pipe); and on a Faulty's file it
+// is that file's Sync, faults included.
+func TestSyncHeld(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	dir := t.TempDir()
+	f, err := OS.Create(filepath.Join(dir, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		if _, err := f.WriteAt([]byte("hello"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := SyncHeld(f); err != nil {
+			t.Fatalf("GOMAXPROCS %d: SyncHeld(file) = %v", procs, err)
+		}
+		err := SyncHeld(osFile{r})
+		var pe *os.PathError
+		if !errors.As(err, &pe) || pe.Op != "fdatasync" || pe.Path != r.Name() || !errors.Is(err, syscall.EINVAL) {
+			t.Fatalf("GOMAXPROCS %d: SyncHeld(pipe) = %v, want fdatasync %s: EINVAL", procs, err, r.Name())
+		}
+	}
+	faulty := NewFaulty(OS)
+	ff, err := faulty.Create(filepath.Join(dir, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ff.Close()
+	faulty.FailSync(syscall.EIO)
+	if err := SyncHeld(ff); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("SyncHeld(faulty file) = %v, want EIO", err)
 	}
 }

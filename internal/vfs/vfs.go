@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"runtime"
 	"syscall"
 )
 
@@ -88,6 +89,28 @@ func RetryNoSpace(write func() error, wait func(err error) bool) error {
 			return err
 		}
 	}
+}
+
+// SyncHeld is f.Sync for a thread that has urgent work the moment the sync
+// returns, as the log's writer does: every write acknowledged by the group
+// waits for it, and the next group's write waits to start. On a real file,
+// when the program has more than one processor (GOMAXPROCS), it keeps the
+// calling goroutine's processor through the system call. An ordinary system
+// call lets the Go scheduler hand the processor to other goroutines while
+// it blocks, and the goroutine, once the call returns, queues behind every
+// runnable goroutine for one; under load, with a connection's goroutine
+// per client, that queue is long. The price: while it is in the kernel, the
+// processor runs nothing else, and the collector cannot stop the world, so
+// a collection's start or end waits for it (at most one fsync); a disk that
+// never answers would hold up every goroutine at the next collection, not
+// only writes. Measured in docs/PERFORMANCE.md ("The log's fsync keeps its
+// processor"). With one processor, holding it would stop every goroutine
+// for each fsync: SyncHeld then is f.Sync.
+func SyncHeld(f File) error {
+	if h, ok := f.(interface{ syncHeld() error }); ok && runtime.GOMAXPROCS(0) > 1 {
+		return h.syncHeld()
+	}
+	return f.Sync()
 }
 
 // MkdirAll creates dir and any missing parents in fsys, durably: it syncs

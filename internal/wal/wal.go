@@ -195,7 +195,7 @@ func (w *WAL) Sync() error {
 		return nil
 	}
 	start := time.Now()
-	if err := w.f.Sync(); err != nil {
+	if err := vfs.SyncHeld(w.f); err != nil {
 		return w.fail(fmt.Errorf("wal: fsync %s: %w", w.lastName(), err))
 	}
 	w.dirty = false
