@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -210,14 +211,39 @@ func (c *conn) infoClients(b *strings.Builder) {
 	fmt.Fprintf(b, "connected_clients:%d\r\nmaxclients:%d\r\n", n, s.cfg.MaxClients)
 }
 
+// memoryMetrics are the runtime metrics INFO memory reports, in the order
+// infoMemory reads them: the heap's objects (MemStats.HeapAlloc), the rest
+// of its spans in use (with the objects, MemStats.HeapInuse), all memory
+// mapped (MemStats.Sys), and completed collections (MemStats.NumGC).
+// runtime.ReadMemStats would stop the world, and so wait for the log's
+// fsync in flight (see vfs.SyncHeld); reading these does not.
+var memoryMetrics = []string{
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/total:bytes",
+	"/gc/cycles/total:gc-cycles",
+}
+
 func (c *conn) infoMemory(b *strings.Builder) {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	m := make([]metrics.Sample, len(memoryMetrics))
+	for i, name := range memoryMetrics {
+		m[i].Name = name
+	}
+	metrics.Read(m)
+	objects, unused, total, cycles := sampleUint(m[0]), sampleUint(m[1]), sampleUint(m[2]), sampleUint(m[3])
 	st := c.srv.kv.Store()
 	huge, _ := hugepage.Resident() // 0 where /proc cannot tell
 	fmt.Fprintf(b, "used_memory:%d\r\nused_memory_heap:%d\r\nused_memory_sys:%d\r\ndataset_bytes:%d\r\n"+
 		"huge_pages_bytes:%d\r\ngc_cycles:%d\r\nmaxmemory:0\r\n",
-		ms.HeapAlloc, ms.HeapInuse, ms.Sys, st.Bytes(), huge, ms.NumGC)
+		objects, objects+unused, total, st.Bytes(), huge, cycles)
+}
+
+// sampleUint returns s's value, or 0 if this Go does not have the metric.
+func sampleUint(s metrics.Sample) uint64 {
+	if s.Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s.Value.Uint64()
 }
 
 // PersistenceInfo is implemented by a Backend that keeps data on disk: it

@@ -232,6 +232,12 @@ func TestAdminCommands(t *testing.T) {
 		if strings.Contains(info, "db0:") {
 			t.Errorf("INFO of an empty store shows a keyspace:\n%s", info)
 		}
+		// The runtime's metrics behind INFO memory exist in this Go (a
+		// missing one would read as 0) and add up as MemStats's would.
+		mem := infoFields(info, "used_memory", "used_memory_heap", "used_memory_sys")
+		if !(0 < mem[0] && mem[0] <= mem[1] && mem[1] <= mem[2]) {
+			t.Errorf("INFO memory: used_memory %d, used_memory_heap %d, used_memory_sys %d; want 0 < each <= the next", mem[0], mem[1], mem[2])
+		}
 		if err := rdb.MSet(c, "i1", "a", "i2", "b", "i3", "c").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -697,4 +703,21 @@ func TestCommandErrors(t *testing.T) {
 	if got := rdb.Ping(c).Val(); got != "PONG" {
 		t.Fatalf("PING after errors = %q", got)
 	}
+}
+
+// infoFields returns the values of INFO's integer fields names, in order,
+// or -1 for one INFO lacks.
+func infoFields(info string, names ...string) []int64 {
+	vals := make([]int64, len(names))
+	for i, name := range names {
+		vals[i] = -1
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					vals[i] = n
+				}
+			}
+		}
+	}
+	return vals
 }
