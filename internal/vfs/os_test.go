@@ -221,9 +221,10 @@ func TestMkdirAllDotDot(t *testing.T) {
 }
 
 // TestSyncHeld checks SyncHeld on a real file with one processor and with
-// two, where it makes a raw system call: it succeeds on a file, and fails,
-// naming the file, where fdatasync does (a pipe); and on a Faulty's file it
-// is that file's Sync, faults included.
+// two: it keeps the processor (a raw system call) only with two; it
+// succeeds on a file, and fails, naming the file, where fdatasync does (a
+// pipe, a closed file); and on other filesystems' files it is their Sync,
+// Faulty's faults included.
 func TestSyncHeld(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	dir := t.TempDir()
@@ -240,6 +241,9 @@ func TestSyncHeld(t *testing.T) {
 	defer w.Close()
 	for _, procs := range []int{1, 2} {
 		runtime.GOMAXPROCS(procs)
+		if _, held := holds(f); held != (procs > 1) {
+			t.Errorf("GOMAXPROCS %d: SyncHeld keeps the processor: %v", procs, held)
+		}
 		if _, err := f.WriteAt([]byte("hello"), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -252,12 +256,24 @@ func TestSyncHeld(t *testing.T) {
 			t.Fatalf("GOMAXPROCS %d: SyncHeld(pipe) = %v, want fdatasync %s: EINVAL", procs, err, r.Name())
 		}
 	}
+	closed, err := OS.Create(filepath.Join(dir, "closed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	if err := SyncHeld(closed); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("SyncHeld(closed file) = %v, want an error", err)
+	}
+
 	faulty := NewFaulty(OS)
 	ff, err := faulty.Create(filepath.Join(dir, "b"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ff.Close()
+	if _, held := holds(ff); held {
+		t.Error("SyncHeld keeps the processor for a Faulty file, which would skip its faults")
+	}
 	faulty.FailSync(syscall.EIO)
 	if err := SyncHeld(ff); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("SyncHeld(faulty file) = %v, want EIO", err)

@@ -91,26 +91,41 @@ func RetryNoSpace(write func() error, wait func(err error) bool) error {
 	}
 }
 
-// SyncHeld is f.Sync for a thread that has urgent work the moment the sync
-// returns, as the log's writer does: every write acknowledged by the group
-// waits for it, and the next group's write waits to start. On a real file,
-// when the program has more than one processor (GOMAXPROCS), it keeps the
-// calling goroutine's processor through the system call. An ordinary system
-// call lets the Go scheduler hand the processor to other goroutines while
-// it blocks, and the goroutine, once the call returns, queues behind every
-// runnable goroutine for one; under load, with a connection's goroutine
-// per client, that queue is long. The price: while it is in the kernel, the
-// processor runs nothing else, and the collector cannot stop the world, so
-// a collection's start or end waits for it (at most one fsync); a disk that
-// never answers would hold up every goroutine at the next collection, not
-// only writes. Measured in docs/PERFORMANCE.md ("The log's fsync keeps its
-// processor"). With one processor, holding it would stop every goroutine
-// for each fsync: SyncHeld then is f.Sync.
+// SyncHeld is f.Sync for a goroutine that has urgent work the moment the
+// sync returns, as the log's writer does: every write acknowledged by the
+// group waits for it, and the next group's write waits to start. On a real
+// file, when the program has more than one processor (GOMAXPROCS), it keeps
+// the calling goroutine's processor through the system call. An ordinary
+// system call lets the Go scheduler hand the processor to other goroutines
+// while it blocks, and the goroutine, once the call returns, queues behind
+// every runnable goroutine for one; under load, with a connection's
+// goroutine per client, that queue is long. Measured in docs/PERFORMANCE.md
+// ("The log's fsync keeps its processor").
+//
+// The price: while the call is in the kernel, its processor runs nothing
+// else, and the runtime cannot stop the goroutine. So anything that stops
+// the world (a collection's start and end, runtime.ReadMemStats, profiles
+// and traces) and the collector's scan of the goroutine's stack wait for
+// the fsync to end; a disk that never answered would hold up every
+// goroutine at the next collection, not only writes. And the runtime
+// signals the goroutine to preempt it, as it would one that computes: where
+// fdatasync can be interrupted (FUSE, some network filesystems), it is then
+// made again from the start. With one processor, holding it would stop
+// every goroutine for each fsync: SyncHeld then is f.Sync.
 func SyncHeld(f File) error {
-	if h, ok := f.(interface{ syncHeld() error }); ok && runtime.GOMAXPROCS(0) > 1 {
+	if h, ok := holds(f); ok {
 		return h.syncHeld()
 	}
 	return f.Sync()
+}
+
+// heldSyncer is a File that can sync keeping its processor: a real file.
+type heldSyncer interface{ syncHeld() error }
+
+// holds returns f as a heldSyncer if SyncHeld keeps the processor for it.
+func holds(f File) (heldSyncer, bool) {
+	h, ok := f.(heldSyncer)
+	return h, ok && runtime.GOMAXPROCS(0) > 1
 }
 
 // MkdirAll creates dir and any missing parents in fsys, durably: it syncs
