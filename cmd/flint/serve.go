@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -111,14 +112,15 @@ func serve(args []string) int {
 }
 
 // addLogProcessor gives the Go scheduler one processor (GOMAXPROCS) more
-// than its default, unless the GOMAXPROCS variable sets them. The log's
+// than its default, unless the GOMAXPROCS variable sets them (a positive
+// number: the runtime ignores anything else). The log's
 // writer holds one through each fsync (vfs.SyncHeld), blocked in the kernel
 // rather than computing; with one more, as many as the machine has CPUs
 // stay free to run goroutines meanwhile. Setting the number stops the
 // runtime's own updates of its default (to a container's new CPU limit).
 // Measured in docs/PERFORMANCE.md ("The log's fsync keeps its processor").
 func addLogProcessor() {
-	if os.Getenv("GOMAXPROCS") == "" {
+	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err != nil || n <= 0 {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
 }

@@ -225,7 +225,8 @@ func TestServeRequirePassFromEnv(t *testing.T) {
 
 // TestServeAddsLogProcessor checks that a durable server runs one Go
 // processor more than one with --fsync never, for the log's writer to hold
-// through its fsyncs, and that GOMAXPROCS, when set, decides alone.
+// through its fsyncs, and that GOMAXPROCS, when set to a number the runtime
+// takes, decides alone.
 func TestServeAddsLogProcessor(t *testing.T) {
 	procs := func(args ...string) int {
 		t.Helper()
@@ -247,9 +248,11 @@ func TestServeAddsLogProcessor(t *testing.T) {
 		t.Fatalf("no go_max_procs in INFO server:\n%s", info)
 		return 0
 	}
-	t.Setenv("GOMAXPROCS", "")
-	if durable, never := procs(), procs("--fsync", "never"); durable != never+1 {
-		t.Errorf("go_max_procs %d with --fsync always, %d with never; want one more", durable, never)
+	for _, unset := range []string{"", "0", "x"} { // the runtime ignores all three
+		t.Setenv("GOMAXPROCS", unset)
+		if durable, never := procs(), procs("--fsync", "never"); durable != never+1 {
+			t.Errorf("GOMAXPROCS=%q: go_max_procs %d with --fsync always, %d with never; want one more", unset, durable, never)
+		}
 	}
 	t.Setenv("GOMAXPROCS", "1")
 	if n := procs(); n != 1 {
