@@ -102,16 +102,17 @@ func (p *Parser) multiBulk(buf []byte, args [][]byte) ([][]byte, int, error) {
 		p.nargs, p.pos, p.spans = n, next, p.spans[:0]
 	}
 	// The loop works on copies of spans and pos, which the compiler keeps
-	// in registers, and stores them back only when it stops early.
+	// in registers; p gets them back when it waits for more bytes, and the
+	// array of spans when it is done.
 	spans, pos := p.spans, p.pos
 	for len(spans) < p.nargs {
 		size, next, err := p.header(buf, pos, '$', p.lim.MaxBulk, "bulk")
 		if err != nil {
-			if err != ErrIncomplete {
+			if err == ErrIncomplete {
+				p.spans, p.pos = spans, pos
+			} else {
 				p.reset(spans)
-				return args[:0], 0, err
 			}
-			p.spans, p.pos = spans, pos
 			return args[:0], 0, err
 		}
 		if size < 0 {
@@ -143,24 +144,24 @@ func (p *Parser) multiBulk(buf []byte, args [][]byte) ([][]byte, int, error) {
 func (p *Parser) reset(spans []span) { p.nargs, p.pos, p.spans = 0, 0, spans[:0] }
 
 // header reads "<prefix><decimal>\r\n" at buf[at:]. It returns the number,
-// which may be -1 and is at most max, and the offset just past the CRLF.
-func (p *Parser) header(buf []byte, at int, prefix byte, max int, what string) (int, int, error) {
+// which may be -1 and is at most limit, and the offset just past the CRLF.
+func (p *Parser) header(buf []byte, at int, prefix byte, limit int, what string) (int, int, error) {
 	if at >= len(buf) {
 		return 0, 0, ErrIncomplete
 	}
 	if buf[at] != prefix {
 		return 0, 0, protoErr("expected '%c', got '%s'", prefix, printable(buf[at]))
 	}
-	if n, next, ok := shortLength(buf, at+1); ok && n <= max {
+	if n, next, ok := shortLength(buf, at+1); ok && n <= limit {
 		return n, next, nil
 	}
-	return p.length(buf, at+1, max, what)
+	return p.length(buf, at+1, limit, what)
 }
 
 // length reads the rest of a header, "<decimal>\r\n" at buf[at:], and
 // returns what header does. shortLength is its fast path, and agrees with it
 // wherever it answers (TestShortLength).
-func (p *Parser) length(buf []byte, at int, max int, what string) (int, int, error) {
+func (p *Parser) length(buf []byte, at, limit int, what string) (int, int, error) {
 	// A length line is short; an endless one is an attack, not a number.
 	const maxLine = 32
 	line := buf[at:]
@@ -181,7 +182,7 @@ func (p *Parser) length(buf []byte, at int, max int, what string) (int, int, err
 	if !ok || n < -1 {
 		return 0, 0, protoErr("invalid %s length", what)
 	}
-	if n > int64(max) {
+	if n > int64(limit) {
 		if p.lim.Unauthenticated {
 			return 0, 0, protoErr("unauthenticated %s length", what)
 		}

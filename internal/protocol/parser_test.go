@@ -467,12 +467,13 @@ func TestParseIntAgreesWithStrconv(t *testing.T) {
 }
 
 // TestShortLength checks header's fast path against its full one: on every
-// string of up to 7 bytes drawn from digits, signs and line ends, and on long
-// numbers, wherever shortLength answers, length must accept the same number
-// and end at the same offset, and reject it when it is over the limit.
+// string of up to 7 bytes drawn from some digits, the bytes either side of
+// the digits ('/' and ':'), a sign and line ends, and on long numbers,
+// wherever shortLength answers, length must accept the same number and end
+// at the same offset, and reject it when it is over the limit.
 func TestShortLength(t *testing.T) {
 	inputs := []string{"999999999\r\n", "1000000000\r\n", "000000001\r\n", "123456789\r\n", "12345678\r\nx"}
-	alphabet := "019-\r\nx"
+	alphabet := "019/:-\r\n"
 	var gen func(prefix string)
 	gen = func(prefix string) {
 		inputs = append(inputs, prefix)
@@ -485,7 +486,7 @@ func TestShortLength(t *testing.T) {
 	}
 	gen("")
 	answered := 0
-	for _, max := range []int{15, DefaultLimits.MaxBulk} {
+	for _, limit := range []int{15, DefaultLimits.MaxBulk} {
 		p := NewParser(DefaultLimits)
 		for _, in := range inputs {
 			n, next, ok := shortLength([]byte(in), 0)
@@ -493,12 +494,12 @@ func TestShortLength(t *testing.T) {
 				continue
 			}
 			answered++
-			wantN, wantNext, err := p.length([]byte(in), 0, max, "bulk")
+			wantN, wantNext, err := p.length([]byte(in), 0, limit, "bulk")
 			switch {
-			case n > max && err == nil:
-				t.Fatalf("%q with max %d: shortLength gave %d, length accepted it", in, max, n)
-			case n <= max && (err != nil || n != wantN || next != wantNext):
-				t.Fatalf("%q with max %d: shortLength gave %d, %d; length %d, %d, %v", in, max, n, next, wantN, wantNext, err)
+			case n > limit && err == nil:
+				t.Fatalf("%q with limit %d: shortLength gave %d, length accepted it", in, limit, n)
+			case n <= limit && (err != nil || n != wantN || next != wantNext):
+				t.Fatalf("%q with limit %d: shortLength gave %d, %d; length %d, %d, %v", in, limit, n, next, wantN, wantNext, err)
 			}
 		}
 	}
