@@ -97,20 +97,26 @@ func loadValues(t *testing.T, addr string) *redis.Client {
 // hugeBytes returns huge_pages_bytes from the server's INFO memory.
 func hugeBytes(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
-	info, err := c.Info(context.Background(), "memory").Result()
+	return infoInt(t, c, "memory", "huge_pages_bytes")
+}
+
+// infoInt returns the integer field name of the server's INFO section.
+func infoInt(t *testing.T, c *redis.Client, section, name string) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), section).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "huge_pages_bytes:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				t.Fatalf("INFO memory: %q", line)
+				t.Fatalf("INFO %s: %q", section, line)
 			}
 			return n
 		}
 	}
-	t.Fatalf("no huge_pages_bytes in INFO memory:\n%s", info)
+	t.Fatalf("no %s in INFO %s:\n%s", name, section, info)
 	return 0
 }
 
@@ -228,25 +234,11 @@ func TestServeRequirePassFromEnv(t *testing.T) {
 // through its fsyncs, and that GOMAXPROCS, when set to a number the runtime
 // takes, decides alone.
 func TestServeAddsLogProcessor(t *testing.T) {
-	procs := func(args ...string) int {
+	procs := func(args ...string) int64 {
 		t.Helper()
 		c := redis.NewClient(&redis.Options{Addr: proctest.Serve(t, flintBin, args...).Addr})
 		defer c.Close()
-		info, err := c.Info(context.Background(), "server").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.Lines(info) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go_max_procs:"); ok {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					t.Fatalf("INFO server: %q", line)
-				}
-				return n
-			}
-		}
-		t.Fatalf("no go_max_procs in INFO server:\n%s", info)
-		return 0
+		return infoInt(t, c, "server", "go_max_procs")
 	}
 	for _, unset := range []string{"", "0", "x"} { // the runtime ignores all three
 		t.Setenv("GOMAXPROCS", unset)
