@@ -19,9 +19,13 @@
 // later) aligned 2 MiB of the heap whose small pages are nearly all resident
 // (see dense) into huge pages, one at a call: a collapse holds the
 // process's memory map while it copies, and stalls the page faults that a
-// growing heap takes many of. Memory the runtime returns later splits those
-// pages again and stays returned (Collapse, which remembers what it
-// collapsed, does not collapse them again). The kernel refuses to collapse
+// growing heap takes many of. A heap that grows slowly maps more memory
+// only now and then, so the heap counts as growing while the memory the
+// runtime has mapped grew by more than a 64th over the last settleCalls
+// calls; small changes, which a settled heap also makes now and then, do
+// not count. Memory the runtime returns later splits those pages again and
+// stays returned (Collapse, which remembers what it collapsed, does not
+// collapse them again). The kernel refuses to collapse
 // memory advised MADV_NOHUGEPAGE, as GODEBUG=disablethp=1 advises the heap.
 package hugepage
 
@@ -54,12 +58,14 @@ const hugeSize = 2 << 20
 // Bounds on Collapse: the most huge pages one call checks for residency;
 // the most it tries to collapse (each try stalls the process's page faults
 // while it copies, whether it succeeds or not: about 10 ms in this
-// project's virtual machine); and how many calls pass before a huge page
-// whose collapse failed is tried again.
+// project's virtual machine); how many calls pass before a huge page whose
+// collapse failed is tried again; and over how many calls the heap's growth
+// is measured (a second, at flint serve's interval of 100 ms).
 const (
-	scanChunks = 4
-	maxTries   = 1
-	retryAfter = 600
+	scanChunks  = 4
+	maxTries    = 1
+	retryAfter  = 600
+	settleCalls = 10
 )
 
 // ErrUnavailable is wrapped by the errors of Enabled and Collapse that say
@@ -97,15 +103,18 @@ type Stats struct {
 // state is what Collapse remembers between calls.
 var state struct {
 	sync.Mutex
-	mapped uint64             // memory the runtime had mapped at the last call
-	chunks []uintptr          // the start of every aligned huge page of the heap then, in order
-	next   uintptr            // where the next scan starts
-	calls  uint64             // calls so far
-	skip   map[uintptr]uint64 // huge pages to pass over until this call: forever once collapsed
+	mapped uint64              // memory the runtime had mapped at the last call
+	chunks []uintptr           // the start of every aligned huge page of the heap then, in order
+	next   uintptr             // where the next scan starts
+	calls  uint64              // calls that got as far as scanning, so far
+	skip   map[uintptr]uint64  // huge pages to pass over until this call: forever once collapsed
+	seen   [settleCalls]uint64 // mapped at each of the last settleCalls calls, a ring
+	looks  uint64              // calls so far, collapsing or not: seen's next place
 }
 
 // Collapse collapses dense huge pages of the heap into huge pages, if the
-// runtime has mapped no memory since the last call: it checks up to
+// runtime has mapped no memory since the last call and the heap is not
+// growing (see the package doc): it checks up to
 // scanChunks of those it has not collapsed before (nor failed to, lately),
 // going on from where the last call stopped, and tries up to maxTries. A
 // try that fails for want of a free huge page is not an error: a later call
@@ -123,7 +132,9 @@ func Collapse() (Stats, error) {
 	defer state.Unlock()
 	mapped := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
 	metrics.Read(mapped)
-	if m := mapped[0].Value.Uint64(); m != state.mapped || state.chunks == nil {
+	m := mapped[0].Value.Uint64()
+	grew := growing(m)
+	if m != state.mapped || state.chunks == nil {
 		// The runtime has mapped more memory since the last call: read
 		// the heap's mappings again, and collapse nothing while it grows.
 		maps, err := os.ReadFile("/proc/self/maps")
@@ -135,6 +146,9 @@ func Collapse() (Stats, error) {
 			return Stats{}, err
 		}
 		state.mapped, state.chunks = m, chunksOf(heap)
+		return Stats{}, nil
+	}
+	if grew {
 		return Stats{}, nil
 	}
 	var st Stats
@@ -171,6 +185,17 @@ func Collapse() (Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// growing records m, the memory mapped now, and reports whether it is more
+// than a 64th above what was mapped settleCalls calls ago. There is no such
+// figure in the first settleCalls calls, and it reports true.
+func growing(m uint64) bool {
+	at := state.looks % settleCalls
+	before := state.seen[at]
+	state.seen[at] = m
+	state.looks++
+	return m > before+before/64
 }
 
 // chunksOf returns the start of every aligned huge page within spans, in
