@@ -1,0 +1,34 @@
+#!/bin/bash
+# Runs redis-benchmark against two server command lines, fresh servers alternated, and prints
+# each run's CSV line with the server's CPU ticks (utime+stime, 1/100 s) and each pair's ratio.
+# Odd pairs run A first and even pairs B first, so that a drift over the run favours neither.
+#
+# usage: scripts/ab_servers.sh PAIRS "cmdA" "cmdB" -- <redis-benchmark args>
+#   cmdA, cmdB: server command lines; ADDR and DIR are replaced by 127.0.0.1:7401 and a fresh
+#   temporary directory, removed after the run. Example:
+#   scripts/ab_servers.sh 8 "bin/flint serve --addr ADDR --dir DIR" \
+#     "/tmp/flint-old serve --addr ADDR --dir DIR" -- -P 64 -c 50 -t set -r 1000000 -n 3000000
+set -u
+PAIRS=$1; A=$2; B=$3; shift 4
+
+run() {
+  local cmd=$1; shift
+  local dir; dir=$(mktemp -d /tmp/ab_servers.XXXX)
+  local c=${cmd//DIR/$dir}; c=${c//ADDR/127.0.0.1:7401}
+  eval "$c --log-level error &"
+  local pid=$!
+  for _ in $(seq 50); do redis-cli -p 7401 ping >/dev/null 2>&1 && break; sleep 0.1; done
+  local t0; t0=$(awk '{print $14+$15}' "/proc/$pid/stat")
+  local out; out=$(redis-benchmark -p 7401 -q --csv "$@" 2>/dev/null | tail -1)
+  local t1; t1=$(awk '{print $14+$15}' "/proc/$pid/stat")
+  kill "$pid"; wait "$pid" 2>/dev/null; rm -rf "$dir"
+  echo "$out,cpu_ticks=$((t1 - t0))"
+}
+
+for i in $(seq "$PAIRS"); do
+  if [ $((i % 2)) = 1 ]; then a=$(run "$A" "$@"); b=$(run "$B" "$@"); else b=$(run "$B" "$@"); a=$(run "$A" "$@"); fi
+  ra=$(echo "$a" | cut -d, -f2 | tr -d '"'); rb=$(echo "$b" | cut -d, -f2 | tr -d '"')
+  echo "pair $i A: $a"
+  echo "pair $i B: $b"
+  echo "pair $i ratio A/B $(python3 -c "print(round($ra/$rb,3))")"
+done
