@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,40 +61,116 @@ type Server struct {
 }
 
 // Serve starts `bin serve --addr ADDR args...` on a free loopback address
-// and waits until it accepts connections. Unless args hold --dir, the data
-// directory is a fresh temporary one. The process is killed when the test
-// ends if still running, and its logs are printed if the test failed.
+// and waits until it accepts connections there. Unless args hold --dir, the
+// data directory is a fresh temporary one. The process is killed when the
+// test ends if still running, and its logs are printed if the test failed.
+//
+// FreeAddr's address can be taken by another process (a test running in
+// parallel, or a connection's local port) before the server binds it. So a
+// server counts as started only once it is the process that listens there
+// (see Listens), not once something accepts there; and a server that
+// exits because the address is in use is started again on another one, up
+// to bindTries times in all. Logs then holds the last start's logs only;
+// the test's log shows the others'.
 func Serve(t testing.TB, bin string, args ...string) *Server {
 	t.Helper()
 	if !slices.Contains(args, "--dir") {
 		args = append(args, "--dir", t.TempDir())
 	}
-	s := &Server{Addr: FreeAddr(t), Logs: &Buffer{}}
-	s.Cmd = exec.Command(bin, append([]string{"serve", "--addr", s.Addr}, args...)...)
-	s.Cmd.Stderr = s.Logs
-	if err := s.Cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s := &Server{}
 	t.Cleanup(func() {
-		if s.Cmd.ProcessState == nil {
+		if s.Cmd != nil && s.Cmd.ProcessState == nil {
 			s.Cmd.Process.Kill()
 			s.Cmd.Wait()
 		}
-		if t.Failed() {
+		if t.Failed() && s.Logs != nil {
 			t.Logf("flint serve logs:\n%s", s.Logs.String())
 		}
 	})
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", s.Addr); err == nil {
-			c.Close()
+	for try := 1; ; try++ {
+		s.Addr, s.Logs = FreeAddr(t), &Buffer{}
+		s.Cmd = exec.Command(bin, append([]string{"serve", "--addr", s.Addr}, args...)...)
+		s.Cmd.Stderr = s.Logs
+		if err := s.Cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err := s.await(20 * time.Second)
+		switch {
+		case err == nil:
 			return s
-		} else if time.Now().After(deadline) {
-			t.Fatalf("flint serve is not accepting on %s: %v\n%s", s.Addr, err, s.Logs.String())
-		} else if exited(s.Cmd.Process.Pid) {
-			s.Cmd.Wait()
-			t.Fatalf("flint serve exited at startup (%v):\n%s", s.Cmd.ProcessState, s.Logs.String())
+		case s.Cmd.ProcessState != nil && AddrInUse(s.Logs.String()) && try < bindTries:
+			t.Logf("flint serve found %s in use; starting it again on another address. Its logs:\n%s", s.Addr, s.Logs)
+		default:
+			t.Fatalf("flint serve on %s: %v\n%s", s.Addr, err, s.Logs.String())
 		}
 	}
+}
+
+// bindTries bounds how many times Serve starts a server that finds its
+// address in use.
+const bindTries = 5
+
+// await waits until s's process listens on s.Addr, or has exited (then it
+// reaps it), or timeout has passed.
+func (s *Server) await(timeout time.Duration) error {
+	pid := s.Cmd.Process.Pid
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		switch listens, err := Listens(pid, s.Addr); {
+		case listens:
+			return nil
+		case exited(pid):
+			s.Cmd.Wait()
+			return fmt.Errorf("exited at startup (%v)", s.Cmd.ProcessState)
+		case time.Now().After(deadline):
+			return fmt.Errorf("not listening after %v (%v)", timeout, err)
+		}
+	}
+}
+
+// AddrInUse reports whether a server's logs say that it could not listen
+// because its address was in use.
+func AddrInUse(logs string) bool {
+	return strings.Contains(logs, "address already in use")
+}
+
+// Listens reports whether process pid holds a socket listening on addr, an
+// IPv4 "host:port": a socket in the LISTEN state on that address in
+// /proc/net/tcp whose inode is one of pid's open files (Linux only; an error
+// elsewhere).
+func Listens(pid int, addr string) (bool, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return false, fmt.Errorf("listens: %q is not an IPv4 host:port", addr)
+	}
+	a := ap.Addr().As4()
+	// /proc/net/tcp: "sl local_address rem_address st ... uid timeout inode",
+	// the address as the 4 bytes in host order (little-endian here), in hex.
+	local := fmt.Sprintf("%02X%02X%02X%02X:%04X", a[3], a[2], a[1], a[0], ap.Port())
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false, err
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == local && f[3] == "0A" { // 0A: TCP_LISTEN
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return false, fmt.Errorf("nothing listens on %s", addr)
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && inodes[target] {
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("another process listens on %s", addr)
 }
 
 // Buffer is a bytes.Buffer safe for a process to write while a test reads.

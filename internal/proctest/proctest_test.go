@@ -1,6 +1,8 @@
 package proctest
 
 import (
+	"net"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -23,4 +25,76 @@ func TestExited(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cmd.Wait()
+}
+
+// TestListens checks Listens against a listener of this process, a process
+// that listens on nothing, and an address where only a connection is.
+func TestListens(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if ok, err := Listens(os.Getpid(), addr); !ok {
+		t.Fatalf("Listens(this process, %s) = false (%v); want true", addr, err)
+	}
+	other := exec.Command("sleep", "10")
+	if err := other.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	if ok, _ := Listens(other.Process.Pid, addr); ok {
+		t.Fatalf("Listens(a sleeping process, %s) = true; want false", addr)
+	}
+	// A connection accepted on addr has addr as its local address too,
+	// but does not listen.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	ln.Close()
+	if ok, _ := Listens(os.Getpid(), addr); ok {
+		t.Fatalf("Listens(this process, %s) with the listener closed and a connection accepted there = true; want false", addr)
+	}
+	if _, err := Listens(os.Getpid(), "[::1]:80"); err == nil {
+		t.Fatal("Listens on an IPv6 address: no error")
+	}
+}
+
+// TestAwaitTakenAddr checks that a server whose address another process
+// holds does not count as started, although connections there succeed, and
+// that one that exits because the address is in use says so.
+func TestAwaitTakenAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := &Server{Addr: ln.Addr().String(), Logs: &Buffer{}, Cmd: exec.Command("sleep", "10")}
+	if err := s.Cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { s.Cmd.Process.Kill(); s.Cmd.Wait() }()
+	if err := s.await(300 * time.Millisecond); err == nil {
+		t.Fatal("await: a process that does not listen counted as started because another one does")
+	}
+
+	msg := `time=2026-11-23T02:58:04.306Z level=ERROR msg="server failed" err="listen tcp 127.0.0.1:1: bind: address already in use"`
+	s = &Server{Addr: ln.Addr().String(), Logs: &Buffer{}, Cmd: exec.Command("sh", "-c", "echo '"+msg+"' >&2; exit 1")}
+	s.Cmd.Stderr = s.Logs
+	if err := s.Cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	if err := s.await(10 * time.Second); err == nil || s.Cmd.ProcessState == nil {
+		t.Fatalf("await of a process that exits: %v, state %v; want an error and the process reaped", err, s.Cmd.ProcessState)
+	}
+	if !AddrInUse(s.Logs.String()) {
+		t.Fatalf("AddrInUse(%q) = false", s.Logs.String())
+	}
 }
