@@ -19,14 +19,16 @@
 // later) aligned 2 MiB of the heap whose small pages are nearly all resident
 // (see dense) into huge pages, one at a call: a collapse holds the
 // process's memory map while it copies, and stalls the page faults that a
-// growing heap takes many of. A heap that grows slowly maps more memory
-// only now and then, so the heap counts as growing while the memory the
-// runtime has mapped grew by more than a 64th over the last settleCalls
-// calls; small changes, which a settled heap also makes now and then, do
-// not count. Memory the runtime returns later splits those pages again and
+// growing heap takes many of. So a call collapses nothing if the memory
+// the runtime has mapped changed since the last call, nor if it is more than
+// a 64th above what it was settleCalls calls before. The first test alone
+// would pass a heap that grows slowly, which maps more memory only now and
+// then; the second passes a heap that has settled, which still maps a
+// little now and then. A 64th is relative: a heap of 4 GiB that grows by 60
+// MiB a second counts as settled. Memory the runtime returns later splits those pages again and
 // stays returned (Collapse, which remembers what it collapsed, does not
-// collapse them again). The kernel refuses to collapse
-// memory advised MADV_NOHUGEPAGE, as GODEBUG=disablethp=1 advises the heap.
+// collapse them again). The kernel refuses to collapse memory advised
+// MADV_NOHUGEPAGE, as GODEBUG=disablethp=1 advises the heap.
 package hugepage
 
 import (
@@ -58,9 +60,10 @@ const hugeSize = 2 << 20
 // Bounds on Collapse: the most huge pages one call checks for residency;
 // the most it tries to collapse (each try stalls the process's page faults
 // while it copies, whether it succeeds or not: about 10 ms in this
-// project's virtual machine); how many calls pass before a huge page whose
-// collapse failed is tried again; and over how many calls the heap's growth
-// is measured (a second, at flint serve's interval of 100 ms).
+// project's virtual machine); how many scanning calls pass before a huge
+// page whose collapse failed is tried again; and over how many calls the
+// heap's growth is measured (a second, at flint serve's interval of 100 ms,
+// if no call takes longer).
 const (
 	scanChunks  = 4
 	maxTries    = 1
@@ -109,13 +112,12 @@ var state struct {
 	calls  uint64              // calls that got as far as scanning, so far
 	skip   map[uintptr]uint64  // huge pages to pass over until this call: forever once collapsed
 	seen   [settleCalls]uint64 // mapped at each of the last settleCalls calls, a ring
-	looks  uint64              // calls so far, collapsing or not: seen's next place
+	looks  uint64              // calls so far, scanning or not: the next is seen[looks%settleCalls]
 }
 
-// Collapse collapses dense huge pages of the heap into huge pages, if the
-// runtime has mapped no memory since the last call and the heap is not
-// growing (see the package doc): it checks up to
-// scanChunks of those it has not collapsed before (nor failed to, lately),
+// Collapse collapses dense huge pages of the heap into huge pages, unless
+// the heap is growing (see the package doc): it checks up to scanChunks of
+// those it has not collapsed before (nor failed to, lately),
 // going on from where the last call stopped, and tries up to maxTries. A
 // try that fails for want of a free huge page is not an error: a later call
 // tries again. Collapse fails if /proc/self/maps cannot be read or
@@ -189,7 +191,8 @@ func Collapse() (Stats, error) {
 
 // growing records m, the memory mapped now, and reports whether it is more
 // than a 64th above what was mapped settleCalls calls ago. There is no such
-// figure in the first settleCalls calls, and it reports true.
+// figure in the first settleCalls calls, and it reports true. The caller
+// holds state's lock.
 func growing(m uint64) bool {
 	at := state.looks % settleCalls
 	before := state.seen[at]

@@ -121,7 +121,7 @@ func TestCollapse(t *testing.T) {
 	}
 	base = hugeTotal(t)
 	second := grow(t)
-	for i := range settleCalls { // the heap doubled within them
+	for i := range settleCalls { // the ring holds a total from before the heap doubled
 		if st, err := Collapse(); err != nil || st.Tried != 0 {
 			t.Fatalf("Collapse %d calls after the heap grew again: %+v, %v; want nothing tried", i, st, err)
 		}
@@ -188,4 +188,40 @@ func BenchmarkCollapse(b *testing.B) {
 		}
 	}
 	runtime.KeepAlive(heap)
+}
+
+// TestGrowing feeds growing made-up totals: the heap counts as growing in
+// the first settleCalls calls, then only while the total is more than a
+// 64th above the one settleCalls calls before, and for exactly settleCalls
+// calls after a jump.
+func TestGrowing(t *testing.T) {
+	state.Lock()
+	defer state.Unlock()
+	saved := state.seen
+	savedLooks := state.looks
+	defer func() { state.seen, state.looks = saved, savedLooks }()
+	state.seen, state.looks = [settleCalls]uint64{}, 0
+
+	steps := []struct {
+		m     uint64
+		times int
+		want  bool
+	}{
+		{6400, settleCalls, true}, // no total settleCalls calls before
+		{6400, 1, false},
+		{6500, 1, false}, // exactly a 64th more than 6400
+		{6501, 1, true},
+		{6000, 1, false}, // shrunk
+		{12800, settleCalls, true},
+		{12800, 1, false}, // the jump is settleCalls calls before
+	}
+	call := 0
+	for _, st := range steps {
+		for range st.times {
+			call++
+			if got := growing(st.m); got != st.want {
+				t.Fatalf("call %d: growing(%d) = %v; want %v", call, st.m, got, st.want)
+			}
+		}
+	}
 }
