@@ -30,6 +30,7 @@ func (r *Replica) applyLoop() {
 		}
 		r.notifyApplied()
 		r.maybeSnapshot()
+		r.trimLog()
 		select {
 		case r.respc <- m.Responses:
 		case <-r.dead:
@@ -86,4 +87,25 @@ func (r *Replica) notifyApplied() {
 	case r.appliedc <- struct{}{}:
 	default: // a wake-up is pending already
 	}
+}
+
+// keptEntries is how many applied entries the raft log keeps in memory
+// (between keptEntries and twice as many): what a follower that fell a
+// little behind would be sent. Older ones are on disk until a snapshot
+// covers them, and in memory they would only grow the heap: a durable
+// server applying 1,500 entries a second of 30 KB each would otherwise hold
+// up to SnapshotBytes of them.
+const keptEntries = 1024
+
+// trimLog drops from raft's in-memory log the entries applied more than
+// keptEntries ago, once there are twice as many, unless a snapshot is being
+// written: its CreateSnapshot needs the entry at its index. A snapshot
+// starts only on this thread, so none can start while it trims.
+func (r *Replica) trimLog() {
+	first, err := r.storage.FirstIndex()
+	applied := r.applied.Load()
+	if err != nil || r.snaps.running.Load() || applied < first+2*keptEntries {
+		return
+	}
+	r.storage.Compact(applied - keptEntries)
 }
