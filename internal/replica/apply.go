@@ -101,6 +101,11 @@ const keptEntries = 1024
 // keptEntries ago, once there are twice as many, unless a snapshot is being
 // written: its CreateSnapshot needs the entry at its index. A snapshot
 // starts only on this thread, so none can start while it trims.
+//
+// applied can run ahead of what raft has heard is applied (this thread's
+// responses are stepped later), by up to a batch of entries. With one voter
+// raft reads no entry at or below applied; with more, compaction must
+// follow raft's own view and keep what lagging followers need.
 func (r *Replica) trimLog() {
 	first, err := r.storage.FirstIndex()
 	applied := r.applied.Load()

@@ -101,9 +101,9 @@ func TestSnapshotsAndRelease(t *testing.T) {
 }
 
 // TestAppliedEntriesLeaveMemory applies three times keptEntries writes with
-// no snapshot due, and checks that raft's in-memory log holds fewer than
-// twice keptEntries applied entries; then that snapshots taken while it
-// trims, and a restart, still find every write.
+// no snapshot due, and checks that raft's in-memory log holds at most twice
+// keptEntries applied entries; then that a snapshot taken after it trimmed,
+// and a restart, still find every write.
 func TestAppliedEntriesLeaveMemory(t *testing.T) {
 	fs := vfs.NewMem()
 	r := open(t, fs, Options{SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
@@ -112,17 +112,26 @@ func TestAppliedEntriesLeaveMemory(t *testing.T) {
 		set(t, r, fmt.Sprintf("k%05d", i), fmt.Sprint(i))
 	}
 	first, err := r.storage.FirstIndex()
-	if applied := r.applied.Load(); err != nil || applied-first >= 2*keptEntries {
+	if applied := r.applied.Load(); err != nil || applied-first > 2*keptEntries {
 		t.Fatalf("first index in memory %d (%v), applied %d: over %d applied entries kept", first, err, applied, 2*keptEntries)
 	}
 	r.Close()
 
-	r = open(t, fs, Options{SnapshotEntries: 300}) // replays n entries into memory: it trims at once
-	for i := n; i < n+keptEntries; i++ {
+	// The n entries replayed at the restart make a snapshot due at once,
+	// which compacts the in-memory log to them; 2*keptEntries writes later
+	// the apply thread trims it, and the next snapshot, due 2.5 times
+	// keptEntries after the first, reads its entry from the trimmed log.
+	const m = 3 * keptEntries
+	r = open(t, fs, Options{SnapshotEntries: 5 * keptEntries / 2})
+	for i := n; i < n+m; i++ {
 		set(t, r, fmt.Sprintf("k%05d", i), fmt.Sprint(i))
 	}
-	if err := r.Snapshot(); err != nil {
-		t.Fatal(err)
+	r.snaps.wait()
+	r.snaps.mu.Lock()
+	last := r.snaps.last
+	r.snaps.mu.Unlock()
+	if last.err != nil || last.index <= uint64(n) {
+		t.Fatalf("the newest snapshot is at index %d (%v), not after the restart's", last.index, last.err)
 	}
 	r.Close()
 	r = open(t, fs, Options{})
@@ -130,7 +139,7 @@ func TestAppliedEntriesLeaveMemory(t *testing.T) {
 	if err := r.ReadBarrier(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n + keptEntries {
+	for i := range n + m {
 		if v, _ := r.Store().Get([]byte(fmt.Sprintf("k%05d", i))); string(v) != fmt.Sprint(i) {
 			t.Fatalf("after restart k%05d = %q", i, v)
 		}
@@ -164,9 +173,13 @@ func TestTrimWaitsForSnapshot(t *testing.T) {
 	if err := <-saved; err != nil {
 		t.Fatal(err)
 	}
+	// The snapshot trimmed the log to its index, over 2*keptEntries behind
+	// applied: the apply thread trims it again after the next entry.
 	set(t, r, "after", "v")
-	if first, _ := r.storage.FirstIndex(); first <= at {
-		t.Fatalf("after the snapshot, the in-memory log still starts at %d, at or before its index %d", first, at)
+	set(t, r, "after2", "v")
+	first, _ := r.storage.FirstIndex()
+	if applied := r.applied.Load(); first <= at || applied-first > 2*keptEntries {
+		t.Fatalf("after the snapshot of index %d, the in-memory log starts at %d with %d applied", at, first, applied)
 	}
 }
 
