@@ -5,6 +5,7 @@ package proctest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -79,7 +80,7 @@ func Serve(t testing.TB, bin string, args ...string) *Server {
 	}
 	s := &Server{}
 	t.Cleanup(func() {
-		if s.Cmd != nil && s.Cmd.ProcessState == nil {
+		if s.Cmd != nil && s.Cmd.Process != nil && s.Cmd.ProcessState == nil {
 			s.Cmd.Process.Kill()
 			s.Cmd.Wait()
 		}
@@ -144,8 +145,8 @@ func Listens(pid int, addr string) (bool, error) {
 	}
 	a := ap.Addr().As4()
 	// /proc/net/tcp: "sl local_address rem_address st ... uid timeout inode",
-	// the address as the 4 bytes in host order (little-endian here), in hex.
-	local := fmt.Sprintf("%02X%02X%02X%02X:%04X", a[3], a[2], a[1], a[0], ap.Port())
+	// the address as the kernel's 32-bit word, in hex, read in host order.
+	local := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(a[:]), ap.Port())
 	table, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		return false, err
