@@ -112,11 +112,20 @@ func Serve(t testing.TB, bin string, args ...string) *Server {
 const bindTries = 5
 
 // await waits until s's process listens on s.Addr, or has exited (then it
-// reaps it), or timeout has passed.
+// reaps it), or timeout has passed. It asks Listens only once a connection
+// there succeeds: reading /proc/net/tcp takes milliseconds when the test
+// has left many sockets behind.
 func (s *Server) await(timeout time.Duration) error {
 	pid := s.Cmd.Process.Pid
 	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
-		switch listens, err := Listens(pid, s.Addr); {
+		listens, err := false, error(nil)
+		if c, derr := net.Dial("tcp", s.Addr); derr != nil {
+			err = derr
+		} else {
+			c.Close()
+			listens, err = Listens(pid, s.Addr)
+		}
+		switch {
 		case listens:
 			return nil
 		case exited(pid):
