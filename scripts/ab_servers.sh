@@ -4,8 +4,9 @@
 # Odd pairs run A first and even pairs B first, so that a drift over the run favours neither.
 #
 # usage: scripts/ab_servers.sh PAIRS "cmdA" "cmdB" -- <redis-benchmark args>
-#   cmdA, cmdB: server command lines; ADDR and DIR are replaced by 127.0.0.1:7401 and a fresh
-#   temporary directory, removed after the run. Example:
+#   cmdA, cmdB: flint serve command lines (the script appends --log-level error); ADDR and DIR
+#   are replaced by 127.0.0.1:7401 and a fresh temporary directory, removed after the run.
+#   Example:
 #   scripts/ab_servers.sh 8 "bin/flint serve --addr ADDR --dir DIR" \
 #     "/tmp/flint-old serve --addr ADDR --dir DIR" -- -P 64 -c 50 -t set -r 1000000 -n 3000000
 set -u
