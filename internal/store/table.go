@@ -141,13 +141,6 @@ func (t *table) setAt(s *segment, i, h uint64, c *cell) {
 	}
 }
 
-// del removes h, if it is there.
-func (t *table) del(h uint64) {
-	if s, i := t.find(h); s.slots[i].c != nil {
-		t.delAt(s, i)
-	}
-}
-
 // delAt removes the entry in slot i of s, which find returned for its
 // hash.
 func (t *table) delAt(s *segment, i uint64) {

@@ -162,3 +162,10 @@ func TestTableSizes(t *testing.T) {
 		checkTable(t, &tb, map[uint64]*cell{})
 	}
 }
+
+// del removes h, if it is there, as unbindLocked does for a key's cell.
+func (t *table) del(h uint64) {
+	if s, i := t.find(h); s.slots[i].c != nil {
+		t.delAt(s, i)
+	}
+}
