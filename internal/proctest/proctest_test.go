@@ -80,7 +80,8 @@ func TestAwaitTakenAddr(t *testing.T) {
 	if err := s.Cmd.Start(); err != nil {
 		t.Skip(err)
 	}
-	defer func() { s.Cmd.Process.Kill(); s.Cmd.Wait() }()
+	sleeper := s.Cmd
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
 	if err := s.await(300 * time.Millisecond); err == nil {
 		t.Fatal("await: a process that does not listen counted as started because another one does")
 	}
