@@ -173,8 +173,9 @@ func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 	}
 }
 
-// holdSyncFS makes, through its files, the next fsync of a log segment
-// after hold wait until release, and says on held when it starts waiting.
+// holdSyncFS makes, through the files it wraps (log segments or snapshots,
+// as the test chooses), the next fsync after hold wait until release, and
+// says on held when it starts waiting.
 type holdSyncFS struct {
 	mu    sync.Mutex
 	gate  chan struct{} // closed by release

@@ -90,8 +90,8 @@ func (r *Replica) notifyApplied() {
 }
 
 // keptEntries is how many applied entries the raft log keeps in memory
-// (between keptEntries and twice as many): what a follower that fell a
-// little behind would be sent. Older ones are on disk until a snapshot
+// after a trim (see trimLog; a snapshot keeps only those after its index):
+// what a follower that fell a little behind would be sent. Older ones are on disk until a snapshot
 // covers them, and in memory they would only grow the heap: a durable
 // server applying 1,500 entries a second of 30 KB each would otherwise hold
 // up to SnapshotBytes of them.
@@ -103,9 +103,14 @@ const keptEntries = 1024
 // starts only on this thread, so none can start while it trims.
 //
 // applied can run ahead of what raft has heard is applied (this thread's
-// responses are stepped later), by up to a batch of entries. With one voter
-// raft reads no entry at or below applied; with more, compaction must
-// follow raft's own view and keep what lagging followers need.
+// responses are stepped later), by up to a Ready's committed entries, which
+// can be more than keptEntries (as when the log is replayed at startup).
+// That is safe with one voter: raft reads no entry it has handed out to be
+// applied again, and its only read from its own applied index on, of the
+// configuration changes not yet applied when it campaigns, happens once,
+// in start, before any entry is applied. With more voters, which campaign
+// at any time, compaction must follow raft's own applied index and keep
+// what lagging followers need.
 func (r *Replica) trimLog() {
 	first, err := r.storage.FirstIndex()
 	applied := r.applied.Load()

@@ -25,9 +25,10 @@
 //     entry, which Open waits for, commits them again.
 //   - the apply thread applies committed entries to the store, completes the
 //     writes waiting on them, starts background snapshots, and trims raft's
-//     in-memory log (storage) to the last keptEntries to twice as many
-//     entries applied. With more voters, a follower further behind than
-//     that will need a snapshot or the log on disk.
+//     in-memory log (storage) to the last keptEntries applied once it holds
+//     twice as many (a snapshot also drops every entry it covers). With
+//     more voters, a follower further behind than that will need a
+//     snapshot or the log on disk.
 //
 // # Writes
 //
