@@ -128,6 +128,10 @@ func TestServeStartsOnFullDisk(t *testing.T) {
 // it then serves.
 func startOnFullDisk(t *testing.T, mnt string, free func()) {
 	t.Helper()
+	// If another process takes FreeAddr's address before the server binds
+	// it, the server exits and the test fails saying so: unlike
+	// proctest.Serve, it cannot simply start again, as the disk is freed
+	// by then.
 	addr := proctest.FreeAddr(t)
 	logs := &proctest.Buffer{}
 	cmd := exec.Command(flintBin, "serve", "--addr", addr, "--dir", filepath.Join(mnt, "data"))

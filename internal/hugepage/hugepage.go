@@ -25,10 +25,10 @@
 // would pass a heap that grows slowly, which maps more memory only now and
 // then; the second passes a heap that has settled, which still maps a
 // little now and then. A 64th is relative: a heap of 4 GiB that grows by 60
-// MiB a second counts as settled. Memory the runtime returns later splits those pages again and
-// stays returned (Collapse, which remembers what it collapsed, does not
-// collapse them again). The kernel refuses to collapse memory advised
-// MADV_NOHUGEPAGE, as GODEBUG=disablethp=1 advises the heap.
+// MiB a second counts as settled. Memory the runtime returns later splits
+// those pages again and stays returned (Collapse, which remembers what it
+// collapsed, does not collapse them again). The kernel refuses to collapse
+// memory advised MADV_NOHUGEPAGE, as GODEBUG=disablethp=1 advises the heap.
 package hugepage
 
 import (
