@@ -7,6 +7,9 @@ samples /proc/stat, and prints one line per run: throughput, the server's and
 the driver's CPU per operation (from flint bench), the whole machine's busy
 time per operation, and its time split as /proc/stat splits it (user, system,
 idle, iowait, irq, softirq, steal), over the measured part of the run only.
+Over the same part it also samples the server: its user and system time per
+operation (/proc/PID/stat), its threads' context switches per 1,000
+operations (/proc/PID/task/*/status), and its fsyncs (INFO persistence).
 Then the ratio of each pair and their median.
 
     scripts/fsync_cpu.py --pairs 5 -- --workload cs6450-b --workers 16 --pipeline 1024 --conns 16
@@ -22,7 +25,7 @@ import tempfile
 import threading
 import time
 
-from bench_vs_redis import free_port, wait_port
+from bench_vs_redis import free_port, persistence_info, wait_port
 
 FIELDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
 
@@ -33,26 +36,47 @@ def cpu_times():
         return [int(x) for x in f.readline().split()[1:1 + len(FIELDS)]]
 
 
-class Sampler(threading.Thread):
-    """Samples /proc/stat every interval seconds, with the time of each sample."""
+def server_counts(pid, port):
+    """The server's user and system jiffies, its threads' context switches
+    (voluntary and not; a thread that has exited no longer counts), and its
+    fsyncs so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    switches = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for l in f:
+                    if l.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        switches += int(l.split()[1])
+        except FileNotFoundError:  # the thread exited
+            pass
+    return [int(fields[11]), int(fields[12]), switches, int(persistence_info(port).get("fsyncs", 0))]
 
-    def __init__(self, interval=0.5):
+
+class Sampler(threading.Thread):
+    """Samples /proc/stat and the server's counts (see server_counts) every
+    interval seconds, with the time of each sample."""
+
+    def __init__(self, pid, port, interval=0.5):
         super().__init__(daemon=True)
+        self.pid, self.port = pid, port
         self.interval, self.samples, self.stop = interval, [], threading.Event()
 
     def run(self):
         while not self.stop.is_set():
-            self.samples.append((time.time(), cpu_times()))
+            self.samples.append((time.time(), cpu_times(), server_counts(self.pid, self.port)))
             self.stop.wait(self.interval)
 
     def between(self, start, end):
-        """The jiffies spent in each field between the first sample after start
-        and the last one before end, and the seconds between those samples."""
+        """The jiffies spent in each field and the change in each of the
+        server's counts between the first sample after start and the last one
+        before end, and the seconds between those samples."""
         win = [s for s in self.samples if start <= s[0] <= end]
         if len(win) < 2:
             raise SystemExit("fsync_cpu: the run was too short to sample; use a longer --duration")
-        (t0, a), (t1, b) = win[0], win[-1]
-        return [y - x for x, y in zip(a, b)], t1 - t0
+        (t0, a, sa), (t1, b, sb) = win[0], win[-1]
+        return [y - x for x, y in zip(a, b)], [y - x for x, y in zip(sa, sb)], t1 - t0
 
 
 def started(stamp):
@@ -68,7 +92,7 @@ def one_run(flint, fsync, bench_args, duration):
     out = tempfile.mkdtemp(prefix="fsync-cpu-out-")
     server = subprocess.Popen([flint, "serve", "--addr", f"127.0.0.1:{port}", "--dir", data, "--fsync", fsync],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    sampler = Sampler()
+    sampler = Sampler(server.pid, port)
     try:
         wait_port(port, server)
         sampler.start()
@@ -80,7 +104,7 @@ def one_run(flint, fsync, bench_args, duration):
         with open(os.path.join(out, "result.json")) as f:
             run = json.load(f)["runs"][0]
         start = started(run["started"])
-        jiffies, secs = sampler.between(start + 0.5, start + run["elapsed_s"] - 0.5)
+        jiffies, counts, secs = sampler.between(start + 0.5, start + run["elapsed_s"] - 0.5)
     finally:
         sampler.stop.set()
         server.terminate()
@@ -90,6 +114,8 @@ def one_run(flint, fsync, bench_args, duration):
     total = sum(jiffies)
     busy = total - jiffies[FIELDS.index("idle")] - jiffies[FIELDS.index("iowait")]
     hz = os.sysconf("SC_CLK_TCK")
+    ops = secs * run["ops_per_s"]  # in the sampled window, at the run's average rate
+    user, system, switches, fsyncs = counts
     return {
         "fsync": fsync,
         "ops_per_s": run["ops_per_s"],
@@ -97,13 +123,19 @@ def one_run(flint, fsync, bench_args, duration):
         "driver_ns_per_op": run["driver_cpu_ns_per_op"],
         "busy_ns_per_op": busy / hz * 1e9 / secs / run["ops_per_s"],
         "split": {n: 100 * j / total for n, j in zip(FIELDS, jiffies)},
+        "server_user_ns_per_op": user / hz * 1e9 / ops,
+        "server_system_ns_per_op": system / hz * 1e9 / ops,
+        "server_switches_per_kop": 1000 * switches / ops,
+        "fsyncs_per_s": fsyncs / secs,
     }
 
 
 def line(r):
     split = " ".join(f"{n} {v:.1f}%" for n, v in r["split"].items() if n != "nice")
     return (f"fsync {r['fsync']:6} {r['ops_per_s']:9,.0f} ops/s  cpu/op server {r['server_ns_per_op']:.0f} ns"
-            f" driver {r['driver_ns_per_op']:.0f} ns machine {r['busy_ns_per_op']:.0f} ns  {split}")
+            f" (user {r['server_user_ns_per_op']:.0f}, system {r['server_system_ns_per_op']:.0f})"
+            f" driver {r['driver_ns_per_op']:.0f} ns machine {r['busy_ns_per_op']:.0f} ns  {split}"
+            f"  server switches/kop {r['server_switches_per_kop']:.2f} fsyncs/s {r['fsyncs_per_s']:.0f}")
 
 
 def main():
