@@ -132,8 +132,11 @@ func TestAppliedEntriesLeaveMemory(t *testing.T) {
 	r.snaps.mu.Lock()
 	last := r.snaps.last
 	r.snaps.mu.Unlock()
-	if last.err != nil || last.index < uint64(n+5*keptEntries/2) {
-		t.Fatalf("the newest snapshot is at index %d (%v), not after the restart's, which is at %d or later", last.index, last.err, n)
+	if want := uint64(n + 5*keptEntries/2); last.err != nil || last.index < want {
+		t.Fatalf("the newest snapshot is at index %d (%v); want the one after the restart's, at %d or later", last.index, last.err, want)
+	}
+	if st, err := r.storage.Snapshot(); err != nil || st.Metadata.Index != last.index {
+		t.Fatalf("raft's storage holds the snapshot at index %d (%v); want the newest, at %d", st.Metadata.Index, err, last.index)
 	}
 	r.Close()
 	r = open(t, fs, Options{})

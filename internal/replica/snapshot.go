@@ -123,11 +123,11 @@ func (r *Replica) writeSnapshot(view *store.Snapshot, meta snap.Meta) error {
 	r.snaps.mu.Unlock()
 	r.opt.Logger.Info("snapshot written", "file", name, "index", meta.Index, "bytes", size, "took", info.took.Round(time.Millisecond))
 	cs := raftpb.ConfState{Voters: meta.Voters}
-	if _, err := r.storage.CreateSnapshot(meta.Index, &cs, nil); err != nil {
-		// Only a snapshot at or past meta.Index in raft's storage fails it,
-		// which snapshots written one at a time, in order, never leave.
-		r.opt.Logger.Warn("raft storage kept its older snapshot; its log is not compacted", "index", meta.Index, "err", err)
-	} else {
+	// CreateSnapshot fails only if raft's storage holds a snapshot at
+	// meta.Index or later (ErrSnapOutOfDate). Snapshots are written one at a
+	// time, in order, so that is one at meta.Index: a SAVE with no write
+	// since the last snapshot, whose index the log is compacted to already.
+	if _, err := r.storage.CreateSnapshot(meta.Index, &cs, nil); err == nil {
 		r.storage.Compact(meta.Index)
 	}
 	if err := r.release(); err != nil {
