@@ -455,11 +455,11 @@ func wait(t *testing.T, srv *proctest.Server) error {
 
 // checkLogs checks the logs of a server that has exited: every line must be
 // slog's, and none may be an error but, if inUse, the one that says the
-// server's address was in use, after its recovery. Warnings are counted: a kill during a
-// log write leaves a torn tail that the next start truncates, and a kill
-// between a spare file's rename into a new segment and the write of its
-// header leaves a segment of zeros whose start the next start writes again,
-// as expected.
+// server's address was in use, logged after recovery ran. Warnings are
+// counted: a kill during a log write leaves a torn tail that the next start
+// truncates, and a kill between a spare file's rename into a new segment and
+// the write of its header leaves a segment of zeros whose start the next
+// start writes again, as expected.
 func (h *harness) checkLogs(srv *proctest.Server, inUse bool) {
 	t := h.t
 	t.Helper()

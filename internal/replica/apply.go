@@ -91,10 +91,10 @@ func (r *Replica) notifyApplied() {
 
 // keptEntries is how many applied entries the raft log keeps in memory
 // after a trim (see trimLog; a snapshot keeps only those after its index):
-// what a follower that fell a little behind would be sent. Older ones are on disk until a snapshot
-// covers them, and in memory they would only grow the heap: a durable
-// server applying 1,500 entries a second of 30 KB each would otherwise hold
-// up to SnapshotBytes of them.
+// what a follower that fell a little behind would be sent. Older ones are
+// on disk until a snapshot covers them, and in memory they would only grow
+// the heap: a durable server applying 1,500 entries a second of 30 KB each
+// would otherwise hold up to SnapshotBytes of them.
 const keptEntries = 1024
 
 // trimLog drops from raft's in-memory log the entries applied more than
