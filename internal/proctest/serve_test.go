@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -61,19 +60,18 @@ func fakeServe(spec string, args []string) int {
 }
 
 // fatalTB is a testing.TB whose Fatal and Fatalf record the message and end
-// the goroutine, so that a test can check that a helper fails.
+// the goroutine, so that a test can check that a helper fails. The helper
+// must run on a goroutine of its own, which the test waits for before it
+// reads msg; everything else (FailNow, Skip, Cleanup) goes to the test's TB.
 type fatalTB struct {
 	testing.TB
-	mu  sync.Mutex
 	msg string
 }
 
 func (f *fatalTB) Fatal(args ...any) { f.Fatalf("%s", fmt.Sprint(args...)) }
 
 func (f *fatalTB) Fatalf(format string, args ...any) {
-	f.mu.Lock()
 	f.msg = fmt.Sprintf(format, args...)
-	f.mu.Unlock()
 	runtime.Goexit()
 }
 
