@@ -20,12 +20,14 @@ die() { echo "$0: $*" >&2; exit 1; }
 
 # run starts the server command $1 on a fresh directory, runs redis-benchmark with the other
 # arguments against it, stops it and prints the CSV line. It runs in a command substitution,
-# whose EXIT trap stops the server and removes the directory however the run ends.
+# whose EXIT trap stops the server and removes the directory however the run ends: so dir and
+# pid are the subshell's globals, which the trap still sees after run returns. The server's
+# output goes to stderr, not into the substitution.
 run() {
   local cmd=$1; shift
   dir=$(mktemp -d /tmp/ab_servers.XXXX)
   local c=${cmd//DIR/$dir}; c=${c//ADDR/127.0.0.1:7401}
-  eval "$c --log-level error &"
+  eval "$c --log-level error >&2 &"
   pid=$!
   trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
   for _ in $(seq 50); do redis-cli -p 7401 ping >/dev/null 2>&1 && break; sleep 0.1; done

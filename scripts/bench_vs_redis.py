@@ -80,10 +80,10 @@ def start(kind, port, args, extra, data_dir):
     return proc
 
 
-def persistence_info(port):
-    """Returns INFO persistence as a dict (Flint reports fsync counts there)."""
+def info(port, section="persistence"):
+    """Returns a section of INFO as a dict (Flint reports fsync counts in persistence)."""
     with socket.create_connection(("127.0.0.1", port), 5) as c:
-        c.sendall(b"*2\r\n$4\r\nINFO\r\n$11\r\npersistence\r\n")
+        c.sendall(f"*2\r\n$4\r\nINFO\r\n${len(section)}\r\n{section}\r\n".encode())
         data = b""
         while not data.endswith(b"\r\n") or data.count(b"\r\n") < 2 or len(data) < int(data[1:data.index(b"\r\n")]):
             chunk = c.recv(65536)
@@ -104,7 +104,7 @@ def run_once(kind, args, bench_args):
         out = subprocess.run(["redis-benchmark", "-p", str(port), "--csv", "-q"] + bench_args,
                              check=True, capture_output=True, text=True).stdout
         cpu, wall = cpu_seconds(proc.pid) - cpu0, time.time() - t0
-        info = persistence_info(port) if kind == "flint" else {}
+        persistence = info(port) if kind == "flint" else {}
     finally:
         proc.terminate()
         proc.wait()
@@ -113,8 +113,9 @@ def run_once(kind, args, bench_args):
     total = sum(requests(bench_args) for _ in rows)
     tests = {r["test"]: {"rps": float(r["rps"]), "p50": float(r["p50_latency_ms"]),
                          "p99": float(r["p99_latency_ms"])} for r in rows}
-    if "fsyncs" in info:
-        tests["_fsync"] = {"per_s": int(info["fsyncs"]) / wall, "writes_per_fsync": float(info["writes_per_fsync"])}
+    if "fsyncs" in persistence:
+        tests["_fsync"] = {"per_s": int(persistence["fsyncs"]) / wall,
+                           "writes_per_fsync": float(persistence["writes_per_fsync"])}
     return tests, cpu, total
 
 

@@ -9,7 +9,8 @@ time per operation, and its time split as /proc/stat splits it (user, system,
 idle, iowait, irq, softirq, steal), over the measured part of the run only.
 Over the same part it also samples the server: its user and system time per
 operation (/proc/PID/stat), its threads' context switches per 1,000
-operations (/proc/PID/task/*/status), and its fsyncs (INFO persistence).
+operations (/proc/PID/task/*/status), and its fsyncs (INFO persistence), per
+command it counted in the window (INFO stats).
 Then the ratio of each pair and their median.
 
     scripts/fsync_cpu.py --pairs 5 -- --workload cs6450-b --workers 16 --pipeline 1024 --conns 16
@@ -25,7 +26,7 @@ import tempfile
 import threading
 import time
 
-from bench_vs_redis import free_port, persistence_info, wait_port
+from bench_vs_redis import free_port, info, wait_port
 
 FIELDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
 
@@ -38,8 +39,8 @@ def cpu_times():
 
 def server_counts(pid, port):
     """The server's user and system jiffies, its threads' context switches
-    (voluntary and not; a thread that has exited no longer counts), and its
-    fsyncs so far."""
+    (voluntary and not; a thread that has exited no longer counts), its
+    fsyncs and the commands it has processed, so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     switches = 0
@@ -49,29 +50,38 @@ def server_counts(pid, port):
                 for l in f:
                     if l.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
                         switches += int(l.split()[1])
-        except FileNotFoundError:  # the thread exited
+        except OSError:  # the thread exited
             pass
-    return [int(fields[11]), int(fields[12]), switches, int(persistence_info(port).get("fsyncs", 0))]
+    fsyncs = int(info(port).get("fsyncs", 0))
+    commands = int(info(port, "stats")["total_commands_processed"])
+    return [int(fields[11]), int(fields[12]), switches, fsyncs, commands]
 
 
 class Sampler(threading.Thread):
     """Samples /proc/stat and the server's counts (see server_counts) every
-    interval seconds, with the time of each sample."""
+    interval seconds, with the time of each sample, until stopped or a
+    sample fails (between then raises its error)."""
 
     def __init__(self, pid, port, interval=0.5):
         super().__init__(daemon=True)
         self.pid, self.port = pid, port
-        self.interval, self.samples, self.stop = interval, [], threading.Event()
+        self.interval, self.samples, self.stop, self.error = interval, [], threading.Event(), None
 
     def run(self):
         while not self.stop.is_set():
-            self.samples.append((time.time(), cpu_times(), server_counts(self.pid, self.port)))
+            try:
+                self.samples.append((time.time(), cpu_times(), server_counts(self.pid, self.port)))
+            except OSError as e:
+                self.error = e
+                return
             self.stop.wait(self.interval)
 
     def between(self, start, end):
         """The jiffies spent in each field and the change in each of the
         server's counts between the first sample after start and the last one
         before end, and the seconds between those samples."""
+        if self.error is not None:
+            raise SystemExit(f"fsync_cpu: sampling the server failed: {self.error}")
         win = [s for s in self.samples if start <= s[0] <= end]
         if len(win) < 2:
             raise SystemExit("fsync_cpu: the run was too short to sample; use a longer --duration")
@@ -104,9 +114,13 @@ def one_run(flint, fsync, bench_args, duration):
         with open(os.path.join(out, "result.json")) as f:
             run = json.load(f)["runs"][0]
         start = started(run["started"])
+        sampler.stop.set()
+        sampler.join()
         jiffies, counts, secs = sampler.between(start + 0.5, start + run["elapsed_s"] - 0.5)
     finally:
         sampler.stop.set()
+        if sampler.is_alive():
+            sampler.join()
         server.terminate()
         server.wait()
         shutil.rmtree(data, ignore_errors=True)
@@ -114,8 +128,7 @@ def one_run(flint, fsync, bench_args, duration):
     total = sum(jiffies)
     busy = total - jiffies[FIELDS.index("idle")] - jiffies[FIELDS.index("iowait")]
     hz = os.sysconf("SC_CLK_TCK")
-    ops = secs * run["ops_per_s"]  # in the sampled window, at the run's average rate
-    user, system, switches, fsyncs = counts
+    user, system, switches, fsyncs, ops = counts
     return {
         "fsync": fsync,
         "ops_per_s": run["ops_per_s"],
