@@ -31,7 +31,7 @@ run() {
   pid=$!
   trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
   for _ in $(seq 50); do redis-cli -p 7401 ping >/dev/null 2>&1 && break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && redis-cli -p 7401 ping >/dev/null 2>&1 || die "server did not start: $c"
+  if ! kill -0 "$pid" 2>/dev/null || ! redis-cli -p 7401 ping >/dev/null 2>&1; then die "server did not start: $c"; fi
   local t0; t0=$(awk '{print $14+$15}' "/proc/$pid/stat")
   local out; out=$(redis-benchmark -p 7401 -q --csv "$@" 2>/dev/null | tail -1)
   local t1; t1=$(awk '{print $14+$15}' "/proc/$pid/stat") || die "server exited during the run: $c"

@@ -56,7 +56,7 @@ catTime() { local t0; t0=$(now); cat "$@" > /dev/null; echo "$(now) - $t0" | bc;
 # 2x within minutes), and a cold start of $baseline after each, if set.
 timeStarts() {
   local what=$1 files=$2; shift 2
-  for run in $(seq "$runs"); do
+  for _ in $(seq "$runs"); do
     drop_caches; echo "  cat of the $files $(catTime "$@") s"
     drop_caches; start; echo "$what serving after $took s"; stop
     [ -z "$baseline" ] || { drop_caches; start "$baseline"; echo "  baseline, $what serving after $took s"; stop; }
