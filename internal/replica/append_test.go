@@ -20,7 +20,7 @@ import (
 // last tells itself apart from a torn write (see package wal).
 func TestEveryLogWriteSynced(t *testing.T) {
 	fs := &syncCheckFS{}
-	r := open(t, segmentFS{vfs.NewMem(), func(f vfs.File) vfs.File { return &syncCheckFile{File: f, fs: fs} }}, Options{})
+	r := open(t, wrapFS{vfs.NewMem(), ".wal", func(f vfs.File) vfs.File { return &syncCheckFile{File: f, fs: fs} }}, Options{})
 	for i := range 50 {
 		set(t, r, "k", strings.Repeat("v", i))
 	}
@@ -76,22 +76,24 @@ func TestNoCommitOnlyWrites(t *testing.T) {
 	}
 }
 
-// segmentFS is FS, but for the log segments (*.wal) it creates or opens
-// for writing, which wrap wraps.
-type segmentFS struct {
+// wrapFS is FS, but for the files it creates or opens for writing whose
+// names end in suffix (".wal": log segments; ".snap.tmp": snapshots being
+// written), which wrap wraps.
+type wrapFS struct {
 	vfs.FS
-	wrap func(vfs.File) vfs.File
+	suffix string
+	wrap   func(vfs.File) vfs.File
 }
 
-func (s segmentFS) Create(name string) (vfs.File, error) { return s.segment(name)(s.FS.Create(name)) }
-func (s segmentFS) OpenRW(name string) (vfs.File, error) { return s.segment(name)(s.FS.OpenRW(name)) }
+func (w wrapFS) Create(name string) (vfs.File, error) { return w.wrapped(name)(w.FS.Create(name)) }
+func (w wrapFS) OpenRW(name string) (vfs.File, error) { return w.wrapped(name)(w.FS.OpenRW(name)) }
 
-func (s segmentFS) segment(name string) func(vfs.File, error) (vfs.File, error) {
+func (w wrapFS) wrapped(name string) func(vfs.File, error) (vfs.File, error) {
 	return func(f vfs.File, err error) (vfs.File, error) {
-		if err != nil || !strings.HasSuffix(name, ".wal") {
+		if err != nil || !strings.HasSuffix(name, w.suffix) {
 			return f, err
 		}
-		return s.wrap(f), nil
+		return w.wrap(f), nil
 	}
 }
 
@@ -129,7 +131,7 @@ func (f *syncCheckFile) Sync() error {
 // entry, once the write is done, rather than one entry each.
 func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 	fs := &holdSyncFS{}
-	r := open(t, segmentFS{vfs.NewMem(), func(f vfs.File) vfs.File { return &holdSyncFile{File: f, fs: fs} }}, Options{})
+	r := open(t, wrapFS{vfs.NewMem(), ".wal", func(f vfs.File) vfs.File { return &holdSyncFile{File: f, fs: fs} }}, Options{})
 	defer r.Close()
 	set(t, r, "k", "0") // the node leads, and its term is written
 	before := r.wal.Metrics().LastIndex

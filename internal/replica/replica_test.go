@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 
 	"github.com/flintkv/flint/internal/store"
@@ -157,7 +156,7 @@ func TestAppliedEntriesLeaveMemory(t *testing.T) {
 // written, and trim again after.
 func TestTrimWaitsForSnapshot(t *testing.T) {
 	hold := &holdSyncFS{}
-	fs := snapTmpFS{vfs.NewMem(), func(f vfs.File) vfs.File { return &holdSyncFile{File: f, fs: hold} }}
+	fs := wrapFS{vfs.NewMem(), ".snap.tmp", func(f vfs.File) vfs.File { return &holdSyncFile{File: f, fs: hold} }}
 	r := open(t, fs, Options{SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
 	defer r.Close()
 	set(t, r, "k", "v")
@@ -186,19 +185,4 @@ func TestTrimWaitsForSnapshot(t *testing.T) {
 	if applied := r.applied.Load(); first <= at || applied-first > 2*keptEntries {
 		t.Fatalf("after the snapshot of index %d, the in-memory log starts at %d with %d applied", at, first, applied)
 	}
-}
-
-// snapTmpFS is FS, but for the snapshot files it creates (*.tmp under snap),
-// which wrap wraps.
-type snapTmpFS struct {
-	vfs.FS
-	wrap func(vfs.File) vfs.File
-}
-
-func (s snapTmpFS) Create(name string) (vfs.File, error) {
-	f, err := s.FS.Create(name)
-	if err != nil || !strings.HasSuffix(name, ".tmp") || !strings.Contains(name, "snap") {
-		return f, err
-	}
-	return s.wrap(f), nil
 }
