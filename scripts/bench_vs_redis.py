@@ -38,10 +38,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def cpu_seconds(pid):
+def cpu_ticks(pid):
+    """The process's user and system time so far, in clock ticks (CLK_TCK a second)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+    return int(fields[11]), int(fields[12])  # utime, stime
+
+
+def cpu_seconds(pid):
+    return sum(cpu_ticks(pid)) / CLK_TCK
 
 
 def wait_port(port, proc, timeout=10):

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 
-from bench_vs_redis import free_port, info, wait_port
+from bench_vs_redis import cpu_ticks, free_port, info, wait_port
 
 FIELDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
 
@@ -41,8 +41,6 @@ def server_counts(pid, port):
     """The server's user and system jiffies, its threads' context switches
     (voluntary and not; a thread that has exited no longer counts), its
     fsyncs and the commands it has processed, so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
     switches = 0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -54,7 +52,7 @@ def server_counts(pid, port):
             pass
     fsyncs = int(info(port).get("fsyncs", 0))
     commands = int(info(port, "stats")["total_commands_processed"])
-    return [int(fields[11]), int(fields[12]), switches, fsyncs, commands]
+    return [*cpu_ticks(pid), switches, fsyncs, commands]
 
 
 class Sampler(threading.Thread):

@@ -34,8 +34,8 @@ run() {
   local saver=
   if [ "$kind" = snap ]; then (sleep 1; redis-cli -p $PORT bgsave >/dev/null) & saver=$!; fi
   local out; out=$(redis-benchmark -p $PORT -q --csv "$@" 2>/dev/null | tail -1)
-  if [ -n "$saver" ]; then wait "$saver"; fi
-  if [ "$kind" = snap ]; then
+  if [ -n "$saver" ]; then
+    wait "$saver"
     for _ in $(seq 600); do [ "$(field last_snapshot_index)" != "$before" ] && break; sleep 0.1; done
   fi
   local idx; idx=$(field last_snapshot_index)
