@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,4 +148,51 @@ func checkGroup(t *testing.T, how string, g, width, found int, vals []string) {
 			return
 		}
 	}
+}
+
+// TestPrefetchWhileWriting prefetches keys, values included, while other
+// goroutines append to them (which may fill a value's spare capacity in
+// place), replace and delete them; run it with -race. Each key's value is
+// only ever made of 'x's, and a read sees one whole.
+func TestPrefetchWhileWriting(t *testing.T) {
+	const (
+		width  = 16 // keys, spread over the shards
+		writes = 3000
+	)
+	s := New(Options{Shards: 4})
+	var keys [][]byte
+	for i := range width {
+		keys = append(keys, fmt.Appendf(nil, "k%d", i))
+	}
+	var wg sync.WaitGroup
+	var writing atomic.Bool
+	writing.Store(true)
+	wg.Go(func() {
+		defer writing.Store(false)
+		rng := rand.New(rand.NewPCG(1, 1))
+		for range writes {
+			k := keys[rng.IntN(width)]
+			switch p := rng.IntN(20); {
+			case p == 0:
+				mustApply(t, s, AppendEntry(nil, OpDel, 0, k))
+			case p == 1:
+				mustApply(t, s, AppendEntry(nil, OpSet, 0, k, []byte("x")))
+			default:
+				mustApply(t, s, AppendEntry(nil, OpAppend, 0, k, []byte("xx")))
+			}
+		}
+	})
+	for range 2 {
+		wg.Go(func() {
+			for n := 0; writing.Load() || n < 50; n++ {
+				s.Prefetch(keys)
+				for _, k := range keys {
+					if v, ok := s.Get(k); ok && strings.Trim(string(v), "x") != "" {
+						t.Errorf("GET %s = %q, want only x's", k, v)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

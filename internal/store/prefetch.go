@@ -10,20 +10,22 @@ import "runtime"
 // core's L1 cache with room to spare.
 const PrefetchKeys = 64
 
-// Prefetch loads into the calling core's cache the table slots and cells of
-// the first PrefetchKeys of keys, so that reading or writing them next,
-// one after another, finds them there. It is only a hint and changes
-// nothing: what it does not load costs its misses when it is used, as
-// without it. It loads nothing for a single key (there are no misses to
-// overlap), nor for keys past the first PrefetchKeys or in a shard's clash
-// map, nor the keys longer than shortKey and the values the cells point to.
+// Prefetch loads into the calling core's cache the table slots, cells and
+// values of the first PrefetchKeys of keys, so that reading them next, one
+// after another, finds them there. It is only a hint and changes nothing:
+// what it does not load costs its misses when it is used, as without it.
+// It loads nothing for a single key (there are no misses to overlap), nor
+// for keys past the first PrefetchKeys or in a shard's clash map, nor the
+// keys longer than shortKey; of a value, only the lines of its first and
+// last bytes (all of a value up to 65 bytes, and of one up to 128 if it is
+// aligned as the allocator aligns that size class).
 func (s *Store) Prefetch(keys [][]byte) {
 	var hashes [PrefetchKeys]uint64
 	n := min(len(keys), len(hashes))
 	for i, k := range keys[:n] {
 		hashes[i] = s.hash(k)
 	}
-	s.prefetchHashes(hashes[:n])
+	s.prefetchHashes(hashes[:n], true)
 }
 
 // prefetch decodes into ents the first entries of batch, the first of
@@ -57,16 +59,18 @@ func (s *Store) prefetch(batch []byte, i int, ents *[PrefetchKeys]entry, args []
 		m++
 		batch = rest
 	}
-	s.prefetchHashes(hashes[:n])
+	s.prefetchHashes(hashes[:n], false)
 	return ents[:m], batch, nil
 }
 
 // prefetchHashes loads the table slots and cells of the keys with these
-// hashes, as Prefetch describes: in three passes, each of loads that do
-// not depend on each other, so that each pass's misses overlap (see
-// table). The home slots first, then the lookups, which find them in the
-// cache (most end there), then the cells the lookups found.
-func (s *Store) prefetchHashes(hashes []uint64) {
+// hashes, and their values if values is set, as Prefetch describes: in
+// passes, each of loads that do not depend on each other, so that each
+// pass's misses overlap (see table). The home slots first, then the
+// lookups, which find them in the cache (most end there), then the cells
+// the lookups found, then the values the cells hold. Writes leave values
+// out: most replace theirs without reading it.
+func (s *Store) prefetchHashes(hashes []uint64, values bool) {
 	if len(hashes) < 2 {
 		return // no misses to overlap
 	}
@@ -84,9 +88,27 @@ func (s *Store) prefetchHashes(hashes []uint64) {
 		cells[i] = sh.mu.m.get(h)
 		sh.mu.RUnlock()
 	}
-	for _, c := range cells[:len(hashes)] {
+	if !values {
+		for _, c := range cells[:len(hashes)] {
+			if c != nil {
+				sum += uint64(len(c.key)) // a cell's key never changes: no lock needed
+			}
+		}
+		runtime.KeepAlive(sum)
+		return
+	}
+	var vals [PrefetchKeys][]byte
+	for i, c := range cells[:len(hashes)] {
 		if c != nil {
-			sum += uint64(len(c.key)) // a cell's key never changes: no lock needed
+			sh := &s.shards[hashes[i]&s.mask]
+			sh.mu.RLock()
+			vals[i] = c.val // a write replaces it under the lock
+			sh.mu.RUnlock()
+		}
+	}
+	for _, v := range vals[:len(hashes)] {
+		if len(v) > 0 { // a value's bytes never change: see append
+			sum += uint64(v[0]) + uint64(v[len(v)-1])
 		}
 	}
 	runtime.KeepAlive(sum)
