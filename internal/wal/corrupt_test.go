@@ -314,17 +314,44 @@ func TestCorruption(t *testing.T) {
 			return name, fr[2].off, []string{"bad hard state"}
 		},
 	}, {
+		name: "entry missing inside a segment",
+		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
+			// The first entry of segment 1 is lost; the next one shows it.
+			name, b, fr := l.frames(t, 1)
+			var ents []frameInfo
+			for _, f := range fr {
+				if f.typ == typeEntry {
+					ents = append(ents, f)
+				}
+			}
+			f, next := ents[0], ents[1]
+			writeFile(t, l.m, name, append(bytes.Clone(b[:f.off]), b[f.off+f.size:]...))
+			return name, next.off - f.size, []string{"entries are missing"}
+		},
+	}, {
 		name: "entries missing between segments",
 		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
-			// The last entry of segment 1 is lost, and the name says so.
+			// The last entry of segment 1 is lost, and the name of
+			// segment 2 says so.
 			name, b, fr := l.frames(t, 1)
 			f := fr[len(fr)-1]
 			for i := len(fr) - 2; f.typ != typeEntry; i-- {
 				f = fr[i]
 			}
 			writeFile(t, l.m, name, append(bytes.Clone(b[:f.off]), b[f.off+f.size:]...))
-			next, _, nfr := l.frames(t, 2)
-			return next, nfr[3].off, []string{"entries are missing"} // after header, hard state, seal
+			return name, int64(len(b)) - f.size, []string{"are missing", "cut short"}
+		},
+	}, {
+		name: "middle segment cut at the end of a write, before a segment with no entries",
+		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
+			return cutBeforeEmpty(t, l, func(b []byte, end int64) []byte { return b[:end] })
+		},
+	}, {
+		name: "middle segment zeroed from the end of a write, before a segment with no entries",
+		damage: func(t *testing.T, l *testLog) (string, int64, []string) {
+			return cutBeforeEmpty(t, l, func(b []byte, end int64) []byte {
+				return append(bytes.Clone(b[:end]), make([]byte, int64(len(b))-end)...)
+			})
 		},
 	}, {
 		name: "not a segment name",
@@ -359,6 +386,25 @@ func TestCorruption(t *testing.T) {
 			checkEntries(t, "replay before the damage", r.entries(), l.entries[:len(r.entries())])
 		})
 	}
+}
+
+// cutBeforeEmpty leaves the last segment as a rotation makes it, with no
+// entry (its header, hard state and seal), and has cut make the segment
+// before it end at the start of its last entry's write, the end of the
+// write before. It returns what Open must report: that segment, at that
+// offset, and the entries lost.
+func cutBeforeEmpty(t *testing.T, l *testLog, cut func(b []byte, end int64) []byte) (string, int64, []string) {
+	lastName, lb, lfr := l.frames(t, -1)
+	writeFile(t, l.m, lastName, lb[:lfr[3].off])
+	name, b, fr := l.frames(t, -2)
+	i := len(fr) - 1
+	for fr[i].typ != typeEntry {
+		i--
+	}
+	end := fr[i].off
+	writeFile(t, l.m, name, cut(b, end))
+	first := segmentFirst(t, lastName)
+	return name, end, []string{"starts at " + itoa(int64(first)), "entries " + itoa(int64(first-1)) + " to " + itoa(int64(first-1)) + " are missing", "cut short"}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -63,13 +63,15 @@
 // is truncated at the first frame that cannot be read (zeros after it, in
 // a preallocated segment, are no loss) and the loss is logged. Any other
 // damage (a bad frame with such a seal after it, damage in an earlier
-// segment, a missing segment, a gap in entries the snapshot lacks) stops
-// Open with an *Error that names the file and offset; but segments left
-// before a gap whose every entry the snapshot holds are deleted, with a
-// warning, as leftovers of a release that failed. Nothing is skipped
-// silently, except what Open cannot see: a missing last segment, or a last
-// segment cut exactly at the end of a frame, reads as a log that ends
-// there. Damage to the writes made since the last fsync but one (the
+// segment, a missing segment, a gap in entries the snapshot lacks, which
+// is also what a segment before the last leaves when it is cut exactly at
+// the end of a frame, since the next segment's first index says where it
+// ended) stops Open with an *Error that names the file and offset; but
+// segments left before a gap whose every entry the snapshot holds are
+// deleted, with a warning, as leftovers of a release that failed. Nothing
+// is skipped silently, except what Open cannot see: a missing last
+// segment, or a last segment cut exactly at the end of a frame, reads as a
+// log that ends there. Damage to the writes made since the last fsync but one (the
 // last write, and any Append that the last fsync made durable with it)
 // cannot be told from a torn write, and is truncated as one: a power loss
 // during that fsync can leave the same bytes. With NoSync, only the last

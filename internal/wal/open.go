@@ -146,6 +146,9 @@ func (w *WAL) replay(segs []segment, replay Replay) error {
 	var base int64 // of the segment being read, over all of them
 	var tail *frame.Error
 	for i, s := range segs {
+		if err := w.follows(s); err != nil {
+			return err
+		}
 		segBase := base
 		progress := func(off int64) { pf.Advance(segBase + off) }
 		s, fe, err := w.recover(s, maps[i], i == len(segs)-1, replay, progress)
@@ -169,6 +172,23 @@ func (w *WAL) replay(segs []segment, replay Replay) error {
 	w.size += s.size - last.size
 	*last = s
 	return nil
+}
+
+// follows checks that segment s, about to be read, starts no later than
+// the entry after those read before it (or after the snapshot's, if
+// later). A segment's first index is the next entry's when it is made, so
+// a later one means that the segment before it was cut short, at the end
+// of a write or into zeros, both of which read as a clean end; the entries
+// of s would catch the gap, but s may have none yet.
+func (w *WAL) follows(s segment) error {
+	if len(w.segs) == 0 || s.first <= max(w.last, w.after)+1 {
+		return nil
+	}
+	prev := w.segs[len(w.segs)-1]
+	return &Error{File: path.Join(w.dir, prev.name), Offset: prev.size, Reason: fmt.Sprintf(
+		"the segment ends at entry %d, and the next, %s, starts at %d: entries %d to %d are missing (the snapshot ends at %d); "+
+			"this segment is not the last, so it was cut short or damaged: restore the data directory from a backup",
+		w.last, s.name, s.first, max(w.last, w.after)+1, s.first-1, w.after)}
 }
 
 // mapSegment maps segment s (see vfs.Map).

@@ -207,7 +207,7 @@ func TestLogBehindSnapshot(t *testing.T) {
 	}
 	// Entries the snapshot lacks must still be there.
 	_, _, err = open(t, m, small, 9)
-	checkWalError(t, err, segName(2, 11), 80, "missing", "entry 11 follows entry 5") // after the header, hard state and seal
+	checkWalError(t, err, segName(1, 1), 312, "ends at entry 5", "starts at 11", "entries 10 to 10 are missing (the snapshot ends at 9)")
 }
 
 // TestTruncation saves entries that repeat indexes, as raft does when a new
