@@ -38,6 +38,7 @@ func TestServeSaveAndRestart(t *testing.T) {
 	if got, err := c.Do(ctx, "BGSAVE").Text(); err != nil || got != "Background saving started" {
 		t.Fatalf("BGSAVE = %q, %v", got, err)
 	}
+	checkBGSAVEs(t, c)
 	c.Set(ctx, "after-save", "v", 0)
 	c.Close()
 	srv.Cmd.Process.Signal(syscall.SIGTERM)
@@ -52,6 +53,43 @@ func TestServeSaveAndRestart(t *testing.T) {
 	}
 	if v := c.Get(ctx, "k42").Val(); v != "42" {
 		t.Fatalf("k42 = %q", v)
+	}
+}
+
+// checkBGSAVEs sends BGSAVEs and BGSAVE SCHEDULEs pipelined: each starts a
+// snapshot, or, while one is written, fails as Redis's does (BGSAVE) or
+// schedules one (BGSAVE SCHEDULE); then it waits for the snapshots to end.
+func checkBGSAVEs(t *testing.T, c *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	p := c.Pipeline()
+	var cmds []*redis.Cmd
+	for i := range 200 {
+		args := []any{"BGSAVE"}
+		if i%2 == 1 {
+			args = append(args, "SCHEDULE")
+		}
+		cmds = append(cmds, p.Do(ctx, args...))
+	}
+	p.Exec(ctx) // each command's reply is checked below
+	for i, cmd := range cmds {
+		got, err := cmd.Text()
+		switch {
+		case err == nil && got == "Background saving started":
+		case i%2 == 0 && err != nil && err.Error() == "ERR Background save already in progress":
+		case i%2 == 1 && err == nil && got == "Background saving scheduled":
+		default:
+			t.Fatalf("%v = %q, %v", cmd.Args(), got, err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info := c.Info(ctx, "persistence").Val()
+		if strings.Contains(info, "snapshot_in_progress:0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a snapshot still in progress 10 s after the BGSAVEs:\n%s", info)
+		}
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/vfs"
@@ -128,9 +130,7 @@ func TestAppliedEntriesLeaveMemory(t *testing.T) {
 		set(t, r, fmt.Sprintf("k%05d", i), fmt.Sprint(i))
 	}
 	r.snaps.wait()
-	r.snaps.mu.Lock()
-	last := r.snaps.last
-	r.snaps.mu.Unlock()
+	last := r.snaps.newest()
 	if want := uint64(n + 5*keptEntries/2); last.err != nil || last.index < want {
 		t.Fatalf("the newest snapshot is at index %d (%v); want the one after the restart's, at %d or later", last.index, last.err, want)
 	}
@@ -184,5 +184,59 @@ func TestTrimWaitsForSnapshot(t *testing.T) {
 	first, _ := r.storage.FirstIndex()
 	if applied := r.applied.Load(); first <= at || applied-first > 2*keptEntries {
 		t.Fatalf("after the snapshot of index %d, the in-memory log starts at %d with %d applied", at, first, applied)
+	}
+}
+
+// TestBackgroundSnapshot holds a background snapshot's fsync and asks for
+// more meanwhile: a plain request starts none, and any number of scheduled
+// ones start exactly one, once the held snapshot ends, which holds the
+// writes made before it starts.
+func TestBackgroundSnapshot(t *testing.T) {
+	hold := &holdSyncFS{}
+	var made atomic.Int64 // snapshot files created
+	fs := wrapFS{vfs.NewMem(), ".snap.tmp", func(f vfs.File) vfs.File {
+		made.Add(1)
+		return &holdSyncFile{File: f, fs: hold}
+	}}
+	r := open(t, fs, Options{SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
+	defer r.Close()
+	set(t, r, "k", "v")
+	base := made.Load()
+
+	hold.hold()
+	defer hold.release() // first, if the test fails: Close waits for the snapshot
+	if started, err := r.BackgroundSnapshot(false); !started || err != nil {
+		t.Fatalf("BackgroundSnapshot with none running = %v, %v; want it started", started, err)
+	}
+	<-hold.held
+	if started, err := r.BackgroundSnapshot(false); started || err != nil {
+		t.Fatalf("BackgroundSnapshot while one is written = %v, %v; want none started", started, err)
+	}
+	for range 100 {
+		if started, err := r.BackgroundSnapshot(true); started || err != nil {
+			t.Fatalf("BackgroundSnapshot(schedule) while one is written = %v, %v; want it scheduled", started, err)
+		}
+	}
+	set(t, r, "later", "v")
+	at := r.applied.Load()
+	hold.release()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for r.snaps.newest().index < at {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot of index %d 10 s after the held one ended (last %d)", at, r.snaps.newest().index)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := made.Load() - base; n != 2 {
+		t.Fatalf("%d snapshots written, want the held one and one scheduled", n)
+	}
+	// SAVE waits for any snapshot still running, then writes its own: one
+	// more, unless a third background snapshot was started.
+	if err := r.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if n := made.Load() - base; n != 3 {
+		t.Fatalf("%d snapshots written after a SAVE, want 3", n)
 	}
 }

@@ -12,13 +12,15 @@ import (
 	"github.com/flintkv/flint/internal/store"
 )
 
-// snapState tracks snapshots. The fields before mu belong to the apply
-// thread.
+// snapState tracks snapshots. The fields before running belong to the
+// apply thread.
 type snapState struct {
 	appliedTerm uint64 // term of the last entry applied
 	entries     uint64 // entries applied since the last snapshot started
 	bytes       int64  // and their size
+	scheduled   bool   // start one when the running one ends (BGSAVE SCHEDULE)
 	running     atomic.Bool
+	ended       chan struct{} // a snapshot's writer tells the apply thread it ended
 	wg          sync.WaitGroup
 	mu          sync.Mutex
 	last        snapInfo // the newest snapshot on disk
@@ -36,6 +38,13 @@ type snapInfo struct {
 
 func (s *snapState) wait() { s.wg.Wait() }
 
+// newest returns what is known of the newest snapshot written.
+func (s *snapState) newest() snapInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
 // maybeSnapshot starts a background snapshot if enough has been applied
 // since the last one and none is running. Taking the store's snapshot costs
 // O(shards) under its locks; writing it happens on another goroutine.
@@ -49,34 +58,55 @@ func (r *Replica) maybeSnapshot() {
 // errBusy answers a snapshot request while another snapshot is written.
 var errBusy = errors.New("replica: a snapshot is being written")
 
-// saveRequest asks the apply thread for a snapshot (SAVE); err is its
-// outcome once done is closed.
+// saveRequest asks the apply thread for a snapshot. Once done is closed,
+// started says whether the request started one, and err is the outcome:
+// of writing it for a request that waits (SAVE), of starting it for one
+// that does not (BGSAVE).
 type saveRequest struct {
-	err  error
-	done chan struct{}
+	wait     bool // close done once the snapshot is durable, not once started
+	schedule bool // if a snapshot is running, start another once it ends
+	started  bool
+	err      error
+	done     chan struct{}
 }
 
 // startSnapshot starts writing a snapshot of everything applied, unless one
-// is running, and reports the outcome to req if it is not nil. It runs on
-// the apply thread, so that the store's view and the index match.
+// is running, and reports to req if it is not nil. It runs on the apply
+// thread, so that the store's view and the index match. However many
+// requests ask to schedule one while a snapshot runs, one starts after it.
 func (r *Replica) startSnapshot(req *saveRequest) {
 	s := &r.snaps
 	if s.running.Load() {
 		if req != nil {
-			req.err = errBusy
+			s.scheduled = s.scheduled || req.schedule
+			if !req.schedule {
+				req.err = errBusy
+			}
 			close(req.done)
 		}
 		return
 	}
 	s.running.Store(true)
+	s.scheduled = false
 	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Voters: r.voters}
 	view := r.st.Snapshot()
 	s.entries, s.bytes = 0, 0
+	if req != nil {
+		req.started = true
+		if !req.wait {
+			close(req.done)
+			req = nil
+		}
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		err := r.writeSnapshot(view, meta)
 		s.running.Store(false)
+		select {
+		case s.ended <- struct{}{}:
+		default: // the apply thread has yet to take the last one
+		}
 		if req != nil {
 			req.err = err
 			close(req.done)
@@ -84,12 +114,33 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 	}()
 }
 
+// snapshotEnded starts the snapshot scheduled while the last one ran, if
+// any. It runs on the apply thread.
+func (r *Replica) snapshotEnded() {
+	if r.snaps.scheduled {
+		r.startSnapshot(nil)
+	}
+}
+
+// BackgroundSnapshot starts writing a snapshot of everything applied so far
+// and returns without waiting for it (the BGSAVE command): its outcome is
+// logged, and shown by PersistenceInfo. If a snapshot is being written, it
+// starts none and returns false; with schedule set, another starts once
+// that one ends.
+func (r *Replica) BackgroundSnapshot(schedule bool) (bool, error) {
+	req := &saveRequest{schedule: schedule, done: make(chan struct{})}
+	if !call(r, r.savec, req, req.done) {
+		return false, ErrStopped
+	}
+	return req.started, nil
+}
+
 // Snapshot writes a snapshot of everything applied so far and returns once
 // it is durable (the SAVE command). It waits for a snapshot already being
 // written to finish first.
 func (r *Replica) Snapshot() error {
 	for {
-		req := &saveRequest{done: make(chan struct{})}
+		req := &saveRequest{wait: true, done: make(chan struct{})}
 		if !call(r, r.savec, req, req.done) {
 			return ErrStopped
 		}

@@ -18,9 +18,7 @@ type stats struct {
 // lines.
 func (r *Replica) PersistenceInfo() []string {
 	m := r.wal.Metrics()
-	r.snaps.mu.Lock()
-	last := r.snaps.last
-	r.snaps.mu.Unlock()
+	last := r.snaps.newest()
 	policy := "always"
 	if r.opt.NoSync {
 		policy = "never"
@@ -48,6 +46,7 @@ func (r *Replica) PersistenceInfo() []string {
 		fmt.Sprintf("last_snapshot_time:%d", unix(last.at)),
 		fmt.Sprintf("last_snapshot_duration_ms:%d", last.took.Milliseconds()),
 		"last_snapshot_status:" + lastErr,
+		fmt.Sprintf("snapshot_in_progress:%d", b2i(r.snaps.running.Load())),
 		fmt.Sprintf("fsyncs:%d", m.Syncs),
 		fmt.Sprintf("fsync_avg_us:%d", avgSync.Microseconds()),
 		fmt.Sprintf("fsync_max_us:%d", m.MaxSync.Microseconds()),

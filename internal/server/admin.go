@@ -31,6 +31,11 @@ type Snapshotter interface {
 	// Snapshot writes a snapshot of everything applied and returns once it
 	// is durable.
 	Snapshot() error
+	// BackgroundSnapshot starts writing a snapshot of everything applied
+	// and returns at once, true if it started one. If one is being written,
+	// it starts none; with schedule set, one more starts once that one
+	// ends, however many are asked for meanwhile.
+	BackgroundSnapshot(schedule bool) (bool, error)
 }
 
 // save is SAVE: write a snapshot now and reply once it is on disk.
@@ -48,17 +53,29 @@ func (c *conn) save([][]byte) {
 }
 
 // bgsave is BGSAVE [SCHEDULE]: start a snapshot and reply at once; INFO
-// persistence reports how it went.
+// persistence reports how it went. As in Redis, a BGSAVE while a snapshot
+// is being written is an error, and BGSAVE SCHEDULE then schedules one.
 func (c *conn) bgsave(args [][]byte) {
 	sn, ok := c.srv.kv.(Snapshotter)
-	switch {
-	case len(args) > 2 || (len(args) == 2 && !strings.EqualFold(string(args[1]), "schedule")):
+	schedule := len(args) == 2 && strings.EqualFold(string(args[1]), "schedule")
+	if len(args) > 2 || (len(args) == 2 && !schedule) {
 		c.errSyntax()
-	case !ok:
+		return
+	}
+	if !ok {
 		c.err("ERR this server keeps no data on disk")
-	default:
-		go sn.Snapshot() // its outcome is logged and shown by INFO persistence
+		return
+	}
+	started, err := sn.BackgroundSnapshot(schedule)
+	switch {
+	case err != nil:
+		c.err("ERR snapshot failed: " + err.Error())
+	case started:
 		c.out = protocol.AppendSimple(c.out, "Background saving started")
+	case schedule:
+		c.out = protocol.AppendSimple(c.out, "Background saving scheduled")
+	default:
+		c.err("ERR Background save already in progress")
 	}
 }
 
