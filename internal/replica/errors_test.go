@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -502,4 +503,49 @@ func TestFullQuotaBacksOff(t *testing.T) {
 		t.Fatalf("the write, once the quota allows it: %v", err)
 	}
 	checkValues(t, "after the quota allowed the write", r, map[string]string{"before": "1", "k": "v"})
+}
+
+// TestMissingLogWarns starts a replica whose log directory was emptied
+// after a snapshot: it serves the snapshot and logs a warning that writes
+// after it may be lost, where a new directory, which has no log either,
+// logs none.
+func TestMissingLogWarns(t *testing.T) {
+	const warning = "the log directory holds no log"
+	mem := vfs.NewMem()
+	log := &proctest.Buffer{}
+	r, err := Open(Options{FS: mem, Dir: "data", Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log.String(), warning) {
+		t.Fatalf("a new directory logged:\n%s", log)
+	}
+	set(t, r, "k", "saved")
+	if err := r.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	set(t, r, "k", "after the snapshot")
+	r.Close()
+	names, err := mem.ReadDir("data/wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := mem.Remove(path.Join("data/wal", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log = &proctest.Buffer{}
+	r, err = Open(Options{FS: mem, Dir: "data", Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !strings.Contains(log.String(), warning) {
+		t.Fatalf("a log directory emptied after a snapshot did not log %q:\n%s", warning, log)
+	}
+	if v, _ := r.Store().Get([]byte("k")); string(v) != "saved" {
+		t.Fatalf("k = %q, want the snapshot's", v)
+	}
+	set(t, r, "k", "new")
 }

@@ -40,6 +40,9 @@ func (r *Replica) recover() error {
 	if err != nil {
 		return err
 	}
+	if err := r.warnIfNoLog(meta.Index); err != nil {
+		return err
+	}
 	rc := &recovery{r: r, applied: meta.Index, term: meta.Term}
 	r.voters = meta.Voters
 	// Replayed entries are mapped and never change: the store keeps their
@@ -127,11 +130,11 @@ func withAdvice(err error, snaps []snap.Info) error {
 // with this node as the group's only voter. A log without any snapshot is a
 // damaged directory, not a new one.
 func (r *Replica) bootstrap() error {
-	names, err := r.opt.FS.ReadDir(r.walDir())
+	has, err := r.hasLog()
 	if err != nil {
-		return errorf("%w", err)
+		return err
 	}
-	if slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".wal") }) {
+	if has {
 		return errorf("%s holds a log but %s holds no snapshot: the snapshot is missing; restore the data directory from a backup",
 			r.walDir(), r.snapDir())
 	}
@@ -141,6 +144,33 @@ func (r *Replica) bootstrap() error {
 	}
 	r.opt.Logger.Info("initialized a new data directory", "dir", r.opt.Dir)
 	return nil
+}
+
+// hasLog reports whether the log's directory holds a segment.
+func (r *Replica) hasLog() (bool, error) {
+	names, err := r.opt.FS.ReadDir(r.walDir())
+	if err != nil {
+		return false, errorf("%w", err)
+	}
+	return slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".wal") }), nil
+}
+
+// warnIfNoLog logs a warning if the log's directory holds no segment while
+// the snapshot, at index, is not the one a new directory starts with: the
+// log is never deleted whole, so it was moved aside, to start from the
+// snapshot alone, or lost, with any writes acknowledged after the
+// snapshot. Either way a new log starts after the snapshot.
+func (r *Replica) warnIfNoLog(index uint64) error {
+	if index <= 1 {
+		return nil
+	}
+	has, err := r.hasLog()
+	if err == nil && !has {
+		r.opt.Logger.Warn("the log directory holds no log: starting a new one after the snapshot; "+
+			"writes acknowledged after the snapshot, if there were any, are lost (expected only if the directory was moved aside to start from the snapshot alone)",
+			"dir", r.walDir(), "snapshot_index", index)
+	}
+	return err
 }
 
 // entry receives a log entry during replay.
