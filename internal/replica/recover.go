@@ -111,7 +111,7 @@ func (r *Replica) loadSnapshot(wait func(error) bool) (snap.Meta, error) {
 		return meta, withAdvice(err, snaps)
 	}
 	if meta.Index != newest.Index || meta.Term != newest.Term {
-		return meta, fmt.Errorf("snapshot %s: its header says index %d term %d", newest.Name, meta.Index, meta.Term)
+		return meta, withAdvice(fmt.Errorf("snapshot %s: its header says index %d term %d", newest.Name, meta.Index, meta.Term), snaps)
 	}
 	r.snaps.last = snapInfo{index: meta.Index, name: newest.Name}
 	return meta, nil
@@ -216,7 +216,7 @@ func (rc *recovery) finish() error {
 		return errorf("restoring raft state: %w", err)
 	}
 	if len(rc.pending) > 0 && rc.pending[0].Index != rc.applied+1 {
-		return errorf("the log resumes at entry %d after entry %d was applied: entries are missing", rc.pending[0].Index, rc.applied)
+		return errorf("the log resumes at entry %d after entry %d was applied: entries are missing; restore the data directory from a backup", rc.pending[0].Index, rc.applied)
 	}
 	if err := r.storage.Append(rc.pending); err != nil {
 		return errorf("restoring raft log: %w", err)

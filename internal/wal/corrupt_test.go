@@ -373,6 +373,9 @@ func TestCorruption(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "wal: ") || !strings.Contains(err.Error(), name) {
 				t.Fatalf("error %q", err)
 			}
+			if !strings.Contains(err.Error(), "restore") && !strings.Contains(err.Error(), "move the") {
+				t.Fatalf("error %q does not say what the operator can do", err)
+			}
 			// Nothing was changed.
 			for s, b := range before {
 				if got := readFile(t, l.m, s); !bytes.Equal(got, b) {

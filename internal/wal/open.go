@@ -57,7 +57,7 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	}
 	if segs[0].first > after+1 {
 		return nil, &Error{File: segs[0].name, Reason: fmt.Sprintf(
-			"the log starts at entry %d but the snapshot ends at %d: entries %d to %d are missing",
+			"the log starts at entry %d but the snapshot ends at %d: entries %d to %d are missing; restore the data directory from a backup",
 			segs[0].first, after, after+1, segs[0].first-1)}
 	}
 	w.last = segs[0].first - 1
@@ -374,10 +374,13 @@ func (w *WAL) readSegment(b []byte, s segment, replay Replay, progress func(off 
 			return off, err
 		}
 		if err := w.record(s, i, typ, p, replay); err != nil {
-			return off, &Error{File: path.Join(w.dir, s.name), Offset: off, Reason: err.Error()}
+			return off, &Error{File: path.Join(w.dir, s.name), Offset: off, Reason: err.Error() + "; " + damaged}
 		}
 	}
 }
+
+// damaged is the advice for a valid frame with bad contents.
+const damaged = "the log is damaged, or was written by another version of Flint: run that version, or restore the data directory from a backup"
 
 // record checks and replays the i-th frame of segment s.
 func (w *WAL) record(s segment, i int, typ byte, p []byte, replay Replay) error {
