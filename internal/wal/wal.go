@@ -126,7 +126,8 @@ func (w *WAL) withDefaults() {
 
 // Save appends entries and the hard state (when it differs from the last one
 // saved) and, unless NoSync, makes them durable before returning. A disk-full
-// error (vfs.IsNoSpace) leaves the log as it was, and Save may be called
+// error (vfs.IsNoSpace) leaves the log's entries and hard state as they were
+// (a segment it started may stay, holding none yet), and Save may be called
 // again with the same arguments; any other error is permanent.
 func (w *WAL) Save(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if err := w.Append(entries, hs); err != nil {
