@@ -16,9 +16,6 @@ func (r *Replica) applyLoop() {
 		case req := <-r.savec:
 			r.startSnapshot(req)
 			continue
-		case <-r.snaps.ended:
-			r.snapshotEnded()
-			continue
 		case <-r.dead:
 			return
 		}

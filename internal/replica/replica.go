@@ -169,7 +169,6 @@ func Open(opt Options) (*Replica, error) {
 		appendc: make(chan raftpb.Message, 1024), applyc: make(chan raftpb.Message, 1024),
 		respc: make(chan []raftpb.Message, 1024), appliedc: make(chan struct{}, 1), savec: make(chan *saveRequest),
 		dead: make(chan struct{}), exited: make(chan struct{})}
-	r.snaps.ended = make(chan struct{}, 1)
 	var seed [8]byte
 	rand.Read(seed[:])
 	r.nextID.Store(binary.LittleEndian.Uint64(seed[:]) >> 1)

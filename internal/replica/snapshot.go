@@ -18,9 +18,7 @@ type snapState struct {
 	appliedTerm uint64 // term of the last entry applied
 	entries     uint64 // entries applied since the last snapshot started
 	bytes       int64  // and their size
-	scheduled   bool   // start one when the running one ends (BGSAVE SCHEDULE)
 	running     atomic.Bool
-	ended       chan struct{} // a snapshot's writer tells the apply thread it ended
 	wg          sync.WaitGroup
 	mu          sync.Mutex
 	last        snapInfo // the newest snapshot on disk
@@ -59,35 +57,29 @@ func (r *Replica) maybeSnapshot() {
 var errBusy = errors.New("replica: a snapshot is being written")
 
 // saveRequest asks the apply thread for a snapshot. Once done is closed,
-// started says whether the request started one, and err is the outcome:
-// of writing it for a request that waits (SAVE), of starting it for one
-// that does not (BGSAVE).
+// started says whether the request started one (none starts while another
+// is written), and for a request that waits (SAVE), err is the outcome of
+// writing it.
 type saveRequest struct {
-	wait     bool // close done once the snapshot is durable, not once started
-	schedule bool // if a snapshot is running, start another once it ends
-	started  bool
-	err      error
-	done     chan struct{}
+	wait    bool // close done once the snapshot is durable, not once started
+	started bool
+	err     error
+	done    chan struct{}
 }
 
 // startSnapshot starts writing a snapshot of everything applied, unless one
 // is running, and reports to req if it is not nil. It runs on the apply
-// thread, so that the store's view and the index match. However many
-// requests ask to schedule one while a snapshot runs, one starts after it.
+// thread, so that the store's view and the index match.
 func (r *Replica) startSnapshot(req *saveRequest) {
 	s := &r.snaps
 	if s.running.Load() {
 		if req != nil {
-			s.scheduled = s.scheduled || req.schedule
-			if !req.schedule {
-				req.err = errBusy
-			}
+			req.err = errBusy
 			close(req.done)
 		}
 		return
 	}
 	s.running.Store(true)
-	s.scheduled = false
 	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Voters: r.voters}
 	view := r.st.Snapshot()
 	s.entries, s.bytes = 0, 0
@@ -103,10 +95,6 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 		defer s.wg.Done()
 		err := r.writeSnapshot(view, meta)
 		s.running.Store(false)
-		select {
-		case s.ended <- struct{}{}:
-		default: // the apply thread has yet to take the last one
-		}
 		if req != nil {
 			req.err = err
 			close(req.done)
@@ -114,21 +102,12 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 	}()
 }
 
-// snapshotEnded starts the snapshot scheduled while the last one ran, if
-// any. It runs on the apply thread.
-func (r *Replica) snapshotEnded() {
-	if r.snaps.scheduled {
-		r.startSnapshot(nil)
-	}
-}
-
 // BackgroundSnapshot starts writing a snapshot of everything applied so far
 // and returns without waiting for it (the BGSAVE command): its outcome is
 // logged, and shown by PersistenceInfo. If a snapshot is being written, it
-// starts none and returns false; with schedule set, another starts once
-// that one ends.
-func (r *Replica) BackgroundSnapshot(schedule bool) (bool, error) {
-	req := &saveRequest{schedule: schedule, done: make(chan struct{})}
+// starts none and returns false.
+func (r *Replica) BackgroundSnapshot() (bool, error) {
+	req := &saveRequest{done: make(chan struct{})}
 	if !call(r, r.savec, req, req.done) {
 		return false, ErrStopped
 	}

@@ -46,7 +46,8 @@ func (r *Replica) PersistenceInfo() []string {
 		fmt.Sprintf("last_snapshot_time:%d", unix(last.at)),
 		fmt.Sprintf("last_snapshot_duration_ms:%d", last.took.Milliseconds()),
 		"last_snapshot_status:" + lastErr,
-		fmt.Sprintf("snapshot_in_progress:%d", b2i(r.snaps.running.Load())),
+		// Redis's name, which tools that wait for a BGSAVE to end poll.
+		fmt.Sprintf("rdb_bgsave_in_progress:%d", b2i(r.snaps.running.Load())),
 		fmt.Sprintf("fsyncs:%d", m.Syncs),
 		fmt.Sprintf("fsync_avg_us:%d", avgSync.Microseconds()),
 		fmt.Sprintf("fsync_max_us:%d", m.MaxSync.Microseconds()),

@@ -32,10 +32,9 @@ type Snapshotter interface {
 	// is durable.
 	Snapshot() error
 	// BackgroundSnapshot starts writing a snapshot of everything applied
-	// and returns at once, true if it started one. If one is being written,
-	// it starts none; with schedule set, one more starts once that one
-	// ends, however many are asked for meanwhile.
-	BackgroundSnapshot(schedule bool) (bool, error)
+	// and returns at once, true if it started one: none starts while
+	// another is being written.
+	BackgroundSnapshot() (bool, error)
 }
 
 // save is SAVE: write a snapshot now and reply once it is on disk.
@@ -54,26 +53,25 @@ func (c *conn) save([][]byte) {
 
 // bgsave is BGSAVE [SCHEDULE]: start a snapshot and reply at once; INFO
 // persistence reports how it went. As in Redis, a BGSAVE while a snapshot
-// is being written is an error, and BGSAVE SCHEDULE then schedules one.
+// is being written is an error, with SCHEDULE or without: Redis schedules
+// a save only behind another kind of child process (an AOF rewrite), and
+// Flint has none.
 func (c *conn) bgsave(args [][]byte) {
 	sn, ok := c.srv.kv.(Snapshotter)
-	schedule := len(args) == 2 && strings.EqualFold(string(args[1]), "schedule")
-	if len(args) > 2 || (len(args) == 2 && !schedule) {
+	switch {
+	case len(args) > 2 || (len(args) == 2 && !strings.EqualFold(string(args[1]), "schedule")):
 		c.errSyntax()
 		return
-	}
-	if !ok {
+	case !ok:
 		c.err("ERR this server keeps no data on disk")
 		return
 	}
-	started, err := sn.BackgroundSnapshot(schedule)
+	started, err := sn.BackgroundSnapshot()
 	switch {
 	case err != nil:
 		c.err("ERR snapshot failed: " + err.Error())
 	case started:
 		c.out = protocol.AppendSimple(c.out, "Background saving started")
-	case schedule:
-		c.out = protocol.AppendSimple(c.out, "Background saving scheduled")
 	default:
 		c.err("ERR Background save already in progress")
 	}
