@@ -20,8 +20,10 @@ type command struct {
 	// batch of writes (see commit.go) or rejects it with err.
 	write bool
 	// deferrable reads may run between the writes of a batch (see
-	// commit.go): they reply from the store alone, with no flush.
-	deferrable bool
+	// commit.go): they reply from the store alone, with no flush. Those
+	// that readsValues reply with their keys' values, not only with what
+	// the keys' cells say (whether they exist, their values' lengths).
+	deferrable, readsValues bool
 }
 
 // Command flags (space-separated in command.flags), as COMMAND INFO shows them.
@@ -40,7 +42,7 @@ func init() {
 	for _, list := range [][]*command{connCommands, keyCommands, adminCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
-			cmd.deferrable = deferrable[cmd.name]
+			cmd.readsValues, cmd.deferrable = deferrable[cmd.name]
 			commands[cmd.name] = cmd
 		}
 	}
@@ -70,8 +72,9 @@ func init() {
 	}
 }
 
-// deferrable are the reads that may run between a batch's writes.
-var deferrable = map[string]bool{"get": true, "mget": true, "exists": true, "strlen": true}
+// deferrable are the reads that may run between a batch's writes, true for
+// those whose replies hold their keys' values.
+var deferrable = map[string]bool{"get": true, "mget": true, "exists": false, "strlen": false}
 
 // exec runs one command. A write joins the batch of writes, and so does a
 // simple read that follows one (see commit.go); anything else commits that

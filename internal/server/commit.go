@@ -177,17 +177,27 @@ func (c *conn) runDeferred(after int) {
 // prefetchReads prefetches (see store.Prefetch) the keys of the deferred
 // reads that came after write after-1, from the from-th on, about
 // store.PrefetchKeys of them, and returns the number of the first read it
-// did not reach. Those reads run next, one after another.
+// did not reach. Those reads run next, one after another. It loads the
+// values that their replies copy in Apply's callback: not those of EXISTS
+// and STRLEN, nor those longer than maxCopiedInApply (see writeLarge).
 func (c *conn) prefetchReads(from, after int) int {
-	keys, i := c.prefetch[:0], from
-	for ; i < len(c.deferred) && c.deferred[i].after == after && len(keys) < store.PrefetchKeys; i++ {
+	vals, keys, i := c.prefetch[0][:0], c.prefetch[1][:0], from
+	for ; i < len(c.deferred) && c.deferred[i].after == after && len(vals)+len(keys) < store.PrefetchKeys; i++ {
 		d := c.deferred[i]
 		ks := c.dargs[d.lo+1 : d.hi] // a deferred read's arguments are keys
-		keys = append(keys, ks[:min(len(ks), store.PrefetchKeys-len(keys))]...)
+		ks = ks[:min(len(ks), store.PrefetchKeys-len(vals)-len(keys))]
+		if d.cmd.readsValues {
+			vals = append(vals, ks...)
+		} else {
+			keys = append(keys, ks...)
+		}
 	}
-	c.srv.kv.Store().Prefetch(keys)
-	clear(keys) // let the input go
-	c.prefetch = keys[:0]
+	st := c.srv.kv.Store()
+	st.Prefetch(vals, maxCopiedInApply)
+	st.Prefetch(keys, 0)
+	clear(vals) // let the input go
+	clear(keys)
+	c.prefetch = [2][][]byte{vals[:0], keys[:0]}
 	return i
 }
 

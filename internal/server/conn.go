@@ -46,7 +46,7 @@ type conn struct {
 	replied      int            // writes of the batch being applied that have replied
 	nextRead     int            // the first deferred read not yet run
 	deferredKeys int            // keys the deferred reads read
-	prefetch     [][]byte       // scratch for prefetchReads
+	prefetch     [2][][]byte    // scratch for prefetchReads: keys whose values it loads, and the others
 	late         []lateBulk     // values replied with during Apply, not yet in out
 	inApply      bool           // Apply runs: out belongs to its done callback
 	applied      func(i int, res store.Result)

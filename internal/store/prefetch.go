@@ -10,22 +10,23 @@ import "runtime"
 // core's L1 cache with room to spare.
 const PrefetchKeys = 64
 
-// Prefetch loads into the calling core's cache the table slots, cells and
-// values of the first PrefetchKeys of keys, so that reading them next, one
-// after another, finds them there. It is only a hint and changes nothing:
-// what it does not load costs its misses when it is used, as without it.
-// It loads nothing for a single key (there are no misses to overlap), nor
-// for keys past the first PrefetchKeys or in a shard's clash map, nor the
-// keys longer than shortKey; of a value, only the lines of its first and
-// last bytes (all of a value up to 65 bytes, and of one up to 128 if it is
-// aligned as the allocator aligns that size class).
-func (s *Store) Prefetch(keys [][]byte) {
+// Prefetch loads into the calling core's cache the table slots and cells of
+// the first PrefetchKeys of keys, and their values of at most maxValue bytes,
+// so that reading them next, one after another, finds them there. It is
+// only a hint and changes nothing: what it does not load costs its misses
+// when it is used, as without it. It loads nothing for a single key (there
+// are no misses to overlap), nor for keys past the first PrefetchKeys or in
+// a shard's clash map, nor the keys longer than shortKey; of a value, only
+// the lines of its first and last bytes (all of a value up to 65 bytes, and
+// of one up to 128 if it is aligned as the allocator aligns that size
+// class). A value may be in a mapped file: loading it may read the disk.
+func (s *Store) Prefetch(keys [][]byte, maxValue int) {
 	var hashes [PrefetchKeys]uint64
 	n := min(len(keys), len(hashes))
 	for i, k := range keys[:n] {
 		hashes[i] = s.hash(k)
 	}
-	s.prefetchHashes(hashes[:n], true)
+	s.prefetchHashes(hashes[:n], maxValue)
 }
 
 // prefetch decodes into ents the first entries of batch, the first of
@@ -59,18 +60,18 @@ func (s *Store) prefetch(batch []byte, i int, ents *[PrefetchKeys]entry, args []
 		m++
 		batch = rest
 	}
-	s.prefetchHashes(hashes[:n], false)
+	s.prefetchHashes(hashes[:n], 0)
 	return ents[:m], batch, nil
 }
 
 // prefetchHashes loads the table slots and cells of the keys with these
-// hashes, and their values if values is set, as Prefetch describes: in
-// passes, each of loads that do not depend on each other, so that each
-// pass's misses overlap (see table). The home slots first, then the
-// lookups, which find them in the cache (most end there), then the cells
-// the lookups found, then the values the cells hold. Writes leave values
-// out: most replace theirs without reading it.
-func (s *Store) prefetchHashes(hashes []uint64, values bool) {
+// hashes, and their values of at most maxValue bytes, as Prefetch
+// describes: in passes, each of loads that do not depend on each other, so
+// that each pass's misses overlap (see table). The home slots first, then
+// the lookups, which find them in the cache (most end there), then the
+// cells the lookups found, then the values the cells hold. Writes leave
+// values out: most replace theirs without reading it.
+func (s *Store) prefetchHashes(hashes []uint64, maxValue int) {
 	if len(hashes) < 2 {
 		return // no misses to overlap
 	}
@@ -88,7 +89,7 @@ func (s *Store) prefetchHashes(hashes []uint64, values bool) {
 		cells[i] = sh.mu.m.get(h)
 		sh.mu.RUnlock()
 	}
-	if !values {
+	if maxValue == 0 {
 		for _, c := range cells[:len(hashes)] {
 			if c != nil {
 				sum += uint64(len(c.key)) // a cell's key never changes: no lock needed
@@ -107,7 +108,7 @@ func (s *Store) prefetchHashes(hashes []uint64, values bool) {
 		}
 	}
 	for _, v := range vals[:len(hashes)] {
-		if len(v) > 0 { // a value's bytes never change: see append
+		if len(v) > 0 && len(v) <= maxValue { // a value's bytes never change: see append
 			sum += uint64(v[0]) + uint64(v[len(v)-1])
 		}
 	}
