@@ -50,7 +50,7 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 			return r.applyBatch(r.waiters.take(id), batch)
 		})
 		if err != nil {
-			return errorf("entry %d (term %d) cannot be applied: %w; the log is damaged or from a newer version", e.Index, e.Term, err)
+			return errorf("entry %d (term %d) cannot be applied: %w; the log is damaged, or was written by a newer version of Flint: run that version, or restore the data directory from a backup", e.Index, e.Term, err)
 		}
 	}
 	r.applied.Store(e.Index)

@@ -71,12 +71,13 @@
 // deleted, with a warning, as leftovers of a release that failed. Nothing
 // is skipped silently, except what Open cannot see: a missing last
 // segment, or a last segment cut exactly at the end of a frame, reads as a
-// log that ends there. Damage to the writes made since the last fsync but one (the
-// last write, and any Append that the last fsync made durable with it)
-// cannot be told from a torn write, and is truncated as one: a power loss
-// during that fsync can leave the same bytes. With NoSync, only the last
-// segment's start, and what it held when Open last reopened it, are known
-// durable, so damage anywhere after that is taken for a torn write.
+// log that ends there. Damage to the writes made since the last fsync but
+// one (the last write, and any Append that the last fsync made durable
+// with it) cannot be told from a torn write, and is truncated as one: a
+// power loss during that fsync can leave the same bytes. With NoSync, only
+// the last segment's start, and what it held when Open last reopened it,
+// are known durable, so damage anywhere after that is taken for a torn
+// write.
 //
 // An fsync that fails leaves the file's state unknown, so the WAL refuses all
 // later writes; the node must stop. (One exception, at Open: a torn

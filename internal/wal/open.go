@@ -374,48 +374,56 @@ func (w *WAL) readSegment(b []byte, s segment, replay Replay, progress func(off 
 			return off, err
 		}
 		if err := w.record(s, i, typ, p, replay); err != nil {
-			return off, &Error{File: path.Join(w.dir, s.name), Offset: off, Reason: err.Error() + "; " + damaged}
+			return off, &Error{File: path.Join(w.dir, s.name), Offset: off, Reason: err.Error()}
 		}
 	}
 }
 
-// damaged is the advice for a valid frame with bad contents.
-const damaged = "the log is damaged, or was written by another version of Flint: run that version, or restore the data directory from a backup"
-
-// record checks and replays the i-th frame of segment s.
+// record checks and replays the i-th frame of segment s. Errors of its own
+// say what the operator can do; replay's are returned as they are.
 func (w *WAL) record(s segment, i int, typ byte, p []byte, replay Replay) error {
 	switch {
 	case i == 0 && typ != typeHeader:
-		return errors.New("the segment does not start with a header")
+		return badFrame(errors.New("the segment does not start with a header"))
 	case i == 0:
-		return checkHeader(p, s)
+		return badFrame(checkHeader(p, s))
 	case typ == typeEntry:
 		e, err := decodeEntry(p)
 		if err != nil {
-			return err
+			return badFrame(err)
 		}
 		// A raft truncation may rewrite entries from before the segment's
 		// first index: only a gap is damage, and only one in entries that
 		// the snapshot does not hold.
 		if e.Index > max(w.last, w.after)+1 {
-			return fmt.Errorf("entry %d follows entry %d in a segment starting at %d: entries are missing", e.Index, w.last, s.first)
+			return fmt.Errorf("entry %d follows entry %d in a segment starting at %d: entries are missing; restore the data directory from a backup",
+				e.Index, w.last, s.first)
 		}
 		w.last = e.Index
 		return replay.Entry(e)
 	case typ == typeHardState:
 		hs, err := decodeHardState(p)
 		if err != nil {
-			return err
+			return badFrame(err)
 		}
 		w.hs = hs
 		return replay.HardState(hs)
 	case typ == typeSeal:
 		if _, _, ok := decodeSeal(p); !ok {
-			return fmt.Errorf("a seal of %d bytes, not %d", len(p), sealSize)
+			return badFrame(fmt.Errorf("a seal of %d bytes, not %d", len(p), sealSize))
 		}
 		return nil // only a torn tail's repair reads seals
 	}
-	return fmt.Errorf("unknown frame type %d (written by a newer version?)", typ)
+	return badFrame(fmt.Errorf("unknown frame type %d", typ))
+}
+
+// badFrame adds to err, if not nil, what the operator can do about a valid
+// frame with bad contents.
+func badFrame(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w; the log is damaged, or was written by another version of Flint: run that version, or restore the data directory from a backup", err)
 }
 
 func checkHeader(p []byte, s segment) error {
