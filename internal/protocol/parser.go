@@ -139,6 +139,10 @@ func (p *Parser) multiBulk(buf []byte, args [][]byte) ([][]byte, int, error) {
 	return args, pos, nil
 }
 
+// Reset forgets a command partly parsed: the next call to Next parses buf
+// from its start, as a new command.
+func (p *Parser) Reset() { p.reset(p.spans) }
+
 // reset forgets the command being parsed, keeping spans's array for the
 // next one.
 func (p *Parser) reset(spans []span) { p.nargs, p.pos, p.spans = 0, 0, spans[:0] }

@@ -296,6 +296,21 @@ func TestParserResetAfterError(t *testing.T) {
 	}
 }
 
+// TestParserReset checks that Reset drops a command partly parsed: the
+// next buffer is parsed from its start, as a new command.
+func TestParserReset(t *testing.T) {
+	p := NewParser(small)
+	if _, _, err := p.Next([]byte("*3\r\n$4\r\nMGET\r\n$2\r\nk1\r\n$2\r\nk"), nil); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("Next = %v, want ErrIncomplete", err)
+	}
+	p.Reset()
+	in := "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+	args, n, err := p.Next([]byte(in), nil)
+	if err != nil || n != len(in) || fmt.Sprintf("%q", args) != `["GET" "k"]` {
+		t.Fatalf("Next after Reset = %q, %d, %v; want [GET k], %d, nil", args, n, err, len(in))
+	}
+}
+
 func TestParserEmptyBuffer(t *testing.T) {
 	args, n, err := NewParser(small).Next(nil, [][]byte{[]byte("stale")})
 	if !errors.Is(err, ErrIncomplete) || n != 0 || len(args) != 0 {

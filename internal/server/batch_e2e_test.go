@@ -104,6 +104,56 @@ func TestPipelinedWritesApplyAsOneBatch(t *testing.T) {
 	wantBarriers(t, kv, 0) // the GET runs where the SETs took effect
 }
 
+// TestReadsPrefetchedAhead pipelines reads that the connection looks at
+// ahead of their turn to prefetch their keys (more of them than one
+// prefetch takes), among writes, commands of the wrong arity and other
+// commands, and ending in a command cut short and then in a malformed one:
+// every reply is as it would be without looking ahead.
+func TestReadsPrefetchedAhead(t *testing.T) {
+	kv := newRecordingBackend()
+	raw := startRecording(t, kv)
+	var p strings.Builder
+	for i := range 200 {
+		p.WriteString(command("SET", fmt.Sprintf("k%d", i), strconv.Itoa(i)))
+	}
+	raw.send(p.String())
+	for range 200 {
+		raw.expect(`"OK"`)
+	}
+
+	p.Reset()
+	var want []string
+	for i := range 100 {
+		p.WriteString(command("GET", fmt.Sprintf("k%d", i)))
+		want = append(want, strconv.Quote(strconv.Itoa(i)))
+	}
+	mget := []string{"MGET"}
+	for i := 100; i < 200; i++ {
+		mget = append(mget, fmt.Sprintf("k%d", i))
+	}
+	p.WriteString(command(mget...) + command("GET") + command("GET", "nosuch") +
+		command("SET", "k0", "new") + command("GET", "k0") + command("PING") + command("GET", "k0"))
+	want = append(want, "(array of 100)", "(error) ERR wrong number of arguments for 'get' command", "(nil)",
+		`"OK"`, `"new"`, `"PONG"`, `"new"`)
+	raw.send(p.String() + "*3\r\n$4\r\nMGET\r\n$2\r\nk1\r\n$2\r\nk")
+	for _, w := range want {
+		if w == "(array of 100)" {
+			if v := raw.read(); len(v.Elems) != 100 || string(v.Elems[99].Str) != "199" {
+				t.Fatalf("MGET of 100 keys = %s", v)
+			}
+			continue
+		}
+		raw.expect(w)
+	}
+	raw.send("2\r\n" + command("GET", "k3") + "*2\r\n$x\r\n")
+	if v := raw.read(); len(v.Elems) != 2 || string(v.Elems[0].Str) != "1" || string(v.Elems[1].Str) != "2" {
+		t.Fatalf("MGET k1 k2, sent in two parts = %s", v)
+	}
+	raw.expect(`"3"`)
+	raw.expect("(error) ERR Protocol error: invalid bulk length")
+	raw.expectClosed()
+}
+
 // TestWritesCommitBeforeOtherCommands checks that a command other than a
 // write sees, and replies after, the writes sent before it: a simple read
 // pipelined among writes joins their batch and sees exactly the writes

@@ -201,6 +201,44 @@ func (c *conn) prefetchReads(from, after int) int {
 	return i
 }
 
+// aheadCommands bounds how many commands prefetchAhead looks at.
+const aheadCommands = 4 * store.PrefetchKeys
+
+// prefetchAhead prefetches (see store.Prefetch) the keys of the GETs and
+// MGETs at the start of in, up to store.PrefetchKeys of them, and returns
+// how many bytes of in it looked at. These reads run next, one after
+// another, on this goroutine: it stops at the first write, after which
+// reads are deferred (and prefetched by prefetchReads), and at the first
+// command that is not complete or not well formed, which execBuffered
+// then deals with.
+func (c *conn) prefetchAhead(in []byte) int {
+	keys, off := c.prefetch[0][:0], 0
+	c.ahead.Reset()
+	for i := 0; i < aheadCommands && len(keys) < store.PrefetchKeys; i++ {
+		args, n, err := c.ahead.Next(in[off:], c.prefetch[1][:0])
+		c.prefetch[1] = args
+		if err != nil {
+			break
+		}
+		off += n
+		if len(args) == 0 {
+			continue
+		}
+		cmd := commands[string(c.lowerName(args[0]))]
+		if cmd != nil && cmd.write {
+			break
+		}
+		if cmd != nil && cmd.readsValues {
+			keys = append(keys, args[1:min(len(args), 1+store.PrefetchKeys-len(keys))]...)
+		}
+	}
+	c.srv.kv.Store().Prefetch(keys, maxCopiedInApply)
+	clear(keys) // let the input go
+	clear(c.prefetch[1])
+	c.prefetch[0], c.prefetch[1] = keys[:0], c.prefetch[1][:0]
+	return off
+}
+
 // failBatch replies to each write Apply did not report on, and runs the
 // reads that came after it.
 func (c *conn) failBatch(n int, err error) {

@@ -27,6 +27,7 @@ type conn struct {
 	nc     net.Conn
 	id     int64
 	parser *protocol.Parser
+	ahead  *protocol.Parser // prefetchAhead's, which looks at commands before parser does
 
 	in      []byte // unparsed input is in[:inLen]
 	inLen   int
@@ -71,7 +72,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, id int64) *conn {
-	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim),
+	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim), ahead: protocol.NewParser(s.lim),
 		in: make([]byte, min(inInitial, s.cfg.MaxQueryBuffer)), proto: protocol.RESP2, authed: s.cfg.RequirePass == ""}
 	if !c.authed {
 		c.parser.SetLimits(s.lim.ForUnauthenticated())
@@ -200,9 +201,12 @@ func (c *conn) runBatch() error {
 // the writes among them, and consumes them. It returns the protocol error
 // that stopped it, if any, after appending its reply.
 func (c *conn) execBuffered() error {
-	off := 0
+	off, ahead := 0, 0
 	var perr error
 	for !c.quit {
+		if off >= ahead && c.batch.Len() == 0 && c.authed {
+			ahead = off + c.prefetchAhead(c.in[off:c.inLen])
+		}
 		args, n, err := c.parser.Next(c.in[off:c.inLen], c.args)
 		c.args = args
 		if err != nil {

@@ -21,6 +21,9 @@ const PrefetchKeys = 64
 // of one up to 128 if it is aligned as the allocator aligns that size
 // class). A value may be in a mapped file: loading it may read the disk.
 func (s *Store) Prefetch(keys [][]byte, maxValue int) {
+	if len(keys) < 2 {
+		return // no misses to overlap
+	}
 	var hashes [PrefetchKeys]uint64
 	n := min(len(keys), len(hashes))
 	for i, k := range keys[:n] {
