@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 
+	"github.com/flintkv/flint/internal/protocol"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -201,27 +202,37 @@ func (c *conn) prefetchReads(from, after int) int {
 	return i
 }
 
-// aheadCommands bounds how many commands prefetchAhead looks at.
+// aheadCommands bounds how many commands prefetchAhead looks at, and
+// aheadLimits how large each may be: one with more arguments, or longer
+// ones, than a prefetch could use is an error of its parser, which ends
+// the look. So a look costs little however large the commands are, or
+// however slowly they arrive.
 const aheadCommands = 4 * store.PrefetchKeys
+
+var aheadLimits = protocol.Limits{MaxBulk: 1 << 10, MaxArgs: 1 + store.PrefetchKeys, MaxInline: 1 << 10}
 
 // prefetchAhead prefetches (see store.Prefetch) the keys of the GETs and
 // MGETs at the start of in, up to store.PrefetchKeys of them, and returns
-// how many bytes of in it looked at. These reads run next, one after
-// another, on this goroutine: it stops at the first write, after which
-// reads are deferred (and prefetched by prefetchReads), and at the first
-// command that is not complete or not well formed, which execBuffered
-// then deals with.
+// the length of the commands it parsed, or of in if it reached a command
+// not yet complete: those commands are not to be looked at again. The
+// reads run next, one after another, on this goroutine; it stops after the
+// first write, after which reads are deferred (and prefetched by
+// prefetchReads), and at the first command that aheadLimits refuse or
+// that is malformed, which execBuffered then deals with.
 func (c *conn) prefetchAhead(in []byte) int {
 	keys, off := c.prefetch[0][:0], 0
-	c.ahead.Reset()
+	c.lookahead.Reset()
 	for i := 0; i < aheadCommands && len(keys) < store.PrefetchKeys; i++ {
-		args, n, err := c.ahead.Next(in[off:], c.prefetch[1][:0])
-		c.prefetch[1] = args
+		args, n, err := c.lookahead.Next(in[off:], c.aheadArgs[:0])
+		c.aheadArgs = args
 		if err != nil {
+			if err == protocol.ErrIncomplete {
+				off = len(in) // the rest is one command, not yet complete
+			}
 			break
 		}
 		off += n
-		if len(args) == 0 {
+		if len(args) == 0 || len(args[0]) > len(c.lower) { // no command's name is that long
 			continue
 		}
 		cmd := commands[string(c.lowerName(args[0]))]
@@ -234,8 +245,8 @@ func (c *conn) prefetchAhead(in []byte) int {
 	}
 	c.srv.kv.Store().Prefetch(keys, maxCopiedInApply)
 	clear(keys) // let the input go
-	clear(c.prefetch[1])
-	c.prefetch[0], c.prefetch[1] = keys[:0], c.prefetch[1][:0]
+	clear(c.aheadArgs[:cap(c.aheadArgs)])
+	c.prefetch[0] = keys[:0]
 	return off
 }
 

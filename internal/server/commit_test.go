@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/flintkv/flint/internal/protocol"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -143,4 +145,50 @@ func TestTryWriteAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per tryWrite, want 0", allocs)
 	}
+}
+
+// TestPrefetchAheadStops checks where prefetchAhead stops looking, which
+// it returns: after the commands whose keys fill one prefetch, after the
+// first write, before a command too large to be worth looking at, at
+// aheadCommands commands, and at the end of the input if a command there
+// is not complete yet (so that it is not looked at again).
+func TestPrefetchAheadStops(t *testing.T) {
+	c := testConn(t, Local{S: store.New(store.Options{})})
+	get := respCommand("GET", "k")
+	many := func(n int, cmd string) string { return strings.Repeat(cmd, n) }
+	mget := []string{"MGET"}
+	for range store.PrefetchKeys + 1 {
+		mget = append(mget, "k")
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     int
+		refused  bool // ends at a command aheadLimits refuse: the parser's error allocates
+	}{
+		{"reads", many(3, get), 3 * len(get), false},
+		{"one prefetch's keys", many(2*store.PrefetchKeys, get), store.PrefetchKeys * len(get), false},
+		{"a write", get + respCommand("SET", "k", "v") + get, len(get) + len(respCommand("SET", "k", "v")), false},
+		{"a command cut short", get + get[:len(get)-3], 2*len(get) - 3, false},
+		{"more arguments than keys to prefetch", get + respCommand(mget...) + get, len(get), true},
+		{"a long key", get + respCommand("GET", strings.Repeat("k", 2<<10)) + get, len(get), true},
+		{"a long name", respCommand(strings.Repeat("x", 40)) + get, len(respCommand(strings.Repeat("x", 40))) + len(get), false},
+		{"other commands", many(2*aheadCommands, respCommand("PING")), aheadCommands * len(respCommand("PING")), false},
+	} {
+		in := []byte(tc.in)
+		if got := c.prefetchAhead(in); got != tc.want {
+			t.Errorf("%s: prefetchAhead looked at %d bytes, want %d", tc.name, got, tc.want)
+		}
+		if n := testing.AllocsPerRun(10, func() { c.prefetchAhead(in) }); n != 0 && !tc.refused {
+			t.Errorf("%s: prefetchAhead allocates %.0f times", tc.name, n)
+		}
+	}
+}
+
+// respCommand encodes args as a client sends them.
+func respCommand(args ...string) string {
+	var bs [][]byte
+	for _, a := range args {
+		bs = append(bs, []byte(a))
+	}
+	return string(protocol.AppendCommand(nil, bs...))
 }

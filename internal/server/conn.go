@@ -27,7 +27,10 @@ type conn struct {
 	nc     net.Conn
 	id     int64
 	parser *protocol.Parser
-	ahead  *protocol.Parser // prefetchAhead's, which looks at commands before parser does
+	// prefetchAhead's parser, which looks at commands before parser does,
+	// and its arguments.
+	lookahead *protocol.Parser
+	aheadArgs [][]byte
 
 	in      []byte // unparsed input is in[:inLen]
 	inLen   int
@@ -47,7 +50,7 @@ type conn struct {
 	replied      int            // writes of the batch being applied that have replied
 	nextRead     int            // the first deferred read not yet run
 	deferredKeys int            // keys the deferred reads read
-	prefetch     [2][][]byte    // scratch for prefetchReads: keys whose values it loads, and the others
+	prefetch     [2][][]byte    // scratch for prefetchReads and prefetchAhead: keys whose values they load, and the others
 	late         []lateBulk     // values replied with during Apply, not yet in out
 	inApply      bool           // Apply runs: out belongs to its done callback
 	applied      func(i int, res store.Result)
@@ -72,7 +75,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, id int64) *conn {
-	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim), ahead: protocol.NewParser(s.lim),
+	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim), lookahead: protocol.NewParser(aheadLimits),
 		in: make([]byte, min(inInitial, s.cfg.MaxQueryBuffer)), proto: protocol.RESP2, authed: s.cfg.RequirePass == ""}
 	if !c.authed {
 		c.parser.SetLimits(s.lim.ForUnauthenticated())
@@ -201,11 +204,11 @@ func (c *conn) runBatch() error {
 // the writes among them, and consumes them. It returns the protocol error
 // that stopped it, if any, after appending its reply.
 func (c *conn) execBuffered() error {
-	off, ahead := 0, 0
+	off, aheadEnd := 0, 0
 	var perr error
 	for !c.quit {
-		if off >= ahead && c.batch.Len() == 0 && c.authed {
-			ahead = off + c.prefetchAhead(c.in[off:c.inLen])
+		if off >= aheadEnd && c.batch.Len() == 0 && c.authed {
+			aheadEnd = off + c.prefetchAhead(c.in[off:c.inLen])
 		}
 		args, n, err := c.parser.Next(c.in[off:c.inLen], c.args)
 		c.args = args
