@@ -32,7 +32,7 @@ func (b *doneBackend) Apply(batch []byte, done func(int, store.Result)) error {
 
 // testConn returns a connection to kv that is never served: tests call its
 // methods directly.
-func testConn(t *testing.T, kv Backend) *conn {
+func testConn(t testing.TB, kv Backend) *conn {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return newConn(New(Config{}, kv), a, 1)
