@@ -57,9 +57,9 @@ func (r *Replica) maybeSnapshot() {
 var errBusy = errors.New("replica: a snapshot is being written")
 
 // saveRequest asks the apply thread for a snapshot. Once done is closed,
-// started says whether the request started one (none starts while another
-// is written), and for a request that waits (SAVE), err is the outcome of
-// writing it.
+// started says whether the request started one; if not, another was being
+// written, and err is errBusy. For a request that waits (SAVE) and started
+// one, err is the outcome of writing it.
 type saveRequest struct {
 	wait    bool // close done once the snapshot is durable, not once started
 	started bool

@@ -42,7 +42,7 @@ func init() {
 	for _, list := range [][]*command{connCommands, keyCommands, adminCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
-			cmd.readsValues, cmd.deferrable = deferrable[cmd.name]
+			cmd.deferrable, cmd.readsValues = deferrable[cmd.name], valueReads[cmd.name]
 			commands[cmd.name] = cmd
 		}
 	}
@@ -72,9 +72,12 @@ func init() {
 	}
 }
 
-// deferrable are the reads that may run between a batch's writes, true for
-// those whose replies hold their keys' values.
-var deferrable = map[string]bool{"get": true, "mget": true, "exists": false, "strlen": false}
+// deferrable are the reads that may run between a batch's writes, and
+// valueReads the commands whose replies hold their keys' values.
+var (
+	deferrable = map[string]bool{"get": true, "mget": true, "exists": true, "strlen": true}
+	valueReads = map[string]bool{"get": true, "mget": true}
+)
 
 // exec runs one command. A write joins the batch of writes, and so does a
 // simple read that follows one (see commit.go); anything else commits that

@@ -193,23 +193,34 @@ func (c *conn) prefetchReads(from, after int) int {
 			keys = append(keys, ks...)
 		}
 	}
-	st := c.srv.kv.Store()
-	st.Prefetch(vals, maxCopiedInApply)
-	st.Prefetch(keys, 0)
-	clear(vals) // let the input go
+	all := append(vals, keys...) // those whose values to load first
+	c.srv.kv.Store().Prefetch(all, len(vals), maxCopiedInApply)
+	clear(all) // let the input go
 	clear(keys)
-	c.prefetch = [2][][]byte{vals[:0], keys[:0]}
+	c.prefetch = [2][][]byte{all[:0], keys[:0]}
 	return i
 }
 
 // aheadCommands bounds how many commands prefetchAhead looks at, and
-// aheadLimits how large each may be: one with more arguments, or longer
-// ones, than a prefetch could use is an error of its parser, which ends
-// the look. So a look costs little however large the commands are, or
-// however slowly they arrive.
-const aheadCommands = 4 * store.PrefetchKeys
+// aheadLimits how many arguments each may have, and how long an inline
+// command may be: one with more arguments than a prefetch could use is an
+// error of its parser, which ends the look. The parser skips over a bulk
+// argument without reading it, so a look costs little however large the
+// commands are, or however slowly they arrive. Keys longer than aheadKey
+// are not worth hashing twice.
+const (
+	aheadCommands = 4 * store.PrefetchKeys
+	aheadKey      = 1 << 10
+)
 
-var aheadLimits = protocol.Limits{MaxBulk: 1 << 10, MaxArgs: 1 + store.PrefetchKeys, MaxInline: 1 << 10}
+// aheadLimits returns the limits of prefetchAhead's parser on a server
+// whose own are lim: no looser than lim, so that the look never reaches past
+// a command the connection's parser refuses.
+func aheadLimits(lim protocol.Limits) protocol.Limits {
+	lim.MaxArgs = min(lim.MaxArgs, 1+store.PrefetchKeys)
+	lim.MaxInline = min(lim.MaxInline, 1<<10)
+	return lim
+}
 
 // prefetchAhead prefetches (see store.Prefetch) the keys of the GETs and
 // MGETs at the start of in, up to store.PrefetchKeys of them, and returns
@@ -239,11 +250,16 @@ func (c *conn) prefetchAhead(in []byte) int {
 		if cmd != nil && cmd.write {
 			break
 		}
-		if cmd != nil && cmd.readsValues {
-			keys = append(keys, args[1:min(len(args), 1+store.PrefetchKeys-len(keys))]...)
+		if cmd == nil || !cmd.readsValues {
+			continue
+		}
+		for _, k := range args[1:] {
+			if len(k) <= aheadKey && len(keys) < store.PrefetchKeys {
+				keys = append(keys, k)
+			}
 		}
 	}
-	c.srv.kv.Store().Prefetch(keys, maxCopiedInApply)
+	c.srv.kv.Store().Prefetch(keys, len(keys), maxCopiedInApply)
 	clear(keys) // let the input go
 	clear(c.aheadArgs[:cap(c.aheadArgs)])
 	c.prefetch[0] = keys[:0]

@@ -149,9 +149,9 @@ func TestTryWriteAllocatesNothing(t *testing.T) {
 
 // TestPrefetchAheadStops checks where prefetchAhead stops looking, which
 // it returns: after the commands whose keys fill one prefetch, after the
-// first write, before a command too large to be worth looking at, at
-// aheadCommands commands, and at the end of the input if a command there
-// is not complete yet (so that it is not looked at again).
+// first write, before a command with more arguments than a prefetch could
+// use, at aheadCommands commands, and at the end of the input if a command
+// there is not complete yet (so that it is not looked at again).
 func TestPrefetchAheadStops(t *testing.T) {
 	c := testConn(t, Local{S: store.New(store.Options{})})
 	get := respCommand("GET", "k")
@@ -170,7 +170,8 @@ func TestPrefetchAheadStops(t *testing.T) {
 		{"a write", get + respCommand("SET", "k", "v") + get, len(get) + len(respCommand("SET", "k", "v")), false},
 		{"a command cut short", get + get[:len(get)-3], 2*len(get) - 3, false},
 		{"more arguments than keys to prefetch", get + respCommand(mget...) + get, len(get), true},
-		{"a long key", get + respCommand("GET", strings.Repeat("k", 2<<10)) + get, len(get), true},
+		{"a long key, not prefetched", get + respCommand("GET", strings.Repeat("k", 2<<10)) + get, 2*len(get) + len(respCommand("GET", strings.Repeat("k", 2<<10))), false},
+		{"a large write", get + respCommand("SET", "k", strings.Repeat("v", 2<<10)) + get, len(get) + len(respCommand("SET", "k", strings.Repeat("v", 2<<10))), false},
 		{"a long name", respCommand(strings.Repeat("x", 40)) + get, len(respCommand(strings.Repeat("x", 40))) + len(get), false},
 		{"other commands", many(2*aheadCommands, respCommand("PING")), aheadCommands * len(respCommand("PING")), false},
 	} {

@@ -75,7 +75,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, id int64) *conn {
-	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim), lookahead: protocol.NewParser(aheadLimits),
+	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim), lookahead: protocol.NewParser(aheadLimits(s.lim)),
 		in: make([]byte, min(inInitial, s.cfg.MaxQueryBuffer)), proto: protocol.RESP2, authed: s.cfg.RequirePass == ""}
 	if !c.authed {
 		c.parser.SetLimits(s.lim.ForUnauthenticated())

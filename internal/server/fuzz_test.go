@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/flintkv/flint/internal/protocol"
@@ -8,10 +9,11 @@ import (
 )
 
 // FuzzPrefetchAhead looks ahead over arbitrary bytes, as execBuffered does
-// over its input. It must not panic, and where it says it stopped must be
-// where a command parsed by the connection's own parser ends, or the end
-// of the input: execBuffered looks again once it has run the commands
-// before that point, and never at a command it has not reached.
+// over its input. It must not panic, nor keep slices of the input in its
+// scratch, and where it says it stopped must be where a command parsed by
+// the connection's own parser ends, or the end of the input: execBuffered
+// looks again once it has run the commands before that point, and never at
+// a command it has not reached.
 func FuzzPrefetchAhead(f *testing.F) {
 	f.Add([]byte(respCommand("GET", "a") + respCommand("MGET", "a", "b") + respCommand("SET", "a", "b") + respCommand("GET", "a")))
 	f.Add([]byte("GET a\r\nmget a b\r\n*2\r\n$3\r\nGET\r\n$1\r\n"))
@@ -22,6 +24,11 @@ func FuzzPrefetchAhead(f *testing.F) {
 		n := c.prefetchAhead(in)
 		if n < 0 || n > len(in) {
 			t.Fatalf("prefetchAhead(%q) = %d, outside the input", in, n)
+		}
+		for _, s := range [][][]byte{c.aheadArgs[:cap(c.aheadArgs)], c.prefetch[0][:cap(c.prefetch[0])]} {
+			if slices.ContainsFunc(s, func(b []byte) bool { return b != nil }) {
+				t.Fatalf("prefetchAhead(%q) kept a slice of its input", in)
+			}
 		}
 		if n == len(in) {
 			return

@@ -81,7 +81,7 @@ func TestConcurrentAtomicity(t *testing.T) {
 				case 0:
 					var vals []string
 					var found int
-					s.Prefetch(keys[g], 1<<20) // a hint, which must change nothing
+					s.Prefetch(keys[g], len(keys[g]), 1<<20) // a hint, which must change nothing
 					s.MGet(keys[g], func(_ int, v []byte, ok bool) {
 						if ok {
 							found++
@@ -185,7 +185,7 @@ func TestPrefetchWhileWriting(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for n := 0; writing.Load() || n < 50; n++ {
-				s.Prefetch(keys, 1<<20)
+				s.Prefetch(keys, width/2, 1<<20) // values of the first half only
 				for _, k := range keys {
 					if v, ok := s.Get(k); ok && strings.Trim(string(v), "x") != "" {
 						t.Errorf("GET %s = %q, want only x's", k, v)

@@ -11,16 +11,16 @@ import "runtime"
 const PrefetchKeys = 64
 
 // Prefetch loads into the calling core's cache the table slots and cells of
-// the first PrefetchKeys of keys, and their values of at most maxValue bytes,
-// so that reading them next, one after another, finds them there. It is
-// only a hint and changes nothing: what it does not load costs its misses
-// when it is used, as without it. It loads nothing for a single key (there
-// are no misses to overlap), nor for keys past the first PrefetchKeys or in
-// a shard's clash map, nor the keys longer than shortKey; of a value, only
-// the lines of its first and last bytes (all of a value up to 65 bytes, and
-// of one up to 128 if it is aligned as the allocator aligns that size
-// class). A value may be in a mapped file: loading it may read the disk.
-func (s *Store) Prefetch(keys [][]byte, maxValue int) {
+// the first PrefetchKeys of keys, and the values of the first valued of
+// them that are at most maxValue bytes long, so that reading them next, one
+// after another, finds them there. It is only a hint and changes nothing:
+// what it does not load costs its misses when it is used, as without it.
+// It loads nothing for a single key (there are no misses to overlap), nor
+// for keys past the first PrefetchKeys or in a shard's clash map, nor the
+// keys longer than shortKey; of a value, only the lines of its first and
+// last bytes (all of a value up to 65 bytes). A value may be in a mapped
+// file: loading it may read the disk.
+func (s *Store) Prefetch(keys [][]byte, valued, maxValue int) {
 	if len(keys) < 2 {
 		return // no misses to overlap
 	}
@@ -29,7 +29,7 @@ func (s *Store) Prefetch(keys [][]byte, maxValue int) {
 	for i, k := range keys[:n] {
 		hashes[i] = s.hash(k)
 	}
-	s.prefetchHashes(hashes[:n], maxValue)
+	s.prefetchHashes(hashes[:n], min(valued, n), maxValue)
 }
 
 // prefetch decodes into ents the first entries of batch, the first of
@@ -63,18 +63,19 @@ func (s *Store) prefetch(batch []byte, i int, ents *[PrefetchKeys]entry, args []
 		m++
 		batch = rest
 	}
-	s.prefetchHashes(hashes[:n], 0)
+	s.prefetchHashes(hashes[:n], 0, 0)
 	return ents[:m], batch, nil
 }
 
 // prefetchHashes loads the table slots and cells of the keys with these
-// hashes, and their values of at most maxValue bytes, as Prefetch
-// describes: in passes, each of loads that do not depend on each other, so
-// that each pass's misses overlap (see table). The home slots first, then
-// the lookups, which find them in the cache (most end there), then the
-// cells the lookups found, then the values the cells hold. Writes leave
-// values out: most replace theirs without reading it.
-func (s *Store) prefetchHashes(hashes []uint64, maxValue int) {
+// hashes, and the values of the first valued of them, of at most maxValue
+// bytes, as Prefetch describes: in passes, each of loads that do not
+// depend on each other, so that each pass's misses overlap (see table).
+// The home slots first, then the lookups, which find them in the cache
+// (most end there), then the cells the lookups found, then the values the
+// cells hold. Writes leave values out: most replace theirs without reading
+// it.
+func (s *Store) prefetchHashes(hashes []uint64, valued, maxValue int) {
 	if len(hashes) < 2 {
 		return // no misses to overlap
 	}
@@ -92,25 +93,20 @@ func (s *Store) prefetchHashes(hashes []uint64, maxValue int) {
 		cells[i] = sh.mu.m.get(h)
 		sh.mu.RUnlock()
 	}
-	if maxValue == 0 {
-		for _, c := range cells[:len(hashes)] {
-			if c != nil {
-				sum += uint64(len(c.key)) // a cell's key never changes: no lock needed
-			}
-		}
-		runtime.KeepAlive(sum)
-		return
-	}
 	var vals [PrefetchKeys][]byte
 	for i, c := range cells[:len(hashes)] {
-		if c != nil {
+		switch {
+		case c == nil:
+		case i < valued:
 			sh := &s.shards[hashes[i]&s.mask]
 			sh.mu.RLock()
 			vals[i] = c.val // a write replaces it under the lock
 			sh.mu.RUnlock()
+		default:
+			sum += uint64(len(c.key)) // a cell's key never changes: no lock needed
 		}
 	}
-	for _, v := range vals[:len(hashes)] {
+	for _, v := range vals[:valued] {
 		if len(v) > 0 && len(v) <= maxValue { // a value's bytes never change: see append
 			sum += uint64(v[0]) + uint64(v[len(v)-1])
 		}
