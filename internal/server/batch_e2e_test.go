@@ -87,15 +87,19 @@ func wantBarriers(t *testing.T, kv *recordingBackend, want int64) {
 	}
 }
 
+// sets returns a pipeline of n SETs, of k<i> to i for i from 0 to n-1.
+func sets(n int) string {
+	var p strings.Builder
+	for i := range n {
+		p.WriteString(command("SET", fmt.Sprintf("k%d", i), strconv.Itoa(i)))
+	}
+	return p.String()
+}
+
 func TestPipelinedWritesApplyAsOneBatch(t *testing.T) {
 	kv := newRecordingBackend()
 	raw := startRecording(t, kv)
-	var p strings.Builder
-	for i := range 100 {
-		p.WriteString(command("SET", fmt.Sprintf("k%d", i), strconv.Itoa(i)))
-	}
-	p.WriteString(command("GET", "k99"))
-	raw.send(p.String())
+	raw.send(sets(100) + command("GET", "k99"))
 	for range 100 {
 		raw.expect(`"OK"`)
 	}
@@ -112,16 +116,12 @@ func TestPipelinedWritesApplyAsOneBatch(t *testing.T) {
 func TestReadsPrefetchedAhead(t *testing.T) {
 	kv := newRecordingBackend()
 	raw := startRecording(t, kv)
-	var p strings.Builder
-	for i := range 200 {
-		p.WriteString(command("SET", fmt.Sprintf("k%d", i), strconv.Itoa(i)))
-	}
-	raw.send(p.String())
+	raw.send(sets(200))
 	for range 200 {
 		raw.expect(`"OK"`)
 	}
 
-	p.Reset()
+	var p strings.Builder
 	var want []string
 	for i := range 100 {
 		p.WriteString(command("GET", fmt.Sprintf("k%d", i)))
