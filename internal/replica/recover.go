@@ -126,6 +126,9 @@ func withAdvice(err error, snaps []snap.Info) error {
 		err, snaps[len(snaps)-2].Name, snaps[len(snaps)-1].Name)
 }
 
+// bootIndex is the index of a new data directory's snapshot.
+const bootIndex = 1
+
 // bootstrap makes a new data directory: an empty snapshot at index 1, term 1,
 // with this node as the group's only voter. A log without any snapshot is a
 // damaged directory, not a new one.
@@ -138,7 +141,7 @@ func (r *Replica) bootstrap() error {
 		return errorf("%s holds a log but %s holds no snapshot: the snapshot is missing; restore the data directory from a backup",
 			r.walDir(), r.snapDir())
 	}
-	meta := snap.Meta{Index: 1, Term: 1, Voters: []uint64{nodeID}}
+	meta := snap.Meta{Index: bootIndex, Term: 1, Voters: []uint64{nodeID}}
 	if _, _, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(func(string, []byte) bool) {}); err != nil {
 		return err
 	}
@@ -161,7 +164,7 @@ func (r *Replica) hasLog() (bool, error) {
 // snapshot alone, or lost, with any writes acknowledged after the
 // snapshot. Either way a new log starts after the snapshot.
 func (r *Replica) warnIfNoLog(index uint64) error {
-	if index <= 1 {
+	if index <= bootIndex {
 		return nil
 	}
 	has, err := r.hasLog()

@@ -334,10 +334,7 @@ func TestCorruption(t *testing.T) {
 			// The last entry of segment 1 is lost, and the name of
 			// segment 2 says so.
 			name, b, fr := l.frames(t, 1)
-			f := fr[len(fr)-1]
-			for i := len(fr) - 2; f.typ != typeEntry; i-- {
-				f = fr[i]
-			}
+			f := lastEntry(fr)
 			writeFile(t, l.m, name, append(bytes.Clone(b[:f.off]), b[f.off+f.size:]...))
 			return name, int64(len(b)) - f.size, []string{"are missing", "cut short"}
 		},
@@ -400,14 +397,19 @@ func cutBeforeEmpty(t *testing.T, l *testLog, cut func(b []byte, end int64) []by
 	lastName, lb, lfr := l.frames(t, -1)
 	writeFile(t, l.m, lastName, lb[:lfr[3].off])
 	name, b, fr := l.frames(t, -2)
+	end := lastEntry(fr).off
+	writeFile(t, l.m, name, cut(b, end))
+	first := segmentFirst(t, lastName)
+	return name, end, []string{"starts at " + itoa(int64(first)), "entries " + itoa(int64(first-1)) + " to " + itoa(int64(first-1)) + " are missing", "cut short"}
+}
+
+// lastEntry returns the last entry frame of fr.
+func lastEntry(fr []frameInfo) frameInfo {
 	i := len(fr) - 1
 	for fr[i].typ != typeEntry {
 		i--
 	}
-	end := fr[i].off
-	writeFile(t, l.m, name, cut(b, end))
-	first := segmentFirst(t, lastName)
-	return name, end, []string{"starts at " + itoa(int64(first)), "entries " + itoa(int64(first-1)) + " to " + itoa(int64(first-1)) + " are missing", "cut short"}
+	return fr[i]
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

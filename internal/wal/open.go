@@ -181,15 +181,19 @@ func (w *WAL) replay(segs []segment, replay Replay) error {
 // of a write or into zeros, both of which read as a clean end; the entries
 // of s would catch the gap, but s may have none yet.
 func (w *WAL) follows(s segment) error {
-	if len(w.segs) == 0 || s.first <= max(w.last, w.after)+1 {
+	if len(w.segs) == 0 || s.first <= w.next() {
 		return nil
 	}
 	prev := w.segs[len(w.segs)-1]
 	return &Error{File: path.Join(w.dir, prev.name), Offset: prev.size, Reason: fmt.Sprintf(
 		"the segment ends at entry %d, and the next, %s, starts at %d: entries %d to %d are missing (the snapshot ends at %d); "+
 			"this segment is not the last, so it was cut short or damaged: restore the data directory from a backup",
-		w.last, s.name, s.first, max(w.last, w.after)+1, s.first-1, w.after)}
+		w.last, s.name, s.first, w.next(), s.first-1, w.after)}
 }
+
+// next returns the index of the next entry replay may read without a gap:
+// the one after the last read, or after the snapshot's if later.
+func (w *WAL) next() uint64 { return max(w.last, w.after) + 1 }
 
 // mapSegment maps segment s (see vfs.Map).
 func (w *WAL) mapSegment(s segment) ([]byte, error) {
@@ -395,7 +399,7 @@ func (w *WAL) record(s segment, i int, typ byte, p []byte, replay Replay) error 
 		// A raft truncation may rewrite entries from before the segment's
 		// first index: only a gap is damage, and only one in entries that
 		// the snapshot does not hold.
-		if e.Index > max(w.last, w.after)+1 {
+		if e.Index > w.next() {
 			return fmt.Errorf("entry %d follows entry %d in a segment starting at %d: entries are missing; restore the data directory from a backup",
 				e.Index, w.last, s.first)
 		}
