@@ -389,6 +389,16 @@ func (s *Store) lockSetOf(keys [][]byte, stride int) lockSet {
 	return slices.Compact(ls)
 }
 
+// lockSetOfHashes returns the set of the shards of keys with these hashes,
+// appended to ls, which it sorts.
+func (s *Store) lockSetOfHashes(hashes []uint64, ls lockSet) lockSet {
+	for _, h := range hashes {
+		ls = append(ls, int(h&s.mask))
+	}
+	slices.Sort(ls)
+	return slices.Compact(ls)
+}
+
 func (s *Store) lock(ls lockSet) {
 	for _, i := range ls {
 		s.shards[i].mu.Lock()
