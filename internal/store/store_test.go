@@ -796,3 +796,24 @@ func TestTombstoneKeepsNoCell(t *testing.T) {
 		runtime.KeepAlive(view)
 	}
 }
+
+// TestLockSetOfHashes checks that the shards of a prefetch's hashes are
+// the set that a command on the same keys locks, in ascending order, with
+// as many shards as a bitmask holds and with more.
+func TestLockSetOfHashes(t *testing.T) {
+	for _, shards := range []int{1, 16, 64, 128} {
+		s := New(Options{Shards: shards})
+		for n := 1; n <= PrefetchKeys; n += 7 {
+			keys := make([][]byte, n)
+			hashes := make([]uint64, n)
+			for i := range keys {
+				keys[i] = []byte(strconv.Itoa(n*1000 + i%5*i)) // some repeated
+				hashes[i] = s.hash(keys[i])
+			}
+			want := s.lockSetOf(keys, 1)
+			if got := s.lockSetOfHashes(hashes, nil); !slices.Equal(got, want) {
+				t.Fatalf("%d shards, %d keys: lockSetOfHashes = %v, want %v", shards, n, got, want)
+			}
+		}
+	}
+}
