@@ -78,8 +78,9 @@ func (s *Store) prefetch(batch []byte, i int, ents *[PrefetchKeys]entry, args []
 //
 // It read-locks the keys' shards once, in ascending order as every
 // multi-key command does, for all three passes that need the locks: a
-// lock's two atomic operations a shard rather than six a key, on lock words
-// that the other cores' reads and writes keep taking from this one's cache.
+// lock's two atomic operations a shard rather than four a key (six for a
+// key whose value it loads), on lock words that the other cores' reads and
+// writes keep taking from this one's cache.
 func (s *Store) prefetchHashes(hashes []uint64, valued, maxValue int) {
 	if len(hashes) < 2 {
 		return // no misses to overlap
