@@ -347,7 +347,11 @@ func modelIncr(m model, k string, d int64) (int64, error) {
 func (mt *modelTest) checkGets(i int) {
 	var keys [][]byte
 	var names []string
-	for range mt.rng.IntN(5) {
+	n := mt.rng.IntN(5)
+	if mt.rng.IntN(8) == 0 { // MGet looks up more than PrefetchKeys in groups
+		n = PrefetchKeys + 1 + mt.rng.IntN(2*PrefetchKeys)
+	}
+	for range n {
 		k := mt.key()
 		keys, names = append(keys, []byte(k)), append(names, k)
 	}

@@ -88,14 +88,8 @@ func (s *Store) prefetchHashes(hashes []uint64, valued, maxValue int) {
 	var set [PrefetchKeys]int
 	ls := s.lockSetOfHashes(hashes, set[:0])
 	s.rlock(ls)
-	var sum uint64
-	for _, h := range hashes {
-		sum += s.shards[h&s.mask].mu.m.touch(h)
-	}
 	var cells [PrefetchKeys]*cell
-	for i, h := range hashes {
-		cells[i] = s.shards[h&s.mask].mu.m.get(h)
-	}
+	sum := s.findCellsLocked(hashes, &cells)
 	var vals [PrefetchKeys][]byte
 	for i, c := range cells[:len(hashes)] {
 		switch {
@@ -113,4 +107,20 @@ func (s *Store) prefetchHashes(hashes []uint64, valued, maxValue int) {
 		}
 	}
 	runtime.KeepAlive(sum)
+}
+
+// findCellsLocked loads the table slots of the keys with these hashes (at
+// most PrefetchKeys), in one pass, then finds their cells (nil for a
+// hash that has none), in another, so that each pass's misses overlap. It
+// returns a sum of what it loaded, for the caller to keep alive. The
+// caller holds the read locks of the keys' shards.
+func (s *Store) findCellsLocked(hashes []uint64, cells *[PrefetchKeys]*cell) uint64 {
+	var sum uint64
+	for _, h := range hashes {
+		sum += s.shards[h&s.mask].mu.m.touch(h)
+	}
+	for i, h := range hashes {
+		cells[i] = s.shards[h&s.mask].mu.m.get(h)
+	}
+	return sum
 }

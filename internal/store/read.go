@@ -1,5 +1,7 @@
 package store
 
+import "runtime"
+
 // Get returns the value of key. The returned slice is shared with the store
 // and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool) {
@@ -12,6 +14,11 @@ func (s *Store) Get(key []byte) ([]byte, bool) {
 
 // MGet calls fn with the value of each key, in order, all read at one
 // instant. found is false for a missing key. Values must not be modified.
+//
+// Of more than PrefetchKeys keys, it looks up PrefetchKeys at a time, each
+// group's table slots and cells loaded first (see findCellsLocked), so that
+// their misses overlap; fewer keys a caller prefetches (see Prefetch), as
+// the server does for the reads it is about to run.
 func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 	if len(keys) == 1 {
 		v, ok := s.Get(keys[0])
@@ -22,14 +29,45 @@ func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 	found := make([]bool, len(keys))
 	ls := s.lockSetOf(keys, 1)
 	s.rlock(ls)
-	for i, k := range keys {
-		sh, h := s.locate(k)
-		vals[i], found[i] = sh.getLocked(h, k)
+	if len(keys) > PrefetchKeys {
+		s.mgetGroupsLocked(keys, vals, found)
+	} else {
+		for i, k := range keys {
+			sh, h := s.locate(k)
+			vals[i], found[i] = sh.getLocked(h, k)
+		}
 	}
 	s.runlock(ls)
 	for i := range keys {
 		fn(i, vals[i], found[i])
 	}
+}
+
+// mgetGroupsLocked reads the values of keys into vals and found,
+// PrefetchKeys keys at a time: it finds a group's cells, then loads them
+// all before the lookups compare their keys. The caller holds the keys'
+// shards' read locks.
+func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
+	var hashes [PrefetchKeys]uint64
+	var cells [PrefetchKeys]*cell
+	var sum uint64
+	for lo := 0; lo < len(keys); lo += PrefetchKeys {
+		group := keys[lo:min(lo+PrefetchKeys, len(keys))]
+		for i, k := range group {
+			hashes[i] = s.hash(k)
+		}
+		sum += s.findCellsLocked(hashes[:len(group)], &cells)
+		for _, c := range cells[:len(group)] {
+			if c != nil {
+				sum += uint64(len(c.key))
+			}
+		}
+		for i, k := range group {
+			h := hashes[i]
+			vals[lo+i], found[lo+i] = s.shards[h&s.mask].getLocked(h, k)
+		}
+	}
+	runtime.KeepAlive(sum)
 }
 
 // Exists returns how many of keys exist, counting a repeated key each time.
