@@ -17,8 +17,9 @@ func (s *Store) Get(key []byte) ([]byte, bool) {
 //
 // Of more than PrefetchKeys keys, it looks up PrefetchKeys at a time, each
 // group's table slots and cells loaded first (see findCellsLocked), so that
-// their misses overlap; fewer keys a caller prefetches (see Prefetch), as
-// the server does for the reads it is about to run.
+// their misses overlap. Fewer keys it looks up one after another: their
+// caller can prefetch them (see Prefetch), as the server does for the reads
+// it is about to run.
 func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 	if len(keys) == 1 {
 		v, ok := s.Get(keys[0])
