@@ -10,11 +10,11 @@ import (
 // log-structured merge tree held in memory.
 //
 // A write that adds a key, gives a key a new cell, or deletes a key whose
-// cell a view may hold (a tombstone: an item with no cell) appends an item
-// to fresh, in no order, without searching anything. When fresh fills, it is
-// sorted into a run. A run is sorted by key, holds each key once and never
-// changes once made; an item in a newer run shadows the same key's items in
-// older runs. Whenever a run is not more than twice the size of the next
+// cell a view may hold (a tombstone: an item whose cell holds only the
+// key) appends an item to fresh, in no order, without searching anything.
+// When fresh fills, it is sorted into a run. A run is sorted by key, holds
+// each key once and never changes once made; an item in a newer run
+// shadows the same key's items in older runs. Whenever a run is not more than twice the size of the next
 // newer one, the two are merged (a large merge a slice per add, see
 // incremental), dropping the items shadowed, and the tombstones when no
 // older run remains for them to shadow; the items of deleted cells wait for
@@ -46,8 +46,8 @@ type index struct {
 // as the view lives: viewed holds the arrays of the runs any view was given
 // (the address of their first item), which are never reused.
 //
-// maxSpare bounds spared: spares are memory kept beside the index's own, 40
-// bytes an item (1.25 MiB a shard with the default fresh, at most), to save
+// maxSpare bounds spared: spares are memory kept beside the index's own, 32
+// bytes an item (1 MiB a shard with the default fresh, at most), to save
 // allocating it again. Merges larger than that allocate, as they are rare.
 func (x *index) maxSpare() int { return x.incremental() / 2 }
 
@@ -69,7 +69,7 @@ const deadGen = math.MaxUint64
 
 // absent reports whether it says that its key has no value: a tombstone, or
 // an item whose cell was deleted. Either shadows older items of its key.
-func (it item) absent() bool { return it.c == nil || it.c.gen == deadGen }
+func (it item) absent() bool { return it.tomb || it.c.gen == deadGen }
 
 func newIndex(limit int) index { return index{fresh: make([]item, 0, limit), limit: limit} }
 
@@ -128,7 +128,7 @@ func (x *index) seal() {
 	})
 	out := x.alloc(len(r))
 	for i, it := range r {
-		if i == 0 || it.pre != r[i-1].pre || it.key != r[i-1].key { // pre first: no key read
+		if i == 0 || compareItems(it, r[i-1]) != 0 {
 			out = append(out, it)
 		}
 	}
@@ -289,7 +289,7 @@ func (m *merger) step(n int) bool {
 
 func (m *merger) keep(it item) {
 	switch {
-	case m.drop == dropTombstones && it.c == nil, m.drop == dropAbsent && it.absent():
+	case m.drop == dropTombstones && it.tomb, m.drop == dropAbsent && it.absent():
 		return
 	}
 	m.out = append(m.out, it)

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -20,7 +21,7 @@ func TestIndexRunsStayFew(t *testing.T) {
 	pendings := 0
 	for i, k := range rand.Perm(n) {
 		key := fmt.Sprint(k)
-		x.add(item{prefix(key), key, &cell{key: key}})
+		x.add(itemOf(&cell{key: key}))
 		if len(x.fresh) > 0 {
 			continue
 		}
@@ -32,7 +33,7 @@ func TestIndexRunsStayFew(t *testing.T) {
 		for j, r := range x.runs {
 			for m := 1; m < len(r); m++ {
 				if compareItems(r[m-1], r[m]) >= 0 {
-					t.Fatalf("after %d adds, run %d is out of order at %d: %q then %q", i+1, j, m, r[m-1].key, r[m].key)
+					t.Fatalf("after %d adds, run %d is out of order at %d: %q then %q", i+1, j, m, r[m-1].c.key, r[m].c.key)
 				}
 			}
 			if j > waiting && len(x.runs[j-1]) <= 2*len(r) {
@@ -57,10 +58,10 @@ func checkKeys(t *testing.T, x *index, n int) {
 	m := newMerge([][]run{x.view()}, "", "", true)
 	got, last := 0, ""
 	for it, ok := m.next(); ok; it, ok = m.next() {
-		if got > 0 && it.key <= last {
-			t.Fatalf("view yields %q after %q", it.key, last)
+		if got > 0 && it.c.key <= last {
+			t.Fatalf("view yields %q after %q", it.c.key, last)
 		}
-		got, last = got+1, it.key
+		got, last = got+1, it.c.key
 	}
 	if got != n {
 		t.Fatalf("view holds %d keys, want %d", got, n)
@@ -142,9 +143,9 @@ func TestCompactAllMergesOnce(t *testing.T) {
 	var a, b run
 	for i := range 1000 {
 		k := fmt.Sprintf("a%04d", i)
-		a = append(a, item{prefix(k), k, &cell{key: k}})
+		a = append(a, itemOf(&cell{key: k}))
 		k = fmt.Sprintf("b%04d", i)
-		b = append(b, item{prefix(k), k, &cell{key: k}})
+		b = append(b, itemOf(&cell{key: k}))
 	}
 	allocs := testing.AllocsPerRun(10, func() {
 		x := index{runs: []run{a, b}, limit: 8} // one allocation: the runs slice
@@ -164,7 +165,7 @@ func TestPendingMergeFinishes(t *testing.T) {
 	for i, k := range rand.Perm(n) {
 		key := fmt.Sprint(k)
 		p := x.pending
-		x.add(item{prefix(key), key, &cell{key: key}})
+		x.add(itemOf(&cell{key: key}))
 		if p != nil && x.pending != p && p.at+1 < len(x.runs) && &x.runs[p.at][0] == &p.older[0] && len(x.runs[p.at]) == len(p.older) {
 			t.Fatalf("add %d: the pending merge of runs %d and %d (%d+%d items, %d merged) gave way to one at %d",
 				i, p.at, p.at+1, len(p.older), len(p.newer), p.i+p.j, x.pending.at)
@@ -180,7 +181,7 @@ func TestRunsStayFewLarge(t *testing.T) {
 	x := newIndex(fresh)
 	for i, k := range rand.Perm(n) {
 		key := fmt.Sprint(k)
-		x.add(item{prefix(key), key, &cell{key: key}})
+		x.add(itemOf(&cell{key: key}))
 		if limit := 2*bits.Len(uint(i+1)/fresh) + 2; len(x.runs) > limit {
 			var sizes []int
 			for _, r := range x.runs {
@@ -224,7 +225,7 @@ func TestSpares(t *testing.T) {
 			before[unsafe.SliceData(r)] = true
 		}
 		key := fmt.Sprint(k)
-		x.add(item{prefix(key), key, &cell{key: key}})
+		x.add(itemOf(&cell{key: key}))
 		if rng.IntN(500) == 0 {
 			for _, r := range x.view() {
 				viewed[unsafe.SliceData(r)] = true
@@ -255,7 +256,7 @@ func TestSpares(t *testing.T) {
 			}
 			for _, it := range r[:cap(r)] {
 				if it != (item{}) {
-					t.Fatalf("add %d: spare %d holds item %q", i, j, it.key)
+					t.Fatalf("add %d: spare %d holds item %v", i, j, it)
 				}
 			}
 			total += cap(r)
@@ -269,4 +270,21 @@ func TestSpares(t *testing.T) {
 		t.Fatal("no spare was reused")
 	}
 	t.Logf("%d runs made from spares", reused)
+}
+
+// TestCompareItems checks that items order as their keys do, for keys
+// that pre alone cannot tell apart: equal but for zero padding, and on
+// either side of shortKey.
+func TestCompareItems(t *testing.T) {
+	sixteen := "sixteen bytes..."
+	keys := []string{"", "\x00", "\x00\x00", "a", "a\x00", "a\x00\x00", "ab", "b",
+		sixteen[:15], sixteen[:15] + "\x00", sixteen, sixteen + "\x00", sixteen + "\x00\x00",
+		sixteen + "a", sixteen + "a\x00", sixteen + "b", strings.Repeat("\x00", 16), strings.Repeat("\x00", 17)}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := compareItems(itemOf(&cell{key: a}), itemOf(&cell{key: b})), strings.Compare(a, b); got != want {
+				t.Errorf("compareItems(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
 }

@@ -43,7 +43,7 @@ func (h *mergeHeap) Pop() any {
 // start. It stops after end unless unbounded.
 func newMerge(views [][]run, start, end string, unbounded bool) *merge {
 	m := &merge{end: end, unbounded: unbounded}
-	from := item{pre: prefix(start), key: start}
+	from := itemOf(&cell{key: start})
 	for _, runs := range views {
 		for age, r := range runs {
 			if i, _ := slices.BinarySearchFunc(r, from, compareItems); i < len(r) {
@@ -59,11 +59,11 @@ func newMerge(views [][]run, start, end string, unbounded bool) *merge {
 func (m *merge) next() (item, bool) {
 	for len(m.cur) > 0 {
 		it := m.pop()
-		if !m.unbounded && it.key > m.end {
+		if !m.unbounded && it.c.key > m.end {
 			m.cur = nil
 			break
 		}
-		for len(m.cur) > 0 && m.cur[0].items[0].pre == it.pre && m.cur[0].items[0].key == it.key {
+		for len(m.cur) > 0 && compareItems(m.cur[0].items[0], it) == 0 {
 			m.pop() // shadowed by it
 		}
 		if !it.absent() {

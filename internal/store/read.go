@@ -116,7 +116,7 @@ func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
 		if !ok {
 			break
 		}
-		dst = append(dst, Pair{it.key, it.c.val})
+		dst = append(dst, Pair{it.c.key, it.c.val})
 	}
 	return dst
 }

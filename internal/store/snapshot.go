@@ -33,7 +33,7 @@ func (sn *Snapshot) Range(start, end []byte, limit int, fn func(key string, val 
 	m := newMerge(sn.views, string(start), string(end), false)
 	for n := 0; limit <= 0 || n < limit; n++ {
 		it, ok := m.next()
-		if !ok || !fn(it.key, it.c.val) {
+		if !ok || !fn(it.c.key, it.c.val) {
 			return
 		}
 	}
@@ -47,7 +47,7 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 	m := newMerge(sn.views, "", "", true)
 	for {
 		it, ok := m.next()
-		if !ok || !fn(it.key, it.c.val) {
+		if !ok || !fn(it.c.key, it.c.val) {
 			return
 		}
 	}

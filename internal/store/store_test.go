@@ -775,8 +775,9 @@ func TestClashingHashes(t *testing.T) {
 
 // TestTombstoneKeepsNoCell deletes a key while a snapshot may hold its cell,
 // which leaves a tombstone in the index. The tombstone may outlive the
-// cell's own item by long, so its key must not point into the cell (where a
-// short key lives), or the deleted value would stay in memory with it.
+// cell's own item by long, so neither it nor its key may point into the
+// cell (where a short key lives), or the deleted value would stay in memory
+// with it.
 func TestTombstoneKeepsNoCell(t *testing.T) {
 	for _, key := range []string{"short", "a key of more than sixteen bytes"} {
 		s := New(Options{Shards: 1})
@@ -786,12 +787,20 @@ func TestTombstoneKeepsNoCell(t *testing.T) {
 		view := s.Snapshot() // seals fresh: the tombstone is then its only item
 		mustApply(t, s, AppendEntry(nil, OpDel, 0, []byte(key)))
 		fresh := sh.mu.idx.fresh
-		if len(fresh) != 1 || fresh[0].c != nil || fresh[0].key != key {
-			t.Fatalf("%q: fresh holds %d items, the first %q with a cell: %v; want the key's tombstone", key, len(fresh), fresh[0].key, fresh[0].c != nil)
+		if len(fresh) != 1 || !fresh[0].tomb || fresh[0].c.key != key || !fresh[0].absent() {
+			t.Fatalf("%q: fresh holds %d items, the first %+v; want the key's tombstone", key, len(fresh), fresh[0])
 		}
-		start, data := uintptr(unsafe.Pointer(old)), uintptr(unsafe.Pointer(unsafe.StringData(fresh[0].key)))
-		if data >= start && data < start+unsafe.Sizeof(*old) {
-			t.Errorf("%q: the tombstone's key points into the deleted cell, which keeps it and its value alive", key)
+		start, end := uintptr(unsafe.Pointer(old)), uintptr(unsafe.Pointer(old))+unsafe.Sizeof(*old)
+		for what, p := range map[string]uintptr{
+			"cell": uintptr(unsafe.Pointer(fresh[0].c)),
+			"key":  uintptr(unsafe.Pointer(unsafe.StringData(fresh[0].c.key))),
+		} {
+			if p >= start && p < end {
+				t.Errorf("%q: the tombstone's %s points into the deleted cell, which keeps it and its value alive", key, what)
+			}
+		}
+		if fresh[0].c.val != nil {
+			t.Errorf("%q: the tombstone's cell holds a value", key)
 		}
 		runtime.KeepAlive(view)
 	}
