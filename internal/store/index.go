@@ -10,16 +10,16 @@ import (
 // log-structured merge tree held in memory.
 //
 // A write that adds a key, gives a key a new cell, or deletes a key whose
-// cell a view may hold (a tombstone: an item whose cell holds only the
-// key) appends an item to fresh, in no order, without searching anything.
-// When fresh fills, it is sorted into a run. A run is sorted by key, holds
-// each key once and never changes once made; an item in a newer run
-// shadows the same key's items in older runs. Whenever a run is not more than twice the size of the next
-// newer one, the two are merged (a large merge a slice per add, see
-// incremental), dropping the items shadowed, and the tombstones when no
-// older run remains for them to shadow; the items of deleted cells wait for
-// a merge of all runs (see shard.shadowLocked). So each run is more than
-// twice the size of the next, there are O(log n) runs, and an item is
+// cell a view may hold (a tombstone: an item whose cell holds only the key)
+// appends an item to fresh, in no order, without searching anything. When
+// fresh fills, it is sorted into a run. A run is sorted by key, holds each
+// key once and never changes once made; an item in a newer run shadows the
+// same key's items in older runs. Whenever a run is not more than twice the
+// size of the next newer one, the two are merged (a large merge a slice per
+// add, see incremental), dropping the items shadowed, and the tombstones
+// when no older run remains for them to shadow; the items of deleted cells
+// wait for a merge of all runs (see shard.shadowLocked). So each run is more
+// than twice the size of the next, there are O(log n) runs, and an item is
 // copied O(log n) times in its life, in sequential passes, where a B-tree
 // would search for every new key at its place in a large tree.
 //
