@@ -46,8 +46,8 @@ func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 
 // mgetGroupsLocked reads the values of keys into vals and found,
 // PrefetchKeys keys at a time: it finds a group's cells, then loads them
-// all before the lookups compare their keys. The caller holds the keys'
-// shards' read locks.
+// all before it compares their keys, without looking the hashes up again.
+// The caller holds the keys' shards' read locks.
 func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
 	var hashes [PrefetchKeys]uint64
 	var cells [PrefetchKeys]*cell
@@ -64,8 +64,8 @@ func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
 			}
 		}
 		for i, k := range group {
-			h := hashes[i]
-			vals[lo+i], found[lo+i] = s.shards[h&s.mask].getLocked(h, k)
+			c := s.shards[hashes[i]&s.mask].matchLocked(cells[i], k)
+			vals[lo+i], found[lo+i] = c.value(), c != nil
 		}
 	}
 	runtime.KeepAlive(sum)

@@ -276,7 +276,14 @@ func (sh *shard) getLocked(h uint64, key []byte) ([]byte, bool) {
 
 // lookupLocked returns the cell of key, whose hash is h, or nil.
 func (sh *shard) lookupLocked(h uint64, key []byte) *cell {
-	if c := sh.mu.m.get(h); c != nil && c.key == string(key) {
+	return sh.matchLocked(sh.mu.m.get(h), key)
+}
+
+// matchLocked returns the cell of key given c, the cell the table holds
+// under key's hash (nil for none): c if it is key's, else key's cell in
+// clash, or nil.
+func (sh *shard) matchLocked(c *cell, key []byte) *cell {
+	if c != nil && c.key == string(key) {
 		return c
 	}
 	if sh.mu.clash != nil {
