@@ -108,6 +108,34 @@ func TestPipelinedWritesApplyAsOneBatch(t *testing.T) {
 	wantBarriers(t, kv, 0) // the GET runs where the SETs took effect
 }
 
+// TestLongPipelineAppliesAsOneBatch sends a pipeline of SETs (about 32 KB)
+// longer than a connection's first input buffer (16 KiB) a few times. The
+// first is read, and applied, in parts, and the buffer grows for the next
+// (see fill): a later one is read whole, and its writes wait for one commit,
+// not one per part. Over loopback the server usually reads a write of this
+// size at once; should it read one in parts, the next try may not.
+func TestLongPipelineAppliesAsOneBatch(t *testing.T) {
+	kv := newRecordingBackend()
+	raw := startRecording(t, kv)
+	const n = 1000
+	p := sets(n)
+	var got [][]int
+	for range 5 {
+		before := len(kv.sizes())
+		raw.send(p)
+		for range n {
+			raw.expect(`"OK"`)
+		}
+		sizes := kv.sizes()[before:]
+		if slices.Equal(sizes, []int{n}) {
+			return
+		}
+		got = append(got, sizes)
+	}
+	t.Fatalf("a pipeline of %d SETs (%d bytes) was applied in batches of %v entries on each of %d tries, never as one batch",
+		n, len(p), got, len(got))
+}
+
 // TestReadsPrefetchedAhead pipelines reads that the connection looks at
 // ahead of their turn to prefetch their keys (more of them than one
 // prefetch takes), among writes, commands of the wrong arity and other
