@@ -144,7 +144,8 @@ func (c *conn) close() {
 // in three parts waits for three commits where one read would wait for one,
 // each an fsync with fsync on. A pipeline of 1,024 GETs and SETs of the
 // 95/5 workload is about 32 KiB, and a client may send several at once.
-// The buffer is kept until a pass reads less than inInitial (see consume).
+// One larger than keepIdle is given back once a pass uses less than
+// inInitial of it (see consume).
 func (c *conn) fill() {
 	switch limit := c.srv.cfg.MaxQueryBuffer; {
 	case c.inLen == len(c.in):

@@ -8,8 +8,8 @@ import (
 // TestInputBufferFollowsPipelines checks fill's and consume's sizing of
 // the input buffer, over a net.Pipe, whose reads return what one write
 // sent, up to the reader's buffer: a read that fills the buffer doubles it
-// for the next read, up to readAhead; the buffer is kept until a pass
-// reads less than inInitial.
+// for the next read, up to readAhead; a buffer larger than keepIdle is kept
+// until a pass uses less than inInitial of it.
 func TestInputBufferFollowsPipelines(t *testing.T) {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
