@@ -144,18 +144,18 @@ func (c *conn) close() {
 // in three parts waits for three commits where one read would wait for one,
 // each an fsync with fsync on. A pipeline of 1,024 GETs and SETs of the
 // 95/5 workload is about 32 KiB, and a client may send several at once.
-// One larger than keepIdle is given back once a pass uses less than
-// inInitial of it (see consume).
+// consume gives the grown buffer back once the client's pipelines shrink.
 func (c *conn) fill() {
-	switch limit := c.srv.cfg.MaxQueryBuffer; {
+	limit := c.srv.cfg.MaxQueryBuffer
+	switch ahead := min(readAhead, limit); {
 	case c.inLen == len(c.in):
 		if len(c.in) >= limit {
 			c.readErr = errQueryBuffer
 			return
 		}
 		c.growIn(limit)
-	case c.filled && len(c.in) < min(readAhead, limit):
-		c.growIn(min(readAhead, limit))
+	case c.filled && len(c.in) < ahead:
+		c.growIn(ahead)
 	}
 	if d := c.srv.cfg.IdleTimeout; d > 0 {
 		c.nc.SetReadDeadline(time.Now().Add(d))
@@ -259,11 +259,10 @@ func (c *conn) execBuffered() error {
 
 // consume drops the first n bytes of input, and gives back the buffer
 // (for one of inInitial bytes, if what is left fits) when it grew for a
-// large command, or when it grew for pipelines and this pass used less than
-// inInitial of it: a client whose pipelines are shorter now. The threshold
-// is not a share of the buffer, so that pipelines of about the same size
-// keep the buffer they made grow (readAhead's eighth is one pipeline of the
-// 95/5 workload).
+// large command, or when it grew past keepIdle for pipelines and this pass
+// used less than inInitial of it: the client's pipelines are shorter now.
+// The threshold is fixed, not a share of the buffer, so that pipelines of
+// about the same size keep the buffer they made grow.
 func (c *conn) consume(n int) {
 	rest := c.inLen - n
 	if l := len(c.in); rest <= inInitial && (l > readAhead || (l > keepIdle && n < inInitial)) {
