@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -139,12 +140,12 @@ func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 	fs.hold()
 	defer fs.release() // first, if the test fails: Close waits for the held fsync
 	first := make(chan error, 1)
-	go func() { first <- r.Apply(batchOf("first", "1"), nil) }()
+	go func() { first <- r.Apply(context.Background(), batchOf("first", "1"), nil) }()
 	<-fs.held // the first batch's fsync waits
 	const n = 10
 	var ps []*proposal
 	for i := range n { // one at a time, each taken by the loop before the next
-		p := &proposal{batch: batchOf(fmt.Sprint("k", i), "v"), applied: make(chan struct{})}
+		p := &proposal{id: r.newID(), batch: batchOf(fmt.Sprint("k", i), "v"), applied: make(chan struct{})}
 		ps = append(ps, p)
 		r.propc <- p
 		for deadline := time.Now().Add(10 * time.Second); len(r.propc) > 0; time.Sleep(time.Millisecond) {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -165,7 +166,7 @@ func write(r *Replica, w int, rng *rand.Rand, log *writerLog) {
 			}
 		}
 		log.pending = ops
-		if err := r.Apply(b.Bytes(), nil); err != nil {
+		if err := r.Apply(context.Background(), b.Bytes(), nil); err != nil {
 			return
 		}
 		log.acked, log.pending = append(log.acked, ops), nil
@@ -206,7 +207,7 @@ func (b opBatch) applyTo(m map[string]string) map[string]string {
 // decided on its own keys). A replica that crashed since Open returned has
 // still applied all that its log held: Open waited for that.
 func (c *crashRun) verify(name string, r *Replica, gate *gateFS) {
-	if err := r.ReadBarrier(); err != nil && !gate.stopped() {
+	if err := r.ReadBarrier(context.Background()); err != nil && !gate.stopped() {
 		c.t.Fatal(err)
 	}
 	got := map[string]string{}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,14 +51,14 @@ func TestFsyncErrorStopsTheNode(t *testing.T) {
 			} else {
 				ff.FailWrite(syscall.EIO)
 			}
-			if err := r.Apply(batchOf("lost", "2"), nil); !errors.Is(err, ErrStopped) {
+			if err := r.Apply(context.Background(), batchOf("lost", "2"), nil); !errors.Is(err, ErrStopped) {
 				t.Fatalf("Apply after a failed %s = %v, want ErrStopped", fault, err)
 			}
 			waitDead(t, r)
 			if err := r.Err(); !errors.Is(err, wal.ErrFailed) || !strings.Contains(err.Error(), "input/output error") {
 				t.Fatalf("Err = %v, want the %s error", err, fault)
 			}
-			if err := r.Apply(batchOf("later", "3"), nil); !errors.Is(err, ErrStopped) {
+			if err := r.Apply(context.Background(), batchOf("later", "3"), nil); !errors.Is(err, ErrStopped) {
 				t.Fatalf("a later Apply = %v, want ErrStopped", err)
 			}
 			r = restartAfterPowerLoss(t, r, mem)
@@ -83,7 +84,7 @@ func TestRestartAfterFailedFsync(t *testing.T) {
 	set(t, r, "kept", "1")
 	ff.SetFilter(func(name string) bool { return strings.HasSuffix(name, ".wal") })
 	ff.FailSync(syscall.EIO)
-	if err := r.Apply(batchOf("failed", "2"), nil); !errors.Is(err, ErrStopped) {
+	if err := r.Apply(context.Background(), batchOf("failed", "2"), nil); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Apply after a failed fsync = %v, want ErrStopped", err)
 	}
 	waitDead(t, r)
@@ -107,7 +108,7 @@ func TestDiskFull(t *testing.T) {
 	mem.SetCapacity(usage(mem) + 100)
 	blocked := make(chan error, 1)
 	go func() { // finds the disk full, and waits for space
-		err := r.Apply(batchOf("big", strings.Repeat("x", 1000)), nil)
+		err := r.Apply(context.Background(), batchOf("big", strings.Repeat("x", 1000)), nil)
 		blocked <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -117,7 +118,7 @@ func TestDiskFull(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	err := r.Apply(batchOf("refused", "1"), nil)
+	err := r.Apply(context.Background(), batchOf("refused", "1"), nil)
 	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("Apply on a full disk = %v, want ErrNoSpace", err)
 	}
@@ -265,7 +266,7 @@ func TestDiskFullPartlyFreed(t *testing.T) {
 	defer r.Close()
 	mem.SetCapacity(usage(mem) + 100)
 	blocked := make(chan error, 1)
-	go func() { blocked <- r.Apply(batchOf("big", strings.Repeat("x", 1000)), nil) }()
+	go func() { blocked <- r.Apply(context.Background(), batchOf("big", strings.Repeat("x", 1000)), nil) }()
 	for deadline := time.Now().Add(10 * time.Second); !r.noSpace.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica never noticed the full disk")
@@ -289,7 +290,7 @@ func TestWriteLargerThanTheFreeSpace(t *testing.T) {
 	set(t, r, "before", "1")
 	mem.SetCapacity(usage(mem) + 4<<20)
 	done := make(chan error, 1)
-	go func() { done <- r.Apply(batchOf("big", strings.Repeat("x", 5<<20)), nil) }()
+	go func() { done <- r.Apply(context.Background(), batchOf("big", strings.Repeat("x", 5<<20)), nil) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "KiB are)") {
@@ -386,12 +387,12 @@ func TestMalformedBatchIsRefused(t *testing.T) {
 		"trailing bytes": append(append([]byte(nil), good...), 7),
 		"unknown op":     func() []byte { b := append([]byte(nil), good...); b[2] = 0xee; return b }(),
 	} {
-		if err := r.Apply(batch, nil); !errors.Is(err, store.ErrBadEntry) {
+		if err := r.Apply(context.Background(), batch, nil); !errors.Is(err, store.ErrBadEntry) {
 			t.Fatalf("Apply of a %s batch = %v, want ErrBadEntry", name, err)
 		}
 	}
 	before := r.applied.Load()
-	if err := r.Apply(nil, nil); err != nil {
+	if err := r.Apply(context.Background(), nil, nil); err != nil {
 		t.Fatalf("Apply of an empty batch = %v", err)
 	}
 	if got := r.applied.Load(); got != before {
@@ -491,7 +492,7 @@ func TestFullQuotaBacksOff(t *testing.T) {
 	ff.SetFilter(func(name string) bool { return strings.HasSuffix(name, ".wal") })
 	ff.FailWrite(syscall.EDQUOT)
 	blocked := make(chan error, 1)
-	go func() { blocked <- r.Apply(batchOf("k", "v"), nil) }()
+	go func() { blocked <- r.Apply(context.Background(), batchOf("k", "v"), nil) }()
 	start := fs.n.Load()
 	time.Sleep(3 * time.Second)
 	// Tries at about 0, 0.2, 0.6, 1.4 and 3 s; every 0.2 s would be 15.

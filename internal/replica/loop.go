@@ -25,9 +25,11 @@ type loop struct {
 	reads    map[uint64][]*readWait // read-index requests raft has not answered
 	ready    []readGroup            // answered, waiting for the store to apply up to index
 	unled    []*readWait            // arrived while this node did not lead; raft would drop them
-	props    []*proposal            // held: see proposeHeld
-	held     int                    // their batches' bytes
-	resps    []raftpb.Message       // storage threads' responses that send took, not yet stepped
+	lead     uint64                 // the leader raft last reported, or raft.None
+	ticks    uint64
+	props    []*proposal      // held: see proposeHeld
+	held     int              // their batches' bytes
+	resps    []raftpb.Message // storage threads' responses that send took, not yet stepped
 }
 
 // readGroup is the reads that one read-index request serves.
@@ -39,7 +41,7 @@ type readGroup struct {
 // start creates the RawNode and starts the three goroutines.
 func (r *Replica) start() error {
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID: nodeID, ElectionTick: 10, HeartbeatTick: 1, Storage: r.storage, Applied: r.applied.Load(),
+		ID: r.id, ElectionTick: 10, HeartbeatTick: 1, Storage: r.storage, Applied: r.applied.Load(),
 		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum: true, PreVote: true, AsyncStorageWrites: true, Logger: raftLogger{r.opt.Logger},
 	})
@@ -78,7 +80,7 @@ func (l *loop) run() {
 			case <-l.r.appliedc:
 				l.releaseReads()
 			case <-tick.C:
-				l.rn.Tick()
+				l.tick()
 			case <-l.r.dead:
 				l.abandon()
 				return
@@ -89,6 +91,32 @@ func (l *loop) run() {
 			l.handleReady(l.rn.Ready())
 		}
 		l.issueReads()
+	}
+}
+
+// reissueTicks is how many ticks a follower's read-index requests may go
+// unanswered before they are made again: a request forwarded to the leader,
+// or the leader's answer, may be lost on the way.
+const reissueTicks = 10
+
+// tick advances raft's clock, and makes again a follower's read-index
+// requests every reissueTicks. A leader's need not be: raft answers them,
+// or the leader steps down (CheckQuorum), which makes them again.
+func (l *loop) tick() {
+	l.rn.Tick()
+	l.ticks++
+	if l.ticks%reissueTicks == 0 && l.lead != l.r.id {
+		l.requeueReads()
+	}
+}
+
+// requeueReads moves the reads whose read-index request is unanswered back
+// to unled, to be requested again; an answer to the old request is
+// ignored.
+func (l *loop) requeueReads() {
+	for id, waits := range l.reads {
+		l.unled = append(l.unled, waits...)
+		delete(l.reads, id)
 	}
 }
 
@@ -116,10 +144,18 @@ func (l *loop) hold(p *proposal) {
 // which saves raft, the log and the apply thread the work of the others.
 // If the disk is full, it fails them at once: the loop turns at least every
 // tick, so a held batch learns of a full disk within tickInterval.
+//
+// A member that does not lead refuses them (ErrNotLeader) if it knows a
+// leader, and holds them while it knows none, until one is elected or
+// their callers give up.
 func (l *loop) proposeHeld() {
 	switch {
 	case len(l.props) == 0:
 		return
+	case l.lead == raft.None:
+		return
+	case l.lead != l.r.id:
+		l.finish(ErrNotLeader)
 	case l.r.noSpace.Load():
 		l.finish(ErrNoSpace)
 	case l.held < maxEntryBytes && l.r.appending.Load() > 0:
@@ -136,6 +172,9 @@ func (l *loop) propose() {
 	if l.refuseUnfit(); len(l.props) == 0 {
 		return
 	}
+	if l.claim(); len(l.props) == 0 {
+		return
+	}
 	// Propose copies nothing: the entry keeps data, so it is new each time,
 	// and made its full size at once rather than grown.
 	need := 1 + binary.MaxVarintLen64
@@ -145,17 +184,34 @@ func (l *loop) propose() {
 	data := append(make([]byte, 0, need), entryVersion)
 	data = binary.AppendUvarint(data, uint64(len(l.props)))
 	for _, p := range l.props {
-		p.id = l.r.nextID.Add(1)
-		l.r.waiters.add(p)
 		data = appendProposal(data, p.id, p.batch)
 		p.batch = nil
+		l.r.waiters.add(p)
+		p.state.Store(proposed)
 	}
 	if err := l.rn.Propose(data); err != nil {
+		err = fmt.Errorf("%w: raft refused the proposal: %w", ErrNotLeader, err)
 		for _, p := range l.props {
-			l.r.waiters.take(p.id)
+			if l.r.waiters.take(p.id) != nil {
+				p.err = err
+				close(p.applied)
+			}
 		}
-		l.finish(errorf("proposal refused: %w", err))
 	}
+}
+
+// claim drops from the held proposals those whose callers gave up, and
+// marks the others as being proposed: from then on their callers wait for
+// them to be proposed before they may give up (see Replica.abandon).
+func (l *loop) claim() {
+	kept := l.props[:0]
+	for _, p := range l.props {
+		if p.state.CompareAndSwap(pending, claimed) {
+			kept = append(kept, p)
+		}
+	}
+	clear(l.props[len(kept):])
+	l.props = kept
 }
 
 // bigBatch is the size from which a batch is checked against the disk's
@@ -218,7 +274,9 @@ func (l *loop) readIndex(w *readWait) {
 
 // issueReads sends one read-index request for the queued reads, once this
 // node leads and has committed an entry of its own term. Raft drops the
-// requests of a node that does not lead; and with one voter it answers at
+// requests of a member that knows no leader, and a follower's request
+// (forwarded to the leader) can be lost with its message: see tick. With
+// one voter it answers at
 // once with its commit index, which right after a restart may not yet
 // cover entries that were acknowledged before the crash: those are
 // committed, with everything before them, by the new term's first entry.
@@ -227,11 +285,15 @@ func (l *loop) issueReads() {
 		return
 	}
 	st := l.rn.BasicStatus()
-	if st.RaftState != raft.StateLeader {
+	switch {
+	case st.Lead == raft.None:
 		return
-	}
-	if term, err := l.r.storage.Term(st.Commit); err != nil || term != st.Term {
-		return
+	case st.RaftState != raft.StateLeader:
+		// raft forwards the request to the leader.
+	default:
+		if term, err := l.r.storage.Term(st.Commit); err != nil || term != st.Term {
+			return
+		}
 	}
 	l.nextRead++
 	l.reads[l.nextRead] = l.unled
@@ -252,10 +314,15 @@ func (l *loop) step(msgs []raftpb.Message) {
 // handleReady routes storage messages to their threads and read-index
 // answers to their reads.
 func (l *loop) handleReady(rd raft.Ready) {
+	if rd.SoftState != nil && rd.SoftState.Lead != l.lead {
+		l.leaderChanged(rd.SoftState.Lead)
+	}
 	for _, rs := range rd.ReadStates {
 		id := binary.BigEndian.Uint64(rs.RequestCtx)
-		l.ready = append(l.ready, readGroup{index: rs.Index, waits: l.reads[id]})
-		delete(l.reads, id)
+		if waits, ok := l.reads[id]; ok {
+			l.ready = append(l.ready, readGroup{index: rs.Index, waits: waits})
+			delete(l.reads, id)
+		}
 	}
 	l.releaseReads()
 	for _, m := range rd.Messages {
@@ -269,6 +336,21 @@ func (l *loop) handleReady(rd raft.Ready) {
 			// One voter: nobody else to send to.
 		}
 	}
+}
+
+// leaderChanged records that lead now leads, as raft reports. A member
+// that stops leading fails the writes it proposed that are not yet applied
+// (their outcome is unknown: the new leader may commit them or not), and
+// reads waiting for a read index from a former leader ask again.
+func (l *loop) leaderChanged(lead uint64) {
+	term := l.rn.BasicStatus().Term
+	l.r.opt.Logger.Info("leader changed", "member", l.r.id, "term", term, "leader", lead, "was", l.lead)
+	if l.lead == l.r.id {
+		l.r.waiters.fail(errLeadershipLost)
+	}
+	l.lead = lead
+	l.r.lead.Store(lead)
+	l.requeueReads()
 }
 
 // send hands m to a storage thread. While c is full it takes the storage
@@ -309,7 +391,7 @@ func (l *loop) abandon() {
 	l.reads[0] = l.unled
 	for _, waits := range l.reads {
 		for _, w := range waits {
-			w.err = ErrStopped
+			w.err = errStopped
 			close(w.done)
 		}
 	}

@@ -1,12 +1,13 @@
 package replica
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,32 +51,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Errors returned by Apply and ReadBarrier.
-var (
-	// ErrNoSpace refuses a write because the disk is full. The write did not
-	// take effect.
-	ErrNoSpace = errors.New("no space left on device: writes are refused until space is freed on the data directory's disk; reads still work")
-	// ErrStopped means the replica is closed or has failed. A write that
-	// gets it may or may not have taken effect.
-	ErrStopped = errors.New("the node is stopping; the write may or may not have taken effect")
-	// ErrTooLarge refuses a batch longer than maxBatchBytes. The write did
-	// not take effect.
-	ErrTooLarge = fmt.Errorf("write too large: the writes pipelined together, or one command's arguments, exceed %d MiB", maxBatchBytes>>20)
-)
-
 // maxBatchBytes is the longest batch Apply takes. With the raft loop's
 // packing (maxEntryBytes plus one batch) and the log's framing, an entry
 // then always fits a log record (frame.MaxLen, 1 GiB), which the log
 // checks as well.
 const maxBatchBytes = 512 << 20
 
-// The single voter's raft id.
-const nodeID = 1
+// soloID is the member id of a group's first voter.
+const soloID = 1
 
 // Replica is one raft group's member on this node: a log, a store, and the
 // goroutines that drive them. Its methods are safe for concurrent use.
 type Replica struct {
 	opt     Options
+	id      uint64 // this member's raft id
 	st      *store.Store
 	storage *raft.MemoryStorage
 	wal     *wal.WAL
@@ -102,6 +91,7 @@ type Replica struct {
 	failed    atomic.Pointer[error]
 	dieOnce   sync.Once
 
+	lead    atomic.Uint64 // the member that leads, as the raft loop last heard, or raft.None
 	applied atomic.Uint64 // index of the last entry applied to st
 	held    []byte        // the apply thread's, only with the injected bug bugs.Reorder
 	snaps   snapState
@@ -110,12 +100,24 @@ type Replica struct {
 
 // proposal is one caller's batch waiting to be committed and applied.
 type proposal struct {
-	id      uint64
-	batch   []byte                        // the caller's; read only until the raft loop copies it
-	done    func(i int, res store.Result) // the caller's, called on the apply thread
+	id    uint64                        // names it in the log: see newID
+	batch []byte                        // the caller's; read only until the raft loop copies it
+	done  func(i int, res store.Result) // the caller's, called on the apply thread
+	// state moves from pending to claimed to proposed (by the raft loop,
+	// which copies batch in between), or from pending to abandoned (by a
+	// caller that gave up before it was claimed).
+	state   atomic.Int32
 	err     error
 	applied chan struct{} // closed when the batch is applied or refused (err)
 }
+
+// proposal states.
+const (
+	pending   = iota // on its way to the raft loop, or held by it
+	claimed          // being copied into a raft entry by the raft loop
+	proposed         // copied, and in waiters
+	abandoned        // its caller gave up before it was claimed: never proposed
+)
 
 // waiters holds the proposals in the log, or about to be, by id, until
 // the apply thread takes them. A map under a mutex rather than a sync.Map,
@@ -133,6 +135,17 @@ func (w *waiters) add(p *proposal) {
 		w.m = make(map[uint64]*proposal)
 	}
 	w.m[p.id] = p
+}
+
+// fail completes every proposal with err and forgets them.
+func (w *waiters) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, p := range w.m {
+		p.err = err
+		close(p.applied)
+		delete(w.m, id)
+	}
 }
 
 // take removes and returns the proposal with this id, or nil if there is
@@ -164,7 +177,7 @@ type readWait struct {
 // them.
 func Open(opt Options) (*Replica, error) {
 	opt = opt.withDefaults()
-	r := &Replica{opt: opt,
+	r := &Replica{opt: opt, id: soloID,
 		propc: make(chan *proposal, 1024), readc: make(chan *readWait, 1024),
 		appendc: make(chan raftpb.Message, 1024), applyc: make(chan raftpb.Message, 1024),
 		respc: make(chan []raftpb.Message, 1024), appliedc: make(chan struct{}, 1), savec: make(chan *saveRequest),
@@ -180,7 +193,7 @@ func Open(opt Options) (*Replica, error) {
 		r.wal.Close()
 		return nil, err
 	}
-	if err := r.ReadBarrier(); err != nil {
+	if err := r.ReadBarrier(context.Background()); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -200,10 +213,13 @@ func (r *Replica) Store() *store.Store { return r.st }
 // is called on the apply thread after each entry takes effect. A batch that
 // does not decode is refused with an error wrapping store.ErrBadEntry, and
 // nothing is logged; an empty one needs no log entry and returns nil at
-// once. See server.Backend.
-func (r *Replica) Apply(batch []byte, done func(i int, res store.Result)) error {
+// once. Every other error matches one of the classes in errors.go. If ctx
+// ends first, Apply returns at once (the apply thread then calls done no
+// more), with ctx's error, wrapped with ErrOutcomeUnknown if the batch was
+// proposed. See server.Backend.
+func (r *Replica) Apply(ctx context.Context, batch []byte, done func(i int, res store.Result)) error {
 	if err := r.Err(); err != nil {
-		return ErrStopped
+		return errStopped
 	}
 	if r.noSpace.Load() {
 		return ErrNoSpace
@@ -219,28 +235,96 @@ func (r *Replica) Apply(batch []byte, done func(i int, res store.Result)) error 
 	if err := store.CheckBatch(batch); err != nil {
 		return fmt.Errorf("replica: batch refused, not logged: %w", err)
 	}
-	p := &proposal{batch: batch, done: done, applied: make(chan struct{})}
-	if !call(r, r.propc, p, p.applied) {
-		return ErrStopped
+	p := &proposal{id: r.newID(), batch: batch, done: done, applied: make(chan struct{})}
+	select {
+	case r.propc <- p:
+	case <-r.exited:
+		return errStopped
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return p.err
+	select {
+	case <-p.applied:
+		return p.err
+	case <-r.exited:
+		return r.stoppedWith(p.applied, &p.err)
+	case <-ctx.Done():
+		return r.abandon(p, ctx.Err())
+	}
+}
+
+// newID returns a new proposal id: this member's id in the high 32 bits,
+// so that no two members' ids meet in one log, and a counter in the low
+// ones, which starts at a random value at every start, so that entries
+// proposed before a restart never complete a new caller.
+func (r *Replica) newID() uint64 { return r.id<<32 | r.nextID.Add(1)&(1<<32-1) }
+
+// abandon is Apply's caller giving up on p because cause ended its
+// context. Once it returns, neither the raft loop nor the apply thread
+// touches the caller's batch or calls its done: an abandoned proposal is
+// never proposed, and a proposed one taken from waiters is never
+// completed.
+func (r *Replica) abandon(p *proposal, cause error) error {
+	if p.state.CompareAndSwap(pending, abandoned) {
+		return cause
+	}
+	for p.state.Load() == claimed { // the raft loop is copying the batch
+		runtime.Gosched()
+	}
+	if r.waiters.take(p.id) != nil {
+		return gaveUp(ErrOutcomeUnknown, cause)
+	}
+	// The apply thread, or a loss of leadership, took it: either completes
+	// it at once.
+	select {
+	case <-p.applied:
+		return p.err
+	case <-r.exited:
+		return r.stoppedWith(p.applied, &p.err)
+	}
+}
+
+// stoppedWith returns the error of a request that the replica's goroutines,
+// now all returned, left as it was: its own, if they completed it (closed
+// done), else errStopped.
+func (r *Replica) stoppedWith(done <-chan struct{}, err *error) error {
+	select {
+	case <-done:
+		return *err
+	default:
+		return errStopped
+	}
 }
 
 // ReadBarrier returns once the store reflects every write committed before
-// the call.
-func (r *Replica) ReadBarrier() error {
+// the call: the group's commit index then, which this member learns from
+// the leader (raft's read index), is applied. With no leader it waits for
+// one until ctx ends; its errors are ErrNoLeader, with ctx's, or
+// errStopped.
+func (r *Replica) ReadBarrier(ctx context.Context) error {
 	w := &readWait{done: make(chan struct{})}
-	if !call(r, r.readc, w, w.done) {
-		return ErrStopped
+	select {
+	case r.readc <- w:
+	case <-r.exited:
+		return errStopped
+	case <-ctx.Done():
+		return gaveUp(ErrNoLeader, ctx.Err())
 	}
-	return w.err
+	select {
+	case <-w.done:
+		return w.err
+	case <-r.exited:
+		return r.stoppedWith(w.done, &w.err)
+	case <-ctx.Done():
+		// The raft loop may still complete w; nobody reads it then.
+		return gaveUp(ErrNoLeader, ctx.Err())
+	}
 }
 
 // call hands req to one of the replica's goroutines over c and waits until
 // that goroutine closes done. It returns false if the replica stops first,
 // but only once its goroutines have returned: until then they may still
-// take req from c, read the caller's batch, or run its done callback, so
-// the caller could not yet reuse what req points to.
+// take req from c or complete it.
 func call[T any](r *Replica, c chan<- T, req T, done <-chan struct{}) bool {
 	select {
 	case c <- req:
@@ -260,6 +344,10 @@ func call[T any](r *Replica, c chan<- T, req T, done <-chan struct{}) bool {
 	}
 }
 
+// Leader returns the id of the member that leads the group, as far as this
+// member knows, or 0 if it knows none.
+func (r *Replica) Leader() uint64 { return r.lead.Load() }
+
 // Err returns the error that stopped the replica, or nil while it runs.
 func (r *Replica) Err() error {
 	if p := r.failed.Load(); p != nil {
@@ -267,10 +355,6 @@ func (r *Replica) Err() error {
 	}
 	return nil
 }
-
-// ErrClosed is what Err returns once Close, not a failure, stopped the
-// replica.
-var ErrClosed = errors.New("replica: closed")
 
 // Dead is closed when the replica stops serving, after Close or a failure;
 // Err then says why: ErrClosed, or the failure.
@@ -287,8 +371,8 @@ func (r *Replica) fail(err error) {
 	})
 }
 
-// Close stops the replica. Writes still waiting get ErrStopped and may or
-// may not have taken effect.
+// Close stops the replica. Writes still waiting get ErrOutcomeUnknown
+// (ErrStopped).
 func (r *Replica) Close() error {
 	r.dieOnce.Do(func() {
 		err := ErrClosed
@@ -299,6 +383,3 @@ func (r *Replica) Close() error {
 	r.snaps.wait()
 	return r.wal.Close()
 }
-
-// errorf formats an error of this package.
-func errorf(format string, args ...any) error { return fmt.Errorf("replica: "+format, args...) }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,7 +43,7 @@ func set(t *testing.T, r *Replica, kv ...string) []store.Result {
 		b.Add(store.OpSet, 0, []byte(kv[i]), []byte(kv[i+1]))
 	}
 	var res []store.Result
-	err := r.Apply(b.Bytes(), func(_ int, r store.Result) { res = append(res, r) })
+	err := r.Apply(context.Background(), b.Bytes(), func(_ int, r store.Result) { res = append(res, r) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func set(t *testing.T, r *Replica, kv ...string) []store.Result {
 
 func get(t *testing.T, r *Replica, key string) string {
 	t.Helper()
-	if err := r.ReadBarrier(); err != nil {
+	if err := r.ReadBarrier(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	v, ok := r.Store().Get([]byte(key))
@@ -139,7 +140,7 @@ func TestAppliedEntriesLeaveMemory(t *testing.T) {
 	r.Close()
 	r = open(t, fs, Options{})
 	defer r.Close()
-	if err := r.ReadBarrier(); err != nil {
+	if err := r.ReadBarrier(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n + m {

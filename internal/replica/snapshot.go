@@ -109,7 +109,7 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 func (r *Replica) BackgroundSnapshot() (bool, error) {
 	req := &saveRequest{done: make(chan struct{})}
 	if !call(r, r.savec, req, req.done) {
-		return false, ErrStopped
+		return false, errStopped
 	}
 	return req.started, nil
 }
@@ -121,7 +121,7 @@ func (r *Replica) Snapshot() error {
 	for {
 		req := &saveRequest{wait: true, done: make(chan struct{})}
 		if !call(r, r.savec, req, req.done) {
-			return ErrStopped
+			return errStopped
 		}
 		if req.err != errBusy {
 			return req.err
@@ -129,7 +129,7 @@ func (r *Replica) Snapshot() error {
 		select {
 		case <-time.After(10 * time.Millisecond):
 		case <-r.dead:
-			return ErrStopped
+			return errStopped
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,7 @@ func TestApplyStoppedReleasesBatch(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				buf := batchOf("k", "a value of some length, so that copying it takes a while")
-				for r.Apply(buf, nil) == nil {
+				for r.Apply(context.Background(), buf, nil) == nil {
 				}
 				for i := range buf { // the next batch is built in the same memory
 					buf[i] = 0xff
@@ -58,7 +59,7 @@ func TestApplyStoppedAfterCallbacks(t *testing.T) {
 		calls++
 	}
 	go func() { <-entered; r.fail(errors.New("injected failure")) }()
-	err := r.Apply(batchOf("a", "1", "b", "2"), done)
+	err := r.Apply(context.Background(), batchOf("a", "1", "b", "2"), done)
 	returned.Store(true)
 	calls++
 	if err != nil && !errors.Is(err, ErrStopped) {
@@ -72,10 +73,10 @@ func TestApplyTooLarge(t *testing.T) {
 	r := open(t, vfs.NewMem(), Options{})
 	defer r.Close()
 	big := make([]byte, maxBatchBytes+1) // never touched: the length is refused first
-	if err := r.Apply(big, nil); !errors.Is(err, ErrTooLarge) {
+	if err := r.Apply(context.Background(), big, nil); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Apply of %d bytes = %v, want ErrTooLarge", len(big), err)
 	}
-	if err := r.Apply(batchOf("k", "v"), nil); err != nil {
+	if err := r.Apply(context.Background(), batchOf("k", "v"), nil); err != nil {
 		t.Fatalf("Apply after a refused batch: %v", err)
 	}
 }
@@ -88,7 +89,7 @@ func TestNoSyncSnapshotsDurable(t *testing.T) {
 	m := vfs.NewMem()
 	r := open(t, m, Options{NoSync: true})
 	for i, v := range []string{"1", "2", "3"} {
-		if err := r.Apply(batchOf("k", v), nil); err != nil {
+		if err := r.Apply(context.Background(), batchOf("k", v), nil); err != nil {
 			t.Fatal(err)
 		}
 		if i > 0 {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,19 +36,19 @@ func newRecordingBackend() *recordingBackend {
 	return &recordingBackend{Local: server.Local{S: store.New(store.Options{})}}
 }
 
-func (b *recordingBackend) Apply(batch []byte, done func(int, store.Result)) error {
+func (b *recordingBackend) Apply(ctx context.Context, batch []byte, done func(int, store.Result)) error {
 	b.mu.Lock()
 	b.batches = append(b.batches, countEntries(batch))
 	b.mu.Unlock()
 	if b.fail != nil {
 		return b.fail
 	}
-	return b.Local.Apply(batch, done)
+	return b.Local.Apply(ctx, batch, done)
 }
 
-func (b *recordingBackend) ReadBarrier() error {
+func (b *recordingBackend) ReadBarrier(ctx context.Context) error {
 	b.barriers.Add(1)
-	return b.Local.ReadBarrier()
+	return b.Local.ReadBarrier(ctx)
 }
 
 // sizes returns the number of entries of each batch applied so far.

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"errors"
-
 	"github.com/flintkv/flint/internal/protocol"
 	"github.com/flintkv/flint/internal/store"
 )
@@ -119,7 +117,7 @@ func (c *conn) commit() {
 		return
 	}
 	c.replied, c.nextRead, c.inApply = 0, 0, true
-	err := c.srv.kv.Apply(c.batch.Bytes(), c.applied)
+	err := c.srv.kv.Apply(c.srv.ctx, c.batch.Bytes(), c.applied)
 	c.inApply = false
 	c.sendLate()
 	// Empty the batch before replying to failures: the replies call err,
@@ -269,7 +267,7 @@ func (c *conn) prefetchAhead(in []byte) int {
 // failBatch replies to each write Apply did not report on, and runs the
 // reads that came after it.
 func (c *conn) failBatch(n int, err error) {
-	msg := "ERR " + err.Error()
+	msg := errorReply(err)
 	for i := c.replied; i < n; i++ {
 		c.err(msg)
 		c.runDeferred(i + 1)
@@ -288,18 +286,7 @@ func (c *conn) resetBatch(used int) {
 }
 
 // writeErr replies with the Redis form of a store or backend error.
-func (c *conn) writeErr(err error) {
-	switch {
-	case errors.Is(err, store.ErrNotInteger):
-		c.errNotInt()
-	case errors.Is(err, store.ErrOverflow):
-		c.err("ERR increment or decrement would overflow")
-	case errors.Is(err, store.ErrTooLarge):
-		c.err("ERR string exceeds maximum allowed size (max-bulk)")
-	default:
-		c.err("ERR " + err.Error())
-	}
-}
+func (c *conn) writeErr(err error) { c.err(errorReply(err)) }
 
 // read returns the store to serve a read from, once the read barrier has
 // run; it replies and returns false if the read cannot be served.
@@ -318,8 +305,8 @@ func (c *conn) writeErr(err error) {
 // before them took effect, after the barrier's point in time.
 func (c *conn) read() (*store.Store, bool) {
 	if !c.barrierOK && !c.inApply { // deferred reads run where their writes took effect
-		if err := c.srv.kv.ReadBarrier(); err != nil {
-			c.err("ERR " + err.Error())
+		if err := c.srv.kv.ReadBarrier(c.srv.ctx); err != nil {
+			c.writeErr(err)
 			return nil, false
 		}
 		c.barrierOK = true

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -20,7 +21,7 @@ type doneBackend struct {
 	bytes []int // encoded size of each batch
 }
 
-func (b *doneBackend) Apply(batch []byte, done func(int, store.Result)) error {
+func (b *doneBackend) Apply(_ context.Context, batch []byte, done func(int, store.Result)) error {
 	b.bytes = append(b.bytes, len(batch))
 	for i := 0; len(batch) > 0; i++ {
 		l, w := binary.Uvarint(batch)

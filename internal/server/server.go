@@ -105,10 +105,14 @@ type Backend interface {
 	// the caller waits. It does not retain batch. An error means the
 	// entries done was not called for may or may not take effect; it is
 	// reported to the client for each of them.
-	Apply(batch []byte, done func(i int, res store.Result)) error
+	//
+	// If ctx ends, Apply returns with an error at once, after which done is
+	// not called. Errors are those of package replica (see errorReply).
+	Apply(ctx context.Context, batch []byte, done func(i int, res store.Result)) error
 	// ReadBarrier returns once Store reflects every write acknowledged
-	// before the call, making the reads that follow linearizable.
-	ReadBarrier() error
+	// before the call, making the reads that follow linearizable; or, with
+	// an error, once ctx ends first.
+	ReadBarrier(ctx context.Context) error
 	// Store is the state machine that reads are served from.
 	Store() *store.Store
 }
@@ -118,12 +122,12 @@ type Backend interface {
 type Local struct{ S *store.Store }
 
 // Apply applies batch to the store.
-func (l Local) Apply(batch []byte, done func(i int, res store.Result)) error {
+func (l Local) Apply(_ context.Context, batch []byte, done func(i int, res store.Result)) error {
 	return l.S.ApplyBatch(batch, done)
 }
 
 // ReadBarrier returns at once: applied writes are visible to every reader.
-func (l Local) ReadBarrier() error { return nil }
+func (l Local) ReadBarrier(context.Context) error { return nil }
 
 // Store returns the store.
 func (l Local) Store() *store.Store { return l.S }
@@ -141,6 +145,11 @@ type Server struct {
 	lim     protocol.Limits
 
 	stale staleView // only with the injected bug bugs.StaleRead
+
+	// ctx is what the backend's calls wait under: Shutdown cancels it
+	// once its own context ends, so that no connection waits any longer.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	nextID  atomic.Int64
 	closing atomic.Bool
@@ -170,6 +179,7 @@ func New(cfg Config, kv Backend) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, kv: kv, log: cfg.Logger, start: time.Now(),
 		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
 	s.mu.conns = make(map[int64]*conn)
 	return s
@@ -284,6 +294,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		s.cancel()
 		s.mu.Lock()
 		for _, c := range s.mu.conns {
 			c.nc.Close()

@@ -1,12 +1,14 @@
-package replica
+package server_test
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flintkv/flint/internal/replica"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
 	"github.com/flintkv/flint/internal/vfs"
@@ -16,7 +18,10 @@ import (
 // reads and writes: each read sees exactly the writes before it, though the
 // reads run on the apply thread, between the writes of one proposal.
 func TestPipelinesThroughRaft(t *testing.T) {
-	r := open(t, vfs.NewMem(), Options{})
+	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r.Close()
 	srv := servertest.StartBackend(t, server.Config{}, r)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})

@@ -1,0 +1,32 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/flintkv/flint/internal/replica"
+	"github.com/flintkv/flint/internal/store"
+)
+
+// errorReply is the one table from the errors of the store and the backend
+// to the error replies clients see (without the leading '-'). Errors of a
+// class that did not take effect say so, and what to do, in Redis's style;
+// one whose outcome is unknown says that too, since a client that retries
+// it without a session may apply it twice.
+func errorReply(err error) string {
+	switch {
+	case errors.Is(err, store.ErrNotInteger):
+		return "ERR value is not an integer or out of range"
+	case errors.Is(err, store.ErrOverflow):
+		return "ERR increment or decrement would overflow"
+	case errors.Is(err, store.ErrTooLarge):
+		return "ERR string exceeds maximum allowed size (max-bulk)"
+	case errors.Is(err, replica.ErrNotLeader):
+		return "READONLY You can't write against a replica: this member does not lead its group; send writes to the leader"
+	case errors.Is(err, replica.ErrNoLeader):
+		return "TRYAGAIN the group has no leader at the moment (an election is running, or this member is cut off); try again"
+	case errors.Is(err, replica.ErrOutcomeUnknown):
+		return "ERR " + err.Error() + "; read the key back before retrying"
+	default:
+		return "ERR " + err.Error()
+	}
+}
