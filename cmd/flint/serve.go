@@ -39,7 +39,7 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.MaxOutputBuffer, "max-output-buffer", d.MaxOutputBuffer, "reply bytes buffered per client before they are written out, bytes")
 	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
-	shards := fs.Int("shards", store.DefaultShards(), "lock shards in the store (rounded up to a power of two)")
+	stripes := fs.Int("lock-stripes", store.DefaultStripes(), "lock stripes in the store (rounded up to a power of two)")
 	dir := fs.String("dir", "./data", "data directory: the write-ahead log and snapshots")
 	fsync := fs.String("fsync", "always", "always: acknowledge writes once fsynced; never (benchmarks only): a power loss\nloses recent acknowledged writes, a process crash does not")
 	snapEntries := fs.Uint64("snapshot-entries", 1_000_000, "take a snapshot after this many log entries")
@@ -98,13 +98,13 @@ func serve(args []string) int {
 	defer lock.Close()
 	rep, err := replica.Open(replica.Options{Dir: *dir, NoSync: *fsync == "never", Preallocate: true,
 		SnapshotEntries: *snapEntries, SnapshotBytes: *snapBytes, SegmentSize: *segBytes,
-		Store: store.Options{Shards: *shards, MaxValue: cfg.MaxBulk}, Logger: cfg.Logger})
+		Store: store.Options{Stripes: *stripes, MaxValue: cfg.MaxBulk}, Logger: cfg.Logger})
 	if err != nil {
 		cfg.Logger.Error("cannot open the data directory", "dir", *dir, "err", err)
 		return 1
 	}
 	if *fsync == "always" {
-		addLogProcessor() // after Open: the store's shards and the recovery use the default
+		addLogProcessor() // after Open: the store's stripes and the recovery use the default
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

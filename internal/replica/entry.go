@@ -10,7 +10,8 @@ import (
 const entryVersion = 1
 
 // appendProposal adds one batch to the raft entry data being built in dst.
-// The caller writes the header with entryHeader once the count is known.
+// The caller writes the header first: entryVersion, then the count of
+// batches as a uvarint (see loop.propose and the package doc).
 func appendProposal(dst []byte, id uint64, batch []byte) []byte {
 	dst = binary.AppendUvarint(dst, id)
 	dst = binary.AppendUvarint(dst, uint64(len(batch)))

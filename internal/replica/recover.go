@@ -95,10 +95,10 @@ func (r *Replica) loadSnapshot(wait func(error) bool) (snap.Meta, error) {
 	}
 	newest := snaps[len(snaps)-1]
 	r.st = store.New(r.opt.Store)
-	// The store's maps are made at their final size, so that loading makes
-	// almost no garbage: every byte read is kept by the store. A collection
-	// during it would only mark the growing store, again and again (a third
-	// of the load time for 4 GiB), so none runs until it ends, unless
+	// The store's hash tables are made at their final size, so that loading
+	// makes almost no garbage: every byte read is kept by the store. A
+	// collection during it would only mark the growing store, again and again
+	// (a third of the load time for 4 GiB), so none runs until it ends, unless
 	// GOMEMLIMIT is reached.
 	name := path.Join(r.snapDir(), newest.Name)
 	if n, ok := snap.CountHint(fs, name); ok {

@@ -45,7 +45,7 @@ func (s *snapState) newest() snapInfo {
 
 // maybeSnapshot starts a background snapshot if enough has been applied
 // since the last one and none is running. Taking the store's snapshot costs
-// O(shards) under its locks; writing it happens on another goroutine.
+// O(stripes) under its locks; writing it happens on another goroutine.
 func (r *Replica) maybeSnapshot() {
 	s := &r.snaps
 	if s.entries >= r.opt.SnapshotEntries || s.bytes >= r.opt.SnapshotBytes {

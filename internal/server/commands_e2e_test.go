@@ -552,7 +552,7 @@ func TestStringCommands(t *testing.T) {
 		wantErr(t, rdb.Do(c, "RANGE", "a").Err(), "ERR wrong number of arguments for 'range' command")
 
 		// Keys compare as bytes: unsigned, shorter prefix first, spread over
-		// every shard of the store.
+		// every stripe of the store.
 		rdb.FlushAll(c)
 		want := []string{"\x00", "\x00\x00", "\x01", "A", "Z", "a", "a\x00", "ab", "\x7f", "\x80", "\xc3\xa9", "\xff", "\xff\xff"}
 		for i, k := range want {
@@ -579,7 +579,7 @@ func TestStringCommands(t *testing.T) {
 		wantPage := []string{"many:1100", "many:1100", "many:1101", "many:1101", "many:1102", "many:1102",
 			"many:1103", "many:1103", "many:1104", "many:1104"}
 		if !slices.Equal(page, wantPage) {
-			t.Fatalf("RANGE LIMIT across shards = %q", page)
+			t.Fatalf("RANGE LIMIT across stripes = %q", page)
 		}
 	})
 	t.Run("binary safety", func(t *testing.T) {

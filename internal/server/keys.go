@@ -117,9 +117,9 @@ func (c *conn) rangeCmd(args [][]byte) {
 	})
 }
 
-// shortRange is the largest LIMIT served by merging the live trees under
-// the store's read locks; longer and unlimited ranges read a snapshot, so
-// that writers are not held off while the reply streams out.
+// shortRange is the largest LIMIT served by store.RangeN, which merges the
+// live indexes under the store's locks; longer and unlimited ranges read a
+// snapshot, so that writers are not held off while the reply streams out.
 const shortRange = 1024
 
 // set is SET key value [NX|XX] [GET] [KEEPTTL].

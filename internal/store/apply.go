@@ -81,11 +81,11 @@ func (s *Store) own(b []byte) []byte {
 }
 
 func (s *Store) set(key, val []byte, flags byte) Result {
-	sh, h := s.locate(key)
+	st, h := s.locate(key)
 	val = s.own(val)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	old := sh.lookupLocked(h, key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	old := st.lookupLocked(h, key)
 	found := old != nil
 	r := Result{Found: found}
 	if flags&SetGet != 0 {
@@ -94,7 +94,7 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 	if (flags&SetNX != 0 && found) || (flags&SetXX != 0 && !found) {
 		return r
 	}
-	sh.replaceLocked(old, h, key, val)
+	st.replaceLocked(old, h, key, val)
 	r.Done = true
 	return r
 }
@@ -108,8 +108,8 @@ func (s *Store) mset(args [][]byte) Result {
 	s.lock(ls)
 	defer s.unlock(ls)
 	for i := 0; i < len(args); i += 2 {
-		sh, h := s.locate(args[i])
-		sh.putLocked(h, args[i], vals[i/2])
+		st, h := s.locate(args[i])
+		st.putLocked(h, args[i], vals[i/2])
 	}
 	return Result{Done: true}
 }
@@ -119,13 +119,13 @@ func (s *Store) msetnx(args [][]byte) Result {
 	s.lock(ls)
 	defer s.unlock(ls)
 	for i := 0; i < len(args); i += 2 {
-		if sh, h := s.locate(args[i]); sh.lookupLocked(h, args[i]) != nil {
+		if st, h := s.locate(args[i]); st.lookupLocked(h, args[i]) != nil {
 			return Result{}
 		}
 	}
 	for i := 0; i < len(args); i += 2 {
-		sh, h := s.locate(args[i])
-		sh.putLocked(h, args[i], s.own(args[i+1]))
+		st, h := s.locate(args[i])
+		st.putLocked(h, args[i], s.own(args[i+1]))
 	}
 	return Result{Done: true}
 }
@@ -136,7 +136,7 @@ func (s *Store) del(keys [][]byte) Result {
 	defer s.unlock(ls)
 	var n int64
 	for _, k := range keys {
-		if sh, h := s.locate(k); sh.deleteLocked(h, k) {
+		if st, h := s.locate(k); st.deleteLocked(h, k) {
 			n++
 		}
 	}
@@ -144,11 +144,11 @@ func (s *Store) del(keys [][]byte) Result {
 }
 
 func (s *Store) incrBy(key []byte, delta int64) Result {
-	sh, h := s.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	st, h := s.locate(key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	var n int64
-	old := sh.lookupLocked(h, key)
+	old := st.lookupLocked(h, key)
 	if old != nil {
 		var valid bool
 		if n, valid = parseInt(old.val); !valid {
@@ -159,7 +159,7 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 		return Result{Err: ErrOverflow}
 	}
 	n += delta
-	sh.replaceLocked(old, h, key, strconv.AppendInt(nil, n, 10))
+	st.replaceLocked(old, h, key, strconv.AppendInt(nil, n, 10))
 	return Result{Int: n}
 }
 
@@ -169,10 +169,10 @@ const (
 )
 
 func (s *Store) append(key, suffix []byte) Result {
-	sh, h := s.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	old := sh.lookupLocked(h, key)
+	st, h := s.locate(key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	old := st.lookupLocked(h, key)
 	cur := old.value()
 	if len(cur)+len(suffix) > s.maxValue {
 		return Result{Err: ErrTooLarge}
@@ -181,27 +181,27 @@ func (s *Store) append(key, suffix []byte) Result {
 	// reader sees past len(cur), and only the current value of a key is ever
 	// appended to.
 	v := append(cur[:len(cur):cap(cur)], suffix...)
-	sh.replaceLocked(old, h, key, v)
+	st.replaceLocked(old, h, key, v)
 	return Result{Int: int64(len(v))}
 }
 
 func (s *Store) cas(key, expected, val []byte) Result {
-	sh, h := s.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	old := sh.lookupLocked(h, key)
+	st, h := s.locate(key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	old := st.lookupLocked(h, key)
 	if old == nil || !equal(old.val, expected) {
 		return Result{Found: old != nil}
 	}
-	sh.replaceLocked(old, h, key, s.own(val))
+	st.replaceLocked(old, h, key, s.own(val))
 	return Result{Done: true, Found: true}
 }
 
 func (s *Store) flush() Result {
 	s.lock(s.every)
 	defer s.unlock(s.every)
-	for i := range s.shards {
-		s.shards[i].resetLocked(s.freshOf(i))
+	for i := range s.stripes {
+		s.stripes[i].resetLocked(s.freshOf(i))
 	}
 	return Result{Done: true}
 }

@@ -103,7 +103,7 @@ func TestApplyBatchLongBatches(t *testing.T) {
 	}
 	key := func() []byte { return keys[rng.IntN(len(keys))] }
 	for _, hashBits := range []int{0, 6} { // 6 bits: most keys clash (see clash)
-		opt := Options{Shards: 4, hashBits: hashBits}
+		opt := Options{Stripes: 4, hashBits: hashBits}
 		batched, single := New(opt), New(opt)
 		for range 50 {
 			var b Batch

@@ -131,7 +131,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 
 // BenchmarkInsert measures applying batches of 64 SETs of keys the store
 // does not hold yet, from one goroutine, as the log's apply loop does: each
-// adds a key to a shard's table and an item to its ordered index, so this
+// adds a key to a stripe's table and an item to its ordered index, so this
 // is what sorting and merging the index's runs cost. The keys are 16 bytes,
 // "key:" and 12 digits, as redis-benchmark's -r makes them, in scrambled
 // order; the values 3 bytes. The store grows with b.N, so run it with a
@@ -193,7 +193,7 @@ func BenchmarkMGet(b *testing.B) {
 }
 
 // BenchmarkSnapshot measures how long taking a snapshot of a store with
-// 1,000,000 keys holds every shard's lock, which is how long it stalls
+// 1,000,000 keys holds every stripe's lock, which is how long it stalls
 // writes (a background snapshot then writes the view without locks).
 func BenchmarkSnapshot(b *testing.B) {
 	s := New(Options{})
@@ -203,8 +203,8 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	for b.Loop() {
 		s.Snapshot()
-		// A write per shard after each snapshot, as a live server would do,
-		// so that the next clone is not of an unchanged tree.
+		// Writes after each snapshot, as a live server would make, so that
+		// the next view has fresh items to sort, not an unchanged index.
 		for i := range 64 {
 			s.Apply(AppendEntry(nil, OpSet, 0, []byte(fmt.Sprintf("user%012d", i)), val))
 		}

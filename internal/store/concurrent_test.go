@@ -18,12 +18,12 @@ import (
 func TestConcurrentAtomicity(t *testing.T) {
 	const (
 		groups  = 6
-		width   = 5 // keys per group, spread over the shards
+		width   = 5 // keys per group, spread over the stripes
 		writers = 4
 		readers = 4
 		writes  = 1500 // per writer
 	)
-	s := New(Options{Shards: 8, fresh: 4}) // merges runs while views are taken
+	s := New(Options{Stripes: 8, fresh: 4}) // merges runs while views are taken
 	keys := make([][][]byte, groups)
 	for g := range keys {
 		for i := range width {
@@ -156,10 +156,10 @@ func checkGroup(t *testing.T, how string, g, width, found int, vals []string) {
 // only ever made of 'x's, and a read sees one whole.
 func TestPrefetchWhileWriting(t *testing.T) {
 	const (
-		width  = 16 // keys, spread over the shards
+		width  = 16 // keys, spread over the stripes
 		writes = 3000
 	)
-	s := New(Options{Shards: 4})
+	s := New(Options{Stripes: 4})
 	var keys [][]byte
 	for i := range width {
 		keys = append(keys, fmt.Appendf(nil, "k%d", i))

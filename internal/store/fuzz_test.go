@@ -19,7 +19,7 @@ func FuzzApply(f *testing.F) {
 	f.Add(AppendEntry(nil, OpFlush, 0))
 	f.Add([]byte{EntryVersion, byte(OpSet), 0, 2, 1, 'k'})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := New(Options{Shards: 4, MaxValue: 1 << 10})
+		s := New(Options{Stripes: 4, MaxValue: 1 << 10})
 		s.Apply(AppendEntry(nil, OpSet, 0, []byte("n"), []byte("1")))
 		_, err := s.Apply(b)
 		e, derr := decodeEntry(b, nil)

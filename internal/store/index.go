@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// index is one shard's ordered index: an item for every key, in a
+// index is one stripe's ordered index: an item for every key, in a
 // log-structured merge tree held in memory.
 //
 // A write that adds a key, gives a key a new cell, or deletes a key whose
@@ -18,7 +18,7 @@ import (
 // size of the next newer one, the two are merged (a large merge a slice per
 // add, see incremental), dropping the items shadowed, and the tombstones
 // when no older run remains for them to shadow; the items of deleted cells
-// wait for a merge of all runs (see shard.shadowLocked). So each run is more
+// wait for a merge of all runs (see stripe.shadowLocked). So each run is more
 // than twice the size of the next, there are O(log n) runs, and an item is
 // copied O(log n) times in its life, in sequential passes, where a B-tree
 // would search for every new key at its place in a large tree.
@@ -47,7 +47,7 @@ type index struct {
 // (the address of their first item), which are never reused.
 //
 // maxSpare bounds spared: spares are memory kept beside the index's own, 32
-// bytes an item (1 MiB a shard with the default fresh, at most), to save
+// bytes an item (1 MiB a stripe with the default fresh, at most), to save
 // allocating it again. Merges larger than that allocate, as they are rare.
 func (x *index) maxSpare() int { return x.incremental() / 2 }
 
@@ -92,7 +92,7 @@ func (x *index) add(it item) {
 }
 
 // incremental is the size above which a merge is left pending rather than
-// done at once: merging a shard's largest runs copies all of its items, and
+// done at once: merging a stripe's largest runs copies all of its items, and
 // would hold its lock for milliseconds. There is one pending merge at a
 // time, and the runs added while it is pending wait for it, so it must be
 // done before they need a large merge themselves: each add merges
@@ -304,7 +304,7 @@ func (x *index) compactAll() {
 
 // tidy seals fresh for an ordered read, and merges the small runs that
 // reads sealing few items at a time would otherwise pile up, but no more:
-// the caller holds every shard's lock.
+// the caller holds every stripe's lock.
 func (x *index) tidy() {
 	x.seal()
 	x.compact(false, x.limit)

@@ -74,7 +74,7 @@ func checkKeys(t *testing.T, x *index, n int) {
 // their values, for long.
 func TestDeletedValuesAreFreed(t *testing.T) {
 	const keys, size = 200, 64 << 10 // 12.5 MiB of values
-	s := New(Options{Shards: 1})
+	s := New(Options{Stripes: 1})
 	for i := range keys {
 		s.Put(fmt.Appendf(nil, "k%03d", i), make([]byte, size))
 	}
@@ -96,7 +96,7 @@ func TestDeletedValuesAreFreed(t *testing.T) {
 // merged, not piled up for every later range to merge, and each must cost
 // its size, not a buffer of the fresh's capacity.
 func TestRangeNAfterEachWrite(t *testing.T) {
-	s := New(Options{Shards: 16})
+	s := New(Options{Stripes: 16})
 	for i := range 10_000 {
 		s.Put(fmt.Appendf(nil, "k%06d", i), []byte("v"))
 	}
@@ -112,18 +112,18 @@ func TestRangeNAfterEachWrite(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	per := (after.TotalAlloc - before.TotalAlloc) / n
 	most := 0
-	for i := range s.shards {
-		most = max(most, len(s.shards[i].mu.idx.runs))
+	for i := range s.stripes {
+		most = max(most, len(s.stripes[i].mu.idx.runs))
 	}
 	if per > 8<<10 || most > 8 {
-		t.Errorf("a SET and a RangeN of 10 allocate %d bytes; a shard has %d runs", per, most)
+		t.Errorf("a SET and a RangeN of 10 allocate %d bytes; a stripe has %d runs", per, most)
 	}
 }
 
 // TestSealedRunsKeepNoBuffer checks that a run sealed from a few items does
 // not keep the fresh buffer's whole array alive.
 func TestSealedRunsKeepNoBuffer(t *testing.T) {
-	s := New(Options{Shards: 16})
+	s := New(Options{Stripes: 16})
 	for i := range 16 * 30 {
 		mustApply(t, s, AppendEntry(nil, OpSet, 0, fmt.Appendf(nil, "n%06d", i), []byte("v")))
 		s.RangeN([]byte("a"), []byte("b"), 1, nil)
@@ -192,17 +192,17 @@ func TestRunsStayFewLarge(t *testing.T) {
 	}
 }
 
-// TestRangeNAfterEachWriteInOneShard reads after every write in a store of
-// one shard, so that fresh never fills and only the reads seal it: the runs
+// TestRangeNAfterEachWriteInOneStripe reads after every write in a store of
+// one stripe, so that fresh never fills and only the reads seal it: the runs
 // of about fresh's size that they leave, too large for a read to merge under
-// every shard's lock, must be merged by the writes that follow.
-func TestRangeNAfterEachWriteInOneShard(t *testing.T) {
-	s := New(Options{Shards: 1})
+// every stripe's lock, must be merged by the writes that follow.
+func TestRangeNAfterEachWriteInOneStripe(t *testing.T) {
+	s := New(Options{Stripes: 1})
 	most := 0
 	for i := range 40 * defaultFresh {
 		mustApply(t, s, AppendEntry(nil, OpSet, 0, fmt.Appendf(nil, "n%06d", i), []byte("v")))
 		s.RangeN([]byte("a"), []byte("b"), 1, nil)
-		most = max(most, len(s.shards[0].mu.idx.runs))
+		most = max(most, len(s.stripes[0].mu.idx.runs))
 	}
 	if most > 12 {
 		t.Errorf("%d keys, a RangeN after each write: up to %d runs", s.Len(), most)

@@ -5,9 +5,9 @@ import (
 	"slices"
 )
 
-// merge yields the present items of several shards' runs in one key order,
+// merge yields the present items of several stripes' runs in one key order,
 // each key once, as its newest item says. A key's items can only be in one
-// shard's runs; among them, a newer run's item comes first and shadows the
+// stripe's runs; among them, a newer run's item comes first and shadows the
 // rest.
 type merge struct {
 	end       string
@@ -18,7 +18,7 @@ type merge struct {
 // cursor is the unread part of one run.
 type cursor struct {
 	items run // never empty while in the heap
-	age   int // the run's place among its shard's runs: higher is newer
+	age   int // the run's place among its stripe's runs: higher is newer
 }
 
 type mergeHeap []*cursor
@@ -39,7 +39,7 @@ func (h *mergeHeap) Pop() any {
 	return c
 }
 
-// newMerge starts a merge of views (each a shard's runs, oldest first) at
+// newMerge starts a merge of views (each a stripe's runs, oldest first) at
 // start. It stops after end unless unbounded.
 func newMerge(views [][]run, start, end string, unbounded bool) *merge {
 	m := &merge{end: end, unbounded: unbounded}

@@ -85,12 +85,12 @@ const modelMaxValue = 48
 func TestModel(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
-	shards := []int{1, 2, 4, 64}[rng.IntN(4)]
+	stripes := []int{1, 2, 4, 64}[rng.IntN(4)]
 	// A small fresh makes the indexes seal and merge runs every few writes.
 	fresh := []int{1, 2, 3, 8, defaultFresh}[rng.IntN(5)]
-	// Hashes of 4 bits: most keys clash with another of their shard.
+	// Hashes of 4 bits: most keys clash with another of their stripe.
 	hashBits := []int{0, 4}[rng.IntN(2)]
-	mt := &modelTest{t: t, rng: rng, s: New(Options{Shards: shards, MaxValue: modelMaxValue, fresh: fresh, hashBits: hashBits}), m: model{}}
+	mt := &modelTest{t: t, rng: rng, s: New(Options{Stripes: stripes, MaxValue: modelMaxValue, fresh: fresh, hashBits: hashBits}), m: model{}}
 	seen := map[string]bool{}
 	for len(mt.keys) < 120 {
 		k := mt.randString("\x00ab\xff", 4)
@@ -104,7 +104,7 @@ func TestModel(t *testing.T) {
 			mt.keys = append(mt.keys, k)
 		}
 	}
-	t.Logf("%d shards, fresh %d, hash bits %d, %d ops", shards, fresh, hashBits, *opsFlag)
+	t.Logf("%d stripes, fresh %d, hash bits %d, %d ops", stripes, fresh, hashBits, *opsFlag)
 	for i := range *opsFlag {
 		mt.step(i)
 		if t.Failed() {

@@ -16,7 +16,7 @@ const PrefetchKeys = 64
 // after another, finds them there. It is only a hint and changes nothing:
 // what it does not load costs its misses when it is used, as without it.
 // It loads nothing for a single key (there are no misses to overlap), nor
-// for keys past the first PrefetchKeys or in a shard's clash map, nor the
+// for keys past the first PrefetchKeys or in a stripe's clash map, nor the
 // keys longer than shortKey; of a value, only the lines of its first and
 // last bytes (all of a value up to 65 bytes). A value may be in a mapped
 // file: loading it may read the disk.
@@ -76,9 +76,9 @@ func (s *Store) prefetch(batch []byte, i int, ents *[PrefetchKeys]entry, args []
 // cells hold. Writes leave values out: most replace theirs without reading
 // it.
 //
-// It read-locks the keys' shards once, in ascending order as every
+// It read-locks the keys' stripes once, in ascending order as every
 // multi-key command does, for all three passes that need the locks: a
-// lock's two atomic operations a shard rather than four a key (six for a
+// lock's two atomic operations a stripe rather than four a key (six for a
 // key whose value it loads), on lock words that the other cores' reads and
 // writes keep taking from this one's cache.
 func (s *Store) prefetchHashes(hashes []uint64, valued, maxValue int) {
@@ -113,14 +113,14 @@ func (s *Store) prefetchHashes(hashes []uint64, valued, maxValue int) {
 // most PrefetchKeys), in one pass, then finds their cells (nil for a
 // hash that has none), in another, so that each pass's misses overlap. It
 // returns a sum of what it loaded, for the caller to keep alive. The
-// caller holds the read locks of the keys' shards.
+// caller holds the read locks of the keys' stripes.
 func (s *Store) findCellsLocked(hashes []uint64, cells *[PrefetchKeys]*cell) uint64 {
 	var sum uint64
 	for _, h := range hashes {
-		sum += s.shards[h&s.mask].mu.m.touch(h)
+		sum += s.stripes[h&s.mask].mu.m.touch(h)
 	}
 	for i, h := range hashes {
-		cells[i] = s.shards[h&s.mask].mu.m.get(h)
+		cells[i] = s.stripes[h&s.mask].mu.m.get(h)
 	}
 	return sum
 }

@@ -5,10 +5,10 @@ import "runtime"
 // Get returns the value of key. The returned slice is shared with the store
 // and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool) {
-	sh, h := s.locate(key)
-	sh.mu.RLock()
-	v, ok := sh.getLocked(h, key)
-	sh.mu.RUnlock()
+	st, h := s.locate(key)
+	st.mu.RLock()
+	v, ok := st.getLocked(h, key)
+	st.mu.RUnlock()
 	return v, ok
 }
 
@@ -34,8 +34,8 @@ func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 		s.mgetGroupsLocked(keys, vals, found)
 	} else {
 		for i, k := range keys {
-			sh, h := s.locate(k)
-			vals[i], found[i] = sh.getLocked(h, k)
+			st, h := s.locate(k)
+			vals[i], found[i] = st.getLocked(h, k)
 		}
 	}
 	s.runlock(ls)
@@ -47,7 +47,7 @@ func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 // mgetGroupsLocked reads the values of keys into vals and found,
 // PrefetchKeys keys at a time: it finds a group's cells, then loads them
 // all before it compares their keys, without looking the hashes up again.
-// The caller holds the keys' shards' read locks.
+// The caller holds the keys' stripes' read locks.
 func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
 	var hashes [PrefetchKeys]uint64
 	var cells [PrefetchKeys]*cell
@@ -64,7 +64,7 @@ func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
 			}
 		}
 		for i, k := range group {
-			c := s.shards[hashes[i]&s.mask].matchLocked(cells[i], k)
+			c := s.stripes[hashes[i]&s.mask].matchLocked(cells[i], k)
 			vals[lo+i], found[lo+i] = c.value(), c != nil
 		}
 	}
@@ -78,7 +78,7 @@ func (s *Store) Exists(keys [][]byte) int64 {
 	defer s.runlock(ls)
 	var n int64
 	for _, k := range keys {
-		if sh, h := s.locate(k); sh.lookupLocked(h, k) != nil {
+		if st, h := s.locate(k); st.lookupLocked(h, k) != nil {
 			n++
 		}
 	}
@@ -94,7 +94,7 @@ type Pair struct {
 
 // RangeN appends to dst up to limit pairs with start <= key <= end in byte
 // order, read at one instant, and returns it. It merges the live indexes
-// under every shard's lock (sealing each one's fresh items needs the write
+// under every stripe's lock (sealing each one's fresh items needs the write
 // lock), which costs less than a Snapshot, whose cells later writes must
 // then copy, but holds off readers and writers while it runs: use it for
 // short ranges, Snapshot for long ones.
@@ -104,9 +104,9 @@ func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
 	}
 	s.lock(s.every)
 	defer s.unlock(s.every)
-	views := make([][]run, len(s.shards))
-	for i := range s.shards {
-		idx := &s.shards[i].mu.idx
+	views := make([][]run, len(s.stripes))
+	for i := range s.stripes {
+		idx := &s.stripes[i].mu.idx
 		idx.tidy()
 		views[i] = idx.runs
 	}

@@ -1,7 +1,7 @@
 package store
 
 // Snapshot is a consistent read-only view of the store at one instant. It
-// holds views of the shards' indexes, whose runs never change: taking one
+// holds views of the stripes' indexes, whose runs never change: taking one
 // costs sorting each index's few newest items under the locks, and nothing
 // after. A Snapshot may be read from any goroutine, for as long as needed.
 type Snapshot struct {
@@ -53,19 +53,19 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 	}
 }
 
-// Reserve sizes the tables of empty shards for a store of n keys, spread
-// over the shards as keys hash, so that loading them splits no segment
+// Reserve sizes the tables of empty stripes for a store of n keys, spread
+// over the stripes as keys hash, so that loading them splits no segment
 // (each split allocates one, and a directory doubling a directory). It is
 // a hint, for an empty store about to load a snapshot.
 func (s *Store) Reserve(n int) {
-	per := n/len(s.shards) + n/len(s.shards)/16 + 16 // hashing spreads keys within a few percent
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		if sh.keys.Load() == 0 {
-			sh.mu.m = newTable(per)
+	per := n/len(s.stripes) + n/len(s.stripes)/16 + 16 // hashing spreads keys within a few percent
+	for i := range s.stripes {
+		st := &s.stripes[i]
+		st.mu.Lock()
+		if st.keys.Load() == 0 {
+			st.mu.m = newTable(per)
 		}
-		sh.mu.Unlock()
+		st.mu.Unlock()
 	}
 }
 
@@ -75,8 +75,8 @@ func (s *Store) Reserve(n int) {
 // never modify val afterwards. val may share memory with other values; its
 // capacity is cut to its length so that APPEND never writes past it.
 func (s *Store) Put(key, val []byte) {
-	sh, h := s.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.putLocked(h, key, val[:len(val):len(val)])
+	st, h := s.locate(key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.putLocked(h, key, val[:len(val):len(val)])
 }

@@ -6,12 +6,13 @@
 // network, disk, clock or goroutines of its own, and the outcome of applying a
 // sequence of entries depends on nothing else.
 //
-// The map is split into shards, each with its own lock, so that commands on
-// different keys run on different cores without contending. A command that
-// touches several keys locks their shards in ascending order and is atomic as
-// a whole. Each shard keeps a hash table for point reads (see table) and,
-// for ordered reads, an index that a write appends to rather than searches
-// (see index).
+// The map is split into lock stripes, each with its own lock, so that
+// commands on different keys run on different cores without contending. (They
+// are not called shards: in Flint a shard is a raft group and the hash slots it
+// owns.) A command that touches several keys locks their stripes in ascending
+// order and is atomic as a whole. Each stripe keeps a hash table for point
+// reads (see table) and, for ordered reads, an index that a write appends to
+// rather than searches (see index).
 // The index's sorted runs never change once made, so taking them under the
 // locks gives a consistent view that range reads and snapshots iterate
 // without holding any lock, and neither stalls writes for longer than
@@ -43,7 +44,7 @@ var (
 
 // Options configure a Store.
 type Options struct {
-	Shards   int // number of shards, rounded up to a power of two; default DefaultShards()
+	Stripes  int // number of stripes, rounded up to a power of two; default DefaultStripes()
 	MaxValue int // longest value APPEND may build, in bytes; default 64 MiB
 
 	fresh    int // items an index gathers before sorting them; default defaultFresh (tests set less)
@@ -56,14 +57,14 @@ type Store struct {
 	hashMask uint64 // see Options.hashBits
 	mask     uint64
 	maxValue int
-	shards   []shard
-	every    lockSet // every shard, in order
+	stripes  []stripe
+	every    lockSet // every stripe, in order
 	retain   bool    // see Retain
 	fresh    int     // see Options.fresh
 }
 
-// shard owns the keys that hash to it.
-type shard struct {
+// stripe owns the keys that hash to it.
+type stripe struct {
 	mu struct {
 		sync.RWMutex
 		// Invariant: each key's cell is in exactly one of m, under the
@@ -75,7 +76,7 @@ type shard struct {
 		// newest item of a key in neither is absent, or there is none. Bytes
 		// within len of a stored value are never modified: readers and
 		// snapshots share them. (A table keyed by the hash, which the
-		// shard's choice computed already, has slots of 16 bytes with one
+		// stripe's choice computed already, has slots of 16 bytes with one
 		// pointer, not 24 with two as a string key's, and does not hash keys
 		// again; clash is nil until two keys' 64-bit hashes are equal.)
 		m     table
@@ -90,17 +91,17 @@ type shard struct {
 	}
 	keys  atomic.Int64 // number of keys, written under mu
 	bytes atomic.Int64 // sum of key and value lengths, written under mu
-	_     [64]byte     // keep neighbouring shards' locks off one cache line
+	_     [64]byte     // keep neighbouring stripes' locks off one cache line
 }
 
-// cell holds one key's value; the shard's table and the key's item in the
+// cell holds one key's value; the stripe's table and the key's item in the
 // index both point to it. So a write to a key changes only its cell, and
 // leaves the table and the index alone, unless a view of the index may share
 // the cell.
 //
-// Invariant: a cell with gen equal to its shard's gen was made after the
+// Invariant: a cell with gen equal to its stripe's gen was made after the
 // index's last view, so no view holds it, and a write may change its val in
-// place, under the shard's lock; deleting its key marks it dead (gen
+// place, under the stripe's lock; deleting its key marks it dead (gen
 // deadGen). A cell with an older gen may be in a view, which reads it
 // without any lock: it never changes again, and a write to its key makes a
 // new cell and puts it in the table and the index, or a tombstone in the index.
@@ -144,7 +145,7 @@ func (c *cell) value() []byte {
 	return c.val
 }
 
-// item is one key's entry in a shard's index: its cell, or for a
+// item is one key's entry in a stripe's index: its cell, or for a
 // tombstone, a cell of its own that holds only the key and is in no table.
 //
 // Invariant: pre is the first 16 bytes of c.key, zero-padded, as big-endian
@@ -192,8 +193,8 @@ func compareItems(a, b item) int {
 
 // New returns an empty Store.
 func New(opt Options) *Store {
-	if opt.Shards <= 0 {
-		opt.Shards = DefaultShards()
+	if opt.Stripes <= 0 {
+		opt.Stripes = DefaultStripes()
 	}
 	if opt.MaxValue <= 0 {
 		opt.MaxValue = 64 << 20
@@ -201,13 +202,13 @@ func New(opt Options) *Store {
 	if opt.fresh <= 0 {
 		opt.fresh = defaultFresh
 	}
-	n := 1 << bits.Len(uint(opt.Shards-1))
-	s := &Store{seed: maphash.MakeSeed(), hashMask: math.MaxUint64, mask: uint64(n - 1), maxValue: opt.MaxValue, shards: make([]shard, n), fresh: opt.fresh}
+	n := 1 << bits.Len(uint(opt.Stripes-1))
+	s := &Store{seed: maphash.MakeSeed(), hashMask: math.MaxUint64, mask: uint64(n - 1), maxValue: opt.MaxValue, stripes: make([]stripe, n), fresh: opt.fresh}
 	if opt.hashBits > 0 {
 		s.hashMask = 1<<opt.hashBits - 1
 	}
-	for i := range s.shards {
-		s.shards[i].resetLocked(s.freshOf(i))
+	for i := range s.stripes {
+		s.stripes[i].resetLocked(s.freshOf(i))
 	}
 	s.every = make(lockSet, n)
 	for i := range s.every {
@@ -216,44 +217,44 @@ func New(opt Options) *Store {
 	return s
 }
 
-// DefaultShards is 8 shards per processor, at least 16. More shards spread
+// DefaultStripes is 8 stripes per processor, at least 16. More stripes spread
 // writers over more locks; fewer make range reads cheaper, since a range
-// merges every shard's runs.
-func DefaultShards() int { return max(16, 8*runtime.GOMAXPROCS(0)) }
+// merges every stripe's runs.
+func DefaultStripes() int { return max(16, 8*runtime.GOMAXPROCS(0)) }
 
-// freshOf returns how many items shard i's index gathers before sorting
-// them: Options.fresh to twice that, by shard. Keys spread evenly over the
-// shards, so indexes of one size would seal and merge in step, and their
-// largest merges, each O(keys in the shard), would fall due together and
+// freshOf returns how many items stripe i's index gathers before sorting
+// them: Options.fresh to twice that, by stripe. Keys spread evenly over the
+// stripes, so indexes of one size would seal and merge in step, and their
+// largest merges, each O(keys in the stripe), would fall due together and
 // hold up the writes queued behind them for all of them at once.
-func (s *Store) freshOf(i int) int { return s.fresh + s.fresh*i/len(s.shards) }
+func (s *Store) freshOf(i int) int { return s.fresh + s.fresh*i/len(s.stripes) }
 
-func (sh *shard) resetLocked(fresh int) {
-	sh.mu.m = newTable(0)
-	sh.mu.clash = nil
-	sh.mu.idx = newIndex(fresh)
-	sh.mu.garbage = 0
-	sh.keys.Store(0)
-	sh.bytes.Store(0)
+func (st *stripe) resetLocked(fresh int) {
+	st.mu.m = newTable(0)
+	st.mu.clash = nil
+	st.mu.idx = newIndex(fresh)
+	st.mu.garbage = 0
+	st.keys.Store(0)
+	st.bytes.Store(0)
 }
 
-// hash returns key's hash: its low bits choose the key's shard, and the
-// shard's table is keyed by all of it.
+// hash returns key's hash: its low bits choose the key's stripe, and the
+// stripe's table is keyed by all of it.
 func (s *Store) hash(key []byte) uint64 { return maphash.Bytes(s.seed, key) & s.hashMask }
 
-func (s *Store) shardOf(key []byte) int { return int(s.hash(key) & s.mask) }
+func (s *Store) stripeOf(key []byte) int { return int(s.hash(key) & s.mask) }
 
-// locate returns key's shard and hash.
-func (s *Store) locate(key []byte) (*shard, uint64) {
+// locate returns key's stripe and hash.
+func (s *Store) locate(key []byte) (*stripe, uint64) {
 	h := s.hash(key)
-	return &s.shards[h&s.mask], h
+	return &s.stripes[h&s.mask], h
 }
 
 // Len returns the number of keys.
 func (s *Store) Len() int64 {
 	var n int64
-	for i := range s.shards {
-		n += s.shards[i].keys.Load()
+	for i := range s.stripes {
+		n += s.stripes[i].keys.Load()
 	}
 	return n
 }
@@ -261,122 +262,122 @@ func (s *Store) Len() int64 {
 // Bytes returns the total length of all keys and values.
 func (s *Store) Bytes() int64 {
 	var n int64
-	for i := range s.shards {
-		n += s.shards[i].bytes.Load()
+	for i := range s.stripes {
+		n += s.stripes[i].bytes.Load()
 	}
 	return n
 }
 
-// getLocked returns the value of key, whose hash is h; the shard's lock
+// getLocked returns the value of key, whose hash is h; the stripe's lock
 // must be held.
-func (sh *shard) getLocked(h uint64, key []byte) ([]byte, bool) {
-	c := sh.lookupLocked(h, key)
+func (st *stripe) getLocked(h uint64, key []byte) ([]byte, bool) {
+	c := st.lookupLocked(h, key)
 	return c.value(), c != nil
 }
 
 // lookupLocked returns the cell of key, whose hash is h, or nil.
-func (sh *shard) lookupLocked(h uint64, key []byte) *cell {
-	return sh.matchLocked(sh.mu.m.get(h), key)
+func (st *stripe) lookupLocked(h uint64, key []byte) *cell {
+	return st.matchLocked(st.mu.m.get(h), key)
 }
 
 // matchLocked returns the cell of key given c, the cell the table holds
 // under key's hash (nil for none): c if it is key's, else key's cell in
 // clash, or nil.
-func (sh *shard) matchLocked(c *cell, key []byte) *cell {
+func (st *stripe) matchLocked(c *cell, key []byte) *cell {
 	if c != nil && c.key == string(key) {
 		return c
 	}
-	if sh.mu.clash != nil {
-		return sh.mu.clash[string(key)]
+	if st.mu.clash != nil {
+		return st.mu.clash[string(key)]
 	}
 	return nil
 }
 
 // bindLocked makes c the cell of its key, whose hash is h, in place of
 // old, the key's cell until now, or nil.
-func (sh *shard) bindLocked(h uint64, old, c *cell) {
-	if s, i := sh.mu.m.find(h); s.slots[i].c == old { // old's place, or a free one for a new key
-		sh.mu.m.setAt(s, i, h, c)
+func (st *stripe) bindLocked(h uint64, old, c *cell) {
+	if s, i := st.mu.m.find(h); s.slots[i].c == old { // old's place, or a free one for a new key
+		st.mu.m.setAt(s, i, h, c)
 		return
 	}
-	if sh.mu.clash == nil {
-		sh.mu.clash = make(map[string]*cell)
+	if st.mu.clash == nil {
+		st.mu.clash = make(map[string]*cell)
 	}
-	sh.mu.clash[c.key] = c
+	st.mu.clash[c.key] = c
 }
 
 // unbindLocked removes old, its key's cell, whose hash is h.
-func (sh *shard) unbindLocked(h uint64, old *cell) {
-	if s, i := sh.mu.m.find(h); s.slots[i].c == old {
-		sh.mu.m.delAt(s, i)
+func (st *stripe) unbindLocked(h uint64, old *cell) {
+	if s, i := st.mu.m.find(h); s.slots[i].c == old {
+		st.mu.m.delAt(s, i)
 	} else {
-		delete(sh.mu.clash, old.key)
+		delete(st.mu.clash, old.key)
 	}
 }
 
 // putLocked stores val, which the store now owns, under key, whose hash is
 // h.
-func (sh *shard) putLocked(h uint64, key, val []byte) {
-	sh.replaceLocked(sh.lookupLocked(h, key), h, key, val)
+func (st *stripe) putLocked(h uint64, key, val []byte) {
+	st.replaceLocked(st.lookupLocked(h, key), h, key, val)
 }
 
 // replaceLocked stores val under key, whose hash is h and whose cell
 // lookupLocked returned as old: passing it saves a second lookup.
-func (sh *shard) replaceLocked(old *cell, h uint64, key, val []byte) {
+func (st *stripe) replaceLocked(old *cell, h uint64, key, val []byte) {
 	if old == nil {
-		sh.insertLocked(h, key, val)
+		st.insertLocked(h, key, val)
 		return
 	}
-	sh.bytes.Add(int64(len(val) - len(old.val)))
-	if old.gen == sh.mu.gen {
+	st.bytes.Add(int64(len(val) - len(old.val)))
+	if old.gen == st.mu.gen {
 		old.val = val
 		return
 	}
 	// A view may hold old. Reuse a long key's string: the write allocates
 	// only the value and the cell.
-	c := newCell(old.key, val, sh.mu.gen)
-	sh.bindLocked(h, old, c)
-	sh.mu.idx.add(itemOf(c))
-	sh.shadowLocked(itemCost + len(old.key) + len(old.val))
+	c := newCell(old.key, val, st.mu.gen)
+	st.bindLocked(h, old, c)
+	st.mu.idx.add(itemOf(c))
+	st.shadowLocked(itemCost + len(old.key) + len(old.val))
 }
 
 // insertLocked stores val under key, whose hash is h and which is not in
-// the shard.
-func (sh *shard) insertLocked(h uint64, key, val []byte) {
-	c := newCell(key, val, sh.mu.gen)
-	sh.bindLocked(h, nil, c)
-	sh.mu.idx.add(itemOf(c))
-	sh.keys.Add(1)
-	sh.bytes.Add(int64(len(key) + len(val)))
+// the stripe.
+func (st *stripe) insertLocked(h uint64, key, val []byte) {
+	c := newCell(key, val, st.mu.gen)
+	st.bindLocked(h, nil, c)
+	st.mu.idx.add(itemOf(c))
+	st.keys.Add(1)
+	st.bytes.Add(int64(len(key) + len(val)))
 }
 
 // deleteLocked removes key, whose hash is h, and reports whether it
 // existed.
-func (sh *shard) deleteLocked(h uint64, key []byte) bool {
-	old := sh.lookupLocked(h, key)
+func (st *stripe) deleteLocked(h uint64, key []byte) bool {
+	old := st.lookupLocked(h, key)
 	if old == nil {
 		return false
 	}
-	sh.unbindLocked(h, old)
-	sh.keys.Add(-1)
-	sh.bytes.Add(-int64(len(key) + len(old.val)))
-	if old.gen == sh.mu.gen {
+	st.unbindLocked(h, old)
+	st.keys.Add(-1)
+	st.bytes.Add(-int64(len(key) + len(old.val)))
+	if old.gen == st.mu.gen {
 		old.gen, old.val = deadGen, nil // its item, wherever it is, is now absent
-		sh.shadowLocked(itemCost + len(old.key))
+		st.shadowLocked(itemCost + len(old.key))
 	} else {
 		// A view may hold old. The tombstone may outlive old's item by
 		// long, so it must not keep old and its value alive: it has a cell
 		// of its own, with a copy of a short key, which lives in old.
 		tomb := itemOf(newCell(old.key, nil, deadGen))
 		tomb.tomb = true
-		sh.mu.idx.add(tomb)
-		sh.shadowLocked(2*itemCost + len(old.key) + len(old.val))
+		st.mu.idx.add(tomb)
+		st.shadowLocked(2*itemCost + len(old.key) + len(old.val))
 	}
 	return true
 }
 
 // Garbage accounting (see shadowLocked): what an item and its cell cost
-// beyond the key and the value, roughly, and the least garbage a shard's
+// beyond the key and the value, roughly, and the least garbage a stripe's
 // index may keep before it is merged whole.
 const (
 	itemCost   = 96
@@ -385,37 +386,37 @@ const (
 
 // shadowLocked adds n bytes to the garbage estimate: memory that the index
 // keeps only for items that newer ones shadow or that are absent, until a
-// merge drops them. Once it exceeds half of what the shard's live pairs
+// merge drops them. Once it exceeds half of what the stripe's live pairs
 // cost, counted the same way (and minGarbage), the index merges all of its
 // runs into one, which drops them all: so garbage stays a bounded share of
-// the shard's memory, and the merge, O(items), is paid for by the writes
+// the stripe's memory, and the merge, O(items), is paid for by the writes
 // that made that much garbage.
-func (sh *shard) shadowLocked(n int) {
-	sh.mu.garbage += int64(n)
-	if sh.mu.garbage > max((sh.bytes.Load()+itemCost*sh.keys.Load())/2, minGarbage) {
-		sh.mu.idx.compactAll()
-		sh.mu.garbage = 0
+func (st *stripe) shadowLocked(n int) {
+	st.mu.garbage += int64(n)
+	if st.mu.garbage > max((st.bytes.Load()+itemCost*st.keys.Load())/2, minGarbage) {
+		st.mu.idx.compactAll()
+		st.mu.garbage = 0
 	}
 }
 
-// lockSet is a sorted, duplicate-free set of shard indexes.
+// lockSet is a sorted, duplicate-free set of stripe indexes.
 type lockSet []int
 
 func (s *Store) lockSetOf(keys [][]byte, stride int) lockSet {
 	ls := make(lockSet, 0, len(keys)/stride)
 	for i := 0; i < len(keys); i += stride {
-		ls = append(ls, s.shardOf(keys[i]))
+		ls = append(ls, s.stripeOf(keys[i]))
 	}
 	slices.Sort(ls)
 	return slices.Compact(ls)
 }
 
-// lockSetOfHashes returns the set of the shards of keys with these hashes,
-// appended to ls, which must be empty. A store of up to 64 shards (the
+// lockSetOfHashes returns the set of the stripes of keys with these hashes,
+// appended to ls, which must be empty. A store of up to 64 stripes (the
 // default on up to 8 cores) gathers them in a bitmask, which lists them in
 // order with no sort.
 func (s *Store) lockSetOfHashes(hashes []uint64, ls lockSet) lockSet {
-	if len(s.shards) <= 64 {
+	if len(s.stripes) <= 64 {
 		var set uint64
 		for _, h := range hashes {
 			set |= 1 << (h & s.mask)
@@ -434,42 +435,42 @@ func (s *Store) lockSetOfHashes(hashes []uint64, ls lockSet) lockSet {
 
 func (s *Store) lock(ls lockSet) {
 	for _, i := range ls {
-		s.shards[i].mu.Lock()
+		s.stripes[i].mu.Lock()
 	}
 }
 
 func (s *Store) unlock(ls lockSet) {
 	for _, i := range ls {
-		s.shards[i].mu.Unlock()
+		s.stripes[i].mu.Unlock()
 	}
 }
 
 func (s *Store) rlock(ls lockSet) {
 	for _, i := range ls {
-		s.shards[i].mu.RLock()
+		s.stripes[i].mu.RLock()
 	}
 }
 
 func (s *Store) runlock(ls lockSet) {
 	for _, i := range ls {
-		s.shards[i].mu.RUnlock()
+		s.stripes[i].mu.RUnlock()
 	}
 }
 
-// views returns a view of every shard's index, taken at one instant, and
-// the number of keys then. Cost, under every shard's lock (views seal fresh,
+// views returns a view of every stripe's index, taken at one instant, and
+// the number of keys then. Cost, under every stripe's lock (views seal fresh,
 // which needs the write locks): sorting what each index's fresh holds, up
-// to twice defaultFresh items a shard, and merging the small runs that
+// to twice defaultFresh items a stripe, and merging the small runs that
 // leaves (see index.tidy).
 func (s *Store) views() ([][]run, int) {
 	s.lock(s.every)
 	defer s.unlock(s.every)
-	views, n := make([][]run, len(s.shards)), 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		views[i] = sh.mu.idx.view()
-		sh.mu.gen++ // the view may share every cell made so far
-		n += int(sh.keys.Load())
+	views, n := make([][]run, len(s.stripes)), 0
+	for i := range s.stripes {
+		st := &s.stripes[i]
+		views[i] = st.mu.idx.view()
+		st.mu.gen++ // the view may share every cell made so far
+		n += int(st.keys.Load())
 	}
 	return views, n
 }

@@ -298,7 +298,7 @@ func TestCAS(t *testing.T) {
 }
 
 func TestFlush(t *testing.T) {
-	s := New(Options{Shards: 4})
+	s := New(Options{Stripes: 4})
 	do(t, s, OpMSet, 0, "a", "1", "b", "2", "c", "3")
 	sn := s.Snapshot()
 	if r := do(t, s, OpFlush, 0); !r.Done {
@@ -363,9 +363,9 @@ func TestRetain(t *testing.T) {
 }
 
 // TestPutReserve loads pairs with Put into a reserved store, a key twice
-// among them: the map, the tree and the counts agree.
+// among them: the table, the index and the counts agree.
 func TestPutReserve(t *testing.T) {
-	s := New(Options{Shards: 4})
+	s := New(Options{Stripes: 4})
 	s.Reserve(1000)
 	buf := []byte(strings.Repeat("v", 2000)) // values side by side, as in a mapped file
 	for i := range 1000 {
@@ -378,7 +378,7 @@ func TestPutReserve(t *testing.T) {
 	}
 	ps := pairs(s.Snapshot())
 	if len(ps) != 1000 || ps[7] != "k0007=longer" || ps[999] != "k0999=vv" {
-		t.Fatalf("the tree holds %d pairs, [7] %q, [999] %q", len(ps), ps[7], ps[999])
+		t.Fatalf("the index holds %d pairs, [7] %q, [999] %q", len(ps), ps[7], ps[999])
 	}
 	do(t, s, OpAppend, 0, "k0001", "x") // Put cut the value's capacity: APPEND copies it
 	if value(s, "k0001") != "vvx" || value(s, "k0002") != "vv" {
@@ -420,7 +420,7 @@ func TestLenBytes(t *testing.T) {
 }
 
 func TestExistsMGet(t *testing.T) {
-	s := New(Options{Shards: 4})
+	s := New(Options{Stripes: 4})
 	do(t, s, OpMSet, 0, "a", "1", "b", "", "c", "3")
 	keys := func(ks ...string) [][]byte {
 		var out [][]byte
@@ -460,10 +460,10 @@ func TestExistsMGet(t *testing.T) {
 	}
 }
 
-// TestRange checks Range, Count and Ascend against a sorted list, with
-// enough keys that every shard's tree is read in several pages.
+// TestRange checks Range, Count and Ascend against a sorted list of keys
+// spread over four stripes, so that each read merges their indexes.
 func TestRange(t *testing.T) {
-	s := New(Options{Shards: 4})
+	s := New(Options{Stripes: 4})
 	var all []string
 	for i := 0; i < 3000; i += 3 {
 		all = append(all, fmt.Sprintf("k%05d", i))
@@ -487,7 +487,7 @@ func TestRange(t *testing.T) {
 		{"k00009", "k00003", 5},     // start > end with a limit
 		{"k", "k\xff", 0},           // every k key and "k\xff"
 		{"k00100", "k02000", 1},     // limit 1
-		{"k00100", "k02000", 100},   // limit larger than a page
+		{"k00100", "k02000", 100},   // limit 100
 		{"k00100", "k00130", 100},   // limit larger than the range
 		{"", "", 0},                 // the empty key
 		{"\x00", "\x00", 0},         // a binary key
@@ -528,7 +528,7 @@ func TestRange(t *testing.T) {
 // TestRangeStops checks that Range and Ascend stop as soon as fn returns
 // false.
 func TestRangeStops(t *testing.T) {
-	s := New(Options{Shards: 2})
+	s := New(Options{Stripes: 2})
 	for i := range 500 {
 		set(t, s, fmt.Sprintf("%03d", i), "v")
 	}
@@ -549,7 +549,7 @@ func TestRangeStops(t *testing.T) {
 // TestSnapshotIsolation takes a snapshot, changes the store in every way,
 // and checks that the snapshot still shows the old state.
 func TestSnapshotIsolation(t *testing.T) {
-	s := New(Options{Shards: 4})
+	s := New(Options{Stripes: 4})
 	for i := range 2000 {
 		set(t, s, fmt.Sprintf("k%04d", i), strconv.Itoa(i))
 	}
@@ -594,7 +594,7 @@ func TestSnapshotIsolation(t *testing.T) {
 // it: each snapshot keeps the value its key had when it was taken, however
 // many writes follow, in place or not.
 func TestSnapshotCells(t *testing.T) {
-	s := New(Options{Shards: 1})
+	s := New(Options{Stripes: 1})
 	set(t, s, "a", "1")
 	set(t, s, "a", "2") // in place: no snapshot yet
 	sn1 := s.Snapshot()
@@ -623,11 +623,11 @@ func TestSnapshotCells(t *testing.T) {
 	}
 }
 
-func TestShardsRoundedToPowerOfTwo(t *testing.T) {
-	def := 1 << bits.Len(uint(DefaultShards()-1))
+func TestStripesRoundedToPowerOfTwo(t *testing.T) {
+	def := 1 << bits.Len(uint(DefaultStripes()-1))
 	for _, tc := range []struct{ in, want int }{{0, def}, {-3, def}, {1, 1}, {3, 4}, {64, 64}, {65, 128}} {
-		if got := len(New(Options{Shards: tc.in}).shards); got != tc.want {
-			t.Errorf("Shards %d: %d shards, want %d", tc.in, got, tc.want)
+		if got := len(New(Options{Stripes: tc.in}).stripes); got != tc.want {
+			t.Errorf("Stripes %d: %d stripes, want %d", tc.in, got, tc.want)
 		}
 	}
 }
@@ -722,7 +722,7 @@ func TestEntryRoundTrip(t *testing.T) {
 // hash is another's: writes, overwrites with a snapshot holding the old
 // cells, deletes and reads must still find each key's own value.
 func TestClashingHashes(t *testing.T) {
-	s := New(Options{Shards: 1, hashBits: 2})
+	s := New(Options{Stripes: 1, hashBits: 2})
 	key := func(i int) []byte { return fmt.Appendf(nil, "key%d", i) }
 	const n = 100
 	for i := range n {
@@ -780,13 +780,13 @@ func TestClashingHashes(t *testing.T) {
 // with it.
 func TestTombstoneKeepsNoCell(t *testing.T) {
 	for _, key := range []string{"short", "a key of more than sixteen bytes"} {
-		s := New(Options{Shards: 1})
+		s := New(Options{Stripes: 1})
 		mustApply(t, s, AppendEntry(nil, OpSet, 0, []byte(key), make([]byte, 1024)))
-		sh, h := s.locate([]byte(key))
-		old := sh.lookupLocked(h, []byte(key))
+		st, h := s.locate([]byte(key))
+		old := st.lookupLocked(h, []byte(key))
 		view := s.Snapshot() // seals fresh: the tombstone is then its only item
 		mustApply(t, s, AppendEntry(nil, OpDel, 0, []byte(key)))
-		fresh := sh.mu.idx.fresh
+		fresh := st.mu.idx.fresh
 		if len(fresh) != 1 || !fresh[0].tomb || fresh[0].c.key != key || !fresh[0].absent() {
 			t.Fatalf("%q: fresh holds %d items, the first %+v; want the key's tombstone", key, len(fresh), fresh[0])
 		}
@@ -806,12 +806,12 @@ func TestTombstoneKeepsNoCell(t *testing.T) {
 	}
 }
 
-// TestLockSetOfHashes checks that the shards of a prefetch's hashes are
+// TestLockSetOfHashes checks that the stripes of a prefetch's hashes are
 // the set that a command on the same keys locks, in ascending order, with
-// as many shards as a bitmask holds and with more.
+// as many stripes as a bitmask holds and with more.
 func TestLockSetOfHashes(t *testing.T) {
-	for _, shards := range []int{1, 16, 64, 128} {
-		s := New(Options{Shards: shards})
+	for _, stripes := range []int{1, 16, 64, 128} {
+		s := New(Options{Stripes: stripes})
 		for n := 1; n <= PrefetchKeys; n += 7 {
 			keys := make([][]byte, n)
 			hashes := make([]uint64, n)
@@ -821,7 +821,7 @@ func TestLockSetOfHashes(t *testing.T) {
 			}
 			want := s.lockSetOf(keys, 1)
 			if got := s.lockSetOfHashes(hashes, nil); !slices.Equal(got, want) {
-				t.Fatalf("%d shards, %d keys: lockSetOfHashes = %v, want %v", shards, n, got, want)
+				t.Fatalf("%d stripes, %d keys: lockSetOfHashes = %v, want %v", stripes, n, got, want)
 			}
 		}
 	}

@@ -2,8 +2,8 @@ package store
 
 import "math/bits"
 
-// table maps a shard's 64-bit key hashes to their cells: the shard's point
-// index (see shard). It is an open-addressed hash table, used instead of a
+// table maps a stripe's 64-bit key hashes to their cells: the stripe's point
+// index (see stripe). It is an open-addressed hash table, used instead of a
 // Go map because of how a lookup reaches memory. In a store much larger than
 // the caches, a lookup's first load usually misses; a Go map's lookup is a
 // loop that branches on the control word it loads, so lookups made back to
@@ -20,8 +20,8 @@ import "math/bits"
 // segment that would pass maxLoad entries splits in two by one more bit of
 // the hash (doubling the directory first if its depth is the directory's),
 // so the table grows a segment at a time: a split moves at most maxLoad
-// entries, microseconds under the shard's lock, where rehashing a whole
-// table of a large shard at once would stall its writes for milliseconds.
+// entries, microseconds under the stripe's lock, where rehashing a whole
+// table of a large stripe at once would stall its writes for milliseconds.
 //
 // Within a segment a hash's home slot is given by other bits of it
 // (homeShift), and collisions probe linearly, wrapping within the segment.
