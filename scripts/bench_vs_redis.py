@@ -138,7 +138,7 @@ def main():
     ap.add_argument("--flint-args", default="")
     ap.add_argument("--redis-args", default="")
     ap.add_argument("--null", action="store_true", help="also run scripts/nullserver.c in each pair")
-    ap.add_argument("--json", help="write all results to this file")
+    ap.add_argument("--json", help="write all results to this file, e.g. results/NAME.json (git ignores results/)")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="arguments for redis-benchmark after --")
     args = ap.parse_args()
     bench_args = [a for a in args.bench_args if a != "--"]
@@ -192,6 +192,7 @@ def main():
     rc = statistics.median(p["redis"]["cpu_us_per_op"] for p in results)
     print(f"server CPU per op (all tests): flint {fc:.3f}us redis {rc:.3f}us ratio {fc / rc:.2f}")
     if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
             json.dump({"bench_args": bench_args, "pairs": results}, f, indent=1)
 

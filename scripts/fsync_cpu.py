@@ -154,7 +154,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--flint", default="bin/flint")
     ap.add_argument("--duration", default="20s", help="measured time of each run")
-    ap.add_argument("--json", help="write every run's values to this file")
+    ap.add_argument("--json", help="write every run's values to this file, e.g. results/NAME.json (git ignores results/)")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="flint bench flags, after --")
     args = ap.parse_args()
     bench_args = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
@@ -170,6 +170,7 @@ def main():
         runs += pair
     print(f"ratios {' · '.join(f'{r:.3f}' for r in ratios)}, median {statistics.median(ratios):.3f}")
     if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
             json.dump({"bench_args": bench_args, "duration": args.duration, "runs": runs, "ratios": ratios}, f, indent=1)
 

@@ -42,11 +42,11 @@ func benchCmd(args []string) int {
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: total intended operations per second, latency counted from when each was due (0: closed loop)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the generators; worker i draws from (seed, i)")
 	fs.StringVar(&cfg.Sweep, "sweep", "", "one run per value: workers=1,2,4,8 | pipeline=1,8,64 | conns=... | value-size=512,4096,... | rate=...")
-	fs.StringVar(&cfg.Out, "out", "", "directory for result.json, bench.txt (for benchstat) and the plots")
+	fs.StringVar(&cfg.Out, "out", "", "directory for result.json, bench.txt (for benchstat) and the plots; nothing is written without it.\nIn the repository use results/NAME, which git ignores")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the driver to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint bench [flags]\n\nRuns a YCSB or cs6450 workload against a server and reports throughput and latency.\n\n"+
-			"examples:\n  flint bench --spawn --workload cs6450-b --duration 10s --out results\n"+
+			"examples:\n  flint bench --spawn --workload cs6450-b --duration 10s --out results/cs6450-b\n"+
 			"  flint bench --spawn --compare redis://127.0.0.1:6379 --compare-pid $(pidof redis-server)\n"+
 			"  flint bench --target null --workers 2 --pipeline 64\n\nflags:\n")
 		fs.PrintDefaults()
