@@ -5,7 +5,7 @@
 //
 // # Workloads
 //
-// cs6450-a, -b and -c are SEEDS.md's Family 1: keys "0" .. "999999", read
+// cs6450-a, -b and -c are the users' high-throughput workload (docs/BENCHMARKS.md): keys "0" .. "999999", read
 // fraction 0.5, 0.95 or 1 (the rest 128-byte PUTs, sent as SET), keys chosen
 // by an unscrambled zipfian with theta 0.99 (key "0" about 6.5% of draws,
 // the top 1000 keys about half). ycsb-a .. ycsb-f are YCSB's core

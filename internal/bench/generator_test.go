@@ -37,7 +37,7 @@ func near(t *testing.T, what string, got, want, relTol float64) {
 	}
 }
 
-// TestZipfianCS6450 checks the cs6450 distribution (SEEDS.md): over a
+// TestZipfianCS6450 checks the cs6450 distribution (docs/BENCHMARKS.md): over a
 // million keys with theta 0.99, key "0" takes about 6.5% of the draws and
 // the top 1000 keys about half.
 func TestZipfianCS6450(t *testing.T) {

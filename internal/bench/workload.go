@@ -35,7 +35,7 @@ type workload struct {
 	valueSize int // default value length, bytes
 }
 
-// The workloads. cs6450 is SEEDS.md's Family 1: a million decimal keys,
+// The workloads. cs6450 is the users' high-throughput workload: a million decimal keys,
 // unscrambled zipfian, 128-byte values. The ycsb ones are YCSB's core
 // workloads with their default request distributions and mixes; a record is
 // one value of YCSB's fieldcount*fieldlength = 10*100 bytes. YCSB's default

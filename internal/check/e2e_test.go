@@ -12,7 +12,7 @@ import (
 )
 
 // TestCorrectServer runs the fuzzer configurations of the reports Flint
-// started from (../design/SEEDS.md: 1, 3 and 5 clients, on disjoint keys or
+// started from (their test harness: 1, 3 and 5 clients, on disjoint keys or
 // five shared ones) against a correct server, and one run under kill -9
 // and pauses. Each must pass.
 func TestCorrectServer(t *testing.T) {

@@ -20,7 +20,7 @@
 // when the newest entries in the log are all acknowledged ones; every third
 // cycle also kills a server 1 to 40 ms after it starts, while it recovers
 // the data directory or has just begun serving. The server
-// snapshots every 500 log entries, and one value in 8 is 16 to 64 KiB, so
+// snapshots every 100 log entries, and one value in 8 is 16 to 64 KiB, so
 // kills also hit snapshots being written and log segments being rotated and
 // deleted. No server may log an error.
 //

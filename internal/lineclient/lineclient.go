@@ -1,6 +1,6 @@
-// Package lineclient runs the line protocol through which test harnesses
-// drive a key-value store (SEEDS.md, family 2): commands on one input
-// stream, one at a time, results on an output stream.
+// Package lineclient runs the line protocol through which the users' test
+// harnesses drive a key-value store: commands on one input stream, one at
+// a time, results on an output stream.
 //
 //	input line        output
 //	PUT <k> <v>       PUT <k> found        |  PUT <k> not_found

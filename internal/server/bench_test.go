@@ -21,7 +21,7 @@ import (
 // pipelines of 64 GET/SET commands on 10,000 keys with 32-byte values and
 // reading all the replies. One op is one pipeline; ops/s counts commands.
 // Client and server share the machine's cores, so compare runs side by side
-// (see shared/design/BENCHMARKING.md):
+// (see docs/BENCHMARKS.md):
 //
 //	go test -run '^$' -bench LoopbackPipeline -benchtime 3s ./internal/server/
 func BenchmarkLoopbackPipeline(b *testing.B) {

@@ -13,7 +13,7 @@ import (
 	"github.com/flintkv/flint/internal/zipf"
 )
 
-// The benchmark workload follows the users' YCSB setup (design/SEEDS.md):
+// The benchmark workload follows the users' YCSB setup (docs/BENCHMARKS.md):
 // 1,000,000 records with keys "0" .. "999999", 128-byte values, key
 // popularity Zipfian with theta 0.99 and key "0" the hottest, or uniform.
 const (
