@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,5 +121,35 @@ func TestApplyGivenUpWhileApplied(t *testing.T) {
 			t.Fatalf("round %d: done called after Apply returned", i)
 		}
 		cancel()
+	}
+}
+
+// TestReplicasInOneProcess opens several replicas at once in one process,
+// as a node hosting several groups (or a cluster test) does: none sets
+// process-wide state that another relies on, and each serves its own data.
+func TestReplicasInOneProcess(t *testing.T) {
+	const n = 4
+	rs := make([]*Replica, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var err error
+			rs[i], err = Open(Options{FS: vfs.NewMem(), Dir: fmt.Sprint("data", i), Logger: quiet()})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range rs {
+		defer r.Close()
+		set(t, r, "who", fmt.Sprint(i))
+	}
+	for i, r := range rs {
+		if got := get(t, r, "who"); got != fmt.Sprint(i) {
+			t.Fatalf("replica %d holds who=%s", i, got)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -46,16 +45,17 @@ func (r *Replica) recover() error {
 	rc := &recovery{r: r, applied: meta.Index, term: meta.Term}
 	r.voters = meta.Voters
 	// Replayed entries are mapped and never change: the store keeps their
-	// values without copying them. As for the snapshot, no collection runs
-	// during replay: it would mark the growing store again and again (a
-	// sixth of the replay's CPU), while the garbage replay makes is a
-	// fraction of the log, whose size the snapshot thresholds bound.
+	// values without copying them. As for the snapshot, the process may
+	// pause its collector during replay: a collection would mark the
+	// growing store again and again (a sixth of the replay's CPU), while
+	// the garbage replay makes is a fraction of the log, whose size the
+	// snapshot thresholds bound.
 	r.st.Retain(true)
-	gc := debug.SetGCPercent(-1)
+	resume := r.opt.PauseGC()
 	r.wal, err = wal.Open(fs, r.walDir(), wal.Options{SegmentSize: r.opt.SegmentSize, NoSync: r.opt.NoSync,
-		Preallocate: r.opt.Preallocate, Logger: r.opt.Logger, WaitForSpace: wait},
+		Preallocate: r.opt.Preallocate, HoldProcessor: r.opt.HoldProcessor, Logger: r.opt.Logger, WaitForSpace: wait},
 		meta.Index, wal.Replay{Entry: rc.entry, HardState: rc.hardState})
-	debug.SetGCPercent(gc)
+	resume()
 	r.st.Retain(false)
 	if err != nil {
 		return err
@@ -96,17 +96,15 @@ func (r *Replica) loadSnapshot(wait func(error) bool) (snap.Meta, error) {
 	newest := snaps[len(snaps)-1]
 	r.st = store.New(r.opt.Store)
 	// The store's hash tables are made at their final size, so that loading
-	// makes almost no garbage: every byte read is kept by the store. A
-	// collection during it would only mark the growing store, again and again
-	// (a third of the load time for 4 GiB), so none runs until it ends, unless
-	// GOMEMLIMIT is reached.
+	// makes almost no garbage: every byte read is kept by the store; and the
+	// process may pause its collector meanwhile (Options.PauseGC).
 	name := path.Join(r.snapDir(), newest.Name)
 	if n, ok := snap.CountHint(fs, name); ok {
 		r.st.Reserve(int(n))
 	}
-	gc := debug.SetGCPercent(-1)
+	resume := r.opt.PauseGC()
 	meta, err := snap.Load(fs, name, r.st.Put)
-	debug.SetGCPercent(gc)
+	resume()
 	if err != nil {
 		return meta, withAdvice(err, snaps)
 	}

@@ -33,6 +33,17 @@ type Options struct {
 	Preallocate     bool   // write log segments' zeros ahead of time (wal.Options.Preallocate)
 	Store           store.Options
 	Logger          *slog.Logger // default slog.Default()
+	// HoldProcessor makes the log keep its goroutine's processor through
+	// each fsync (see vfs.SyncHeld), for a process that gave the scheduler
+	// one processor more for it. It is the process's choice, not this
+	// replica's: see package node.
+	HoldProcessor bool
+	// PauseGC, if set, is called before a snapshot is loaded or the log
+	// replayed, and what it returns once that is done: the process may turn
+	// its collector off meanwhile, since a collection would only mark the
+	// growing store again and again (a third of the load time for 4 GiB).
+	// A replica sets no process-wide state itself.
+	PauseGC func() (resume func())
 }
 
 func (o Options) withDefaults() Options {
@@ -47,6 +58,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.PauseGC == nil {
+		o.PauseGC = func() func() { return func() {} }
 	}
 	return o
 }

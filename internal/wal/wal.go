@@ -37,7 +37,10 @@ type Options struct {
 	// Preallocate writes each segment's zeros ahead of time, in the
 	// background, so that appending never grows the file: see spare.go.
 	Preallocate bool
-	Logger      *slog.Logger // default slog.Default()
+	// HoldProcessor makes Sync keep its goroutine's processor through the
+	// fsync (vfs.SyncHeld), for a process that has one to spare for it.
+	HoldProcessor bool
+	Logger        *slog.Logger // default slog.Default()
 	// WaitForSpace, if set, is called when a write that Open must make
 	// before the log can be used finds the disk full (err): starting the
 	// first segment, or a new one, or writing again the torn start of the
@@ -196,7 +199,7 @@ func (w *WAL) Sync() error {
 		return nil
 	}
 	start := time.Now()
-	if err := vfs.SyncHeld(w.f); err != nil {
+	if err := w.sync(); err != nil {
 		return w.fail(fmt.Errorf("wal: fsync %s: %w", w.lastName(), err))
 	}
 	w.dirty = false
@@ -399,6 +402,14 @@ func (w *WAL) removeSegments(segs []segment) (int, error) {
 		}
 	}
 	return removed, err
+}
+
+// sync fsyncs the last segment, keeping the processor if asked to.
+func (w *WAL) sync() error {
+	if w.opt.HoldProcessor {
+		return vfs.SyncHeld(w.f)
+	}
+	return w.f.Sync()
 }
 
 // Metrics returns the log's metrics. It may be called at any time.

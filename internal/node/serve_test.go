@@ -1,7 +1,8 @@
-package main
+package node
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -16,10 +17,10 @@ import (
 	"github.com/flintkv/flint/internal/vfs"
 )
 
-// TestRunFailsOnErrorDuringShutdown stops the server while a write waits
-// for disk space, then fails the disk: run must return 1, as for a failure
-// before the shutdown, not 0.
-func TestRunFailsOnErrorDuringShutdown(t *testing.T) {
+// TestServeFailsOnErrorDuringShutdown stops the server while a write waits
+// for disk space, then fails the disk: serve must return ErrFailed, as for
+// a failure before the shutdown, not nil.
+func TestServeFailsOnErrorDuringShutdown(t *testing.T) {
 	disk := vfs.NewFaulty(vfs.NewMem())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rep, err := replica.Open(replica.Options{FS: disk, Dir: "data", Logger: quiet})
@@ -28,8 +29,8 @@ func TestRunFailsOnErrorDuringShutdown(t *testing.T) {
 	}
 	srv := server.New(server.Config{Addr: "127.0.0.1:0", Logger: quiet}, rep)
 	ctx, stop := context.WithCancel(context.Background())
-	code := make(chan int, 1)
-	go func() { code <- run(ctx, srv, rep, 5*time.Second, quiet) }()
+	code := make(chan error, 1)
+	go func() { code <- serve(ctx, srv, rep, 5*time.Second, quiet) }()
 	addr := listening(t, srv)
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
@@ -49,11 +50,11 @@ func TestRunFailsOnErrorDuringShutdown(t *testing.T) {
 	disk.FailWrite(syscall.EIO)
 	select {
 	case got := <-code:
-		if got != 1 {
-			t.Fatalf("run returned %d after the log failed during shutdown, want 1", got)
+		if !errors.Is(got, ErrFailed) {
+			t.Fatalf("serve returned %v after the log failed during shutdown, want ErrFailed", got)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("run did not return after the log failed during shutdown")
+		t.Fatal("serve did not return after the log failed during shutdown")
 	}
 	if err := <-waiting; err == nil {
 		t.Fatal("the write that waited for space succeeded on a failed log")
