@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -758,4 +759,23 @@ func TestCountHint(t *testing.T) {
 	if _, ok := snap.CountHint(m, path.Join(dir, "missing.snap")); ok {
 		t.Fatal("CountHint of a missing file is ok")
 	}
+}
+
+// TestVersion1File loads testdata/v1/000000000000002a-0000000000000007.snap,
+// written by snap.Write of format version 1 (at cef2afa) with the meta and
+// pairs below: files of that version must load as long as Flint reads them.
+func TestVersion1File(t *testing.T) {
+	m := newMem(t)
+	name := "000000000000002a-0000000000000007.snap"
+	b, err := os.ReadFile(path.Join("testdata/v1", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, m, name, b)
+	meta, ps, err := load(m, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMeta(t, meta, snap.Meta{Index: 42, Term: 7, Voters: []uint64{1, 2, 300}})
+	checkPairs(t, ps, []pair{{"", []byte("empty key")}, {"a", []byte("1")}, {"empty value", nil}, {"key", []byte("value")}, {"zz", []byte("last")}})
 }
