@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 )
 
@@ -136,6 +137,10 @@ func FuzzScanner(f *testing.F) {
 				t.Fatalf("offset %d after %d, payload %d of input %d", r.Offset(), end, len(p), len(b))
 			}
 			end = r.Offset()
+		}
+		// A Reader reads the same frames and ends the same way.
+		if got, want := readerAll(NewReader(bytes.NewReader(b), int64(len(b)))), scanAll(NewScanner(b)); !reflect.DeepEqual(got, want) {
+			t.Fatalf("Reader read %d frames ending in %v, the scanner %d ending in %v", len(got), got[len(got)-1].Err, len(want), want[len(want)-1].Err)
 		}
 		// Every frame read is a valid one, so Next agrees at offset 0.
 		if end > 0 {
