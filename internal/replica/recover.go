@@ -43,7 +43,7 @@ func (r *Replica) recover() error {
 		return err
 	}
 	rc := &recovery{r: r, applied: meta.Index, term: meta.Term}
-	r.voters = meta.Voters
+	r.voters = meta.Conf.Voters
 	// Replayed entries are mapped and never change: the store keeps their
 	// values without copying them. As for the snapshot, the process may
 	// pause its collector during replay: a collection would mark the
@@ -139,7 +139,7 @@ func (r *Replica) bootstrap() error {
 		return errorf("%s holds a log but %s holds no snapshot: the snapshot is missing; restore the data directory from a backup",
 			r.walDir(), r.snapDir())
 	}
-	meta := snap.Meta{Index: bootIndex, Term: 1, Voters: []uint64{soloID}}
+	meta := snap.Meta{Index: bootIndex, Term: 1, Conf: raftpb.ConfState{Voters: []uint64{soloID}}}
 	if _, _, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(func(string, []byte) bool) {}); err != nil {
 		return err
 	}

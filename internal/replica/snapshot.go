@@ -80,7 +80,7 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 		return
 	}
 	s.running.Store(true)
-	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Voters: r.voters}
+	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: raftpb.ConfState{Voters: r.voters}}
 	view := r.st.Snapshot()
 	s.entries, s.bytes = 0, 0
 	if req != nil {
@@ -152,7 +152,7 @@ func (r *Replica) writeSnapshot(view *store.Snapshot, meta snap.Meta) error {
 	r.snaps.last = info
 	r.snaps.mu.Unlock()
 	r.opt.Logger.Info("snapshot written", "file", name, "index", meta.Index, "bytes", size, "took", info.took.Round(time.Millisecond))
-	cs := raftpb.ConfState{Voters: meta.Voters}
+	cs := meta.Conf
 	// CreateSnapshot fails only if raft's storage holds a snapshot at
 	// meta.Index or later (ErrSnapOutOfDate). Snapshots are written one at a
 	// time, in order, so that is one at meta.Index: a SAVE with no write

@@ -11,17 +11,22 @@ import (
 	"github.com/flintkv/flint/internal/vfs"
 )
 
-// FuzzLoad loads arbitrary bytes as a snapshot file. Load must not panic,
-// and must either fail with a *snap.Error or return a snapshot that writes
-// back and loads the same.
+// FuzzLoad loads arbitrary bytes as a snapshot file, of either version.
+// Load must not panic, Verify must agree with it (see load), and Install
+// of the bytes must too; a snapshot that loads must write back and load
+// the same.
 func FuzzLoad(f *testing.F) {
 	m := vfs.NewMem()
 	if err := vfs.MkdirAll(m, dir); err != nil {
 		f.Fatal(err)
 	}
 	ps := []pair{{"", nil}, {"a", []byte("1")}, {"key", bytes.Repeat([]byte("v"), 100)}}
-	for i, meta := range []snap.Meta{{Index: 1, Term: 1}, {Index: 7, Term: 3, Voters: []uint64{1, 2, 3}}} {
-		name, _, err := snap.Write(m, dir, meta, pairsOf(ps[:i+2]))
+	for i, meta := range []snap.Meta{
+		{Index: 1, Term: 1},
+		{Index: 7, Term: 3, Conf: voters(1, 2, 3)},
+		{Index: 9, Term: 4, Conf: jointConf, Sections: []snap.Section{{Name: "members", Data: []byte("1=a:1,2=b:2")}, {Name: "sessions"}}},
+	} {
+		name, _, err := snap.Write(m, dir, meta, pairsOf(ps[:min(i+2, len(ps))]))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -32,14 +37,20 @@ func FuzzLoad(f *testing.F) {
 		f.Add(b)
 		f.Add(b[:len(b)-8])
 	}
-	f.Add(build(header("FLNTSNP1", 1, 5, 2, 1), pairsFrame("a", "1", "bb", "22"), endFrame(2, 6)))
-	f.Add(build(header("FLNTSNP1", 1, 5, 2, 1), frame.Append(nil, 2, nil), endFrame(0, 0), make([]byte, 16)))
+	v1 := header("FLNTSNP1", 1, 5, 2, 1)
+	f.Add(build(v1, pairsFrame("a", "1", "bb", "22"), endFrame(2, 6)))
+	f.Add(build(v1, frame.Append(nil, 2, nil), endFrame(0, 0), make([]byte, 16)))
+	hdr := header2(withSections(2)...)
+	f.Add(build(hdr, sectionFrame("members", 5, "1=a:1"), sectionFrame("sessions", 6, "abc"), sectionData("def"), pairsFrame("a", "1"), endFrame(1, 2)))
+	f.Add(build(hdr, sectionFrame("members", 5, "1=a"), sectionData("x"), sectionData("y"), sectionFrame("s", 0, ""), endFrame(0, 0)))
 	f.Add([]byte{})
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := vfs.NewMem()
-		if err := vfs.MkdirAll(m, dir); err != nil {
-			t.Fatal(err)
+		for _, d := range []string{dir, "in"} {
+			if err := vfs.MkdirAll(m, d); err != nil {
+				t.Fatal(err)
+			}
 		}
 		name := "0000000000000001-0000000000000001.snap"
 		if err := m.WriteFile(path.Join(dir, name), data); err != nil {
@@ -51,6 +62,13 @@ func FuzzLoad(f *testing.F) {
 			if !errors.As(err, &se) {
 				t.Fatalf("Load failed with %v (%T), not a *snap.Error", err, err)
 			}
+		}
+		// Install takes the bytes if and only if Load does.
+		info := snap.Info{Index: meta.Index, Term: meta.Term}
+		if _, ierr := snap.Install(m, "in", info, bytes.NewReader(data)); (ierr == nil) != (err == nil) {
+			t.Fatalf("Load: %v; Install: %v", err, ierr)
+		}
+		if err != nil {
 			return
 		}
 		// What loaded writes back, and loads the same.

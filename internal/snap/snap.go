@@ -1,5 +1,8 @@
-// Package snap writes and reads snapshot files: the whole state of the store
-// at one raft index, from which startup replays only the log after it.
+// Package snap writes, reads, checks and installs snapshot files: the whole
+// state of the state machine at one raft index (its pairs, the group's
+// configuration, and named sections of other state), from which startup
+// replays only the log after it, and which a leader sends to a follower too
+// far behind for the log.
 //
 // # Files
 //
@@ -7,55 +10,122 @@
 // as 16 lower-case hex digits, so that names sort by index. A snapshot is
 // written to <name>.tmp, fsynced, renamed to <name>, and the directory is
 // fsynced: a crash leaves either no snapshot or a complete one, plus perhaps
-// a .tmp file that the next start deletes.
+// a .tmp file that the next start deletes. Install does the same with a
+// snapshot received from a peer, which it checks before the rename.
 //
-// # Format, version 1
+// Write, Install and Prune of one directory must not run at once: Prune
+// deletes every .tmp file, including one being written. Load, Verify,
+// List and OpenFile may run at any time: a file, once renamed into place,
+// never changes (a new one of the same name replaces it), and one that is
+// open stays readable after Prune deletes it.
+//
+// # Format, version 2
 //
 // A snapshot is a sequence of frames (see package frame: length, CRC-32C,
 // type, payload, padding to 8 bytes). Integers are unsigned varints unless
-// noted.
+// noted; a list of ids is a count, then each id. The payloads, byte by byte:
 //
-//	type 1, header: "FLNTSNP1" (8 bytes), version uint32 LE (1), index uint64 LE,
-//	                term uint64 LE, voter count, voter ids
-//	type 2, pairs:  zero or more of (key length, key, value length, value)
-//	type 3, end:    pair count, total key and value bytes
+//	type 1, header:
+//	   0  magic              8 bytes, "FLNTSNP1"
+//	   8  version            uint32 LE, 2
+//	  12  index              uint64 LE
+//	  20  term               uint64 LE
+//	  28  voters             list of ids   (raftpb.ConfState.Voters)
+//	      learners           list of ids   (Learners)
+//	      outgoing voters    list of ids   (VotersOutgoing: a joint configuration's old voters)
+//	      next learners      list of ids   (LearnersNext)
+//	      auto-leave         1 byte, 0 or 1 (AutoLeave)
+//	      section count      0 to MaxSections
+//	type 4, section:
+//	      name length        1 to MaxSectionName
+//	      name
+//	      data length        of the section's whole data
+//	      data               its first bytes, at most 256 KiB
+//	type 5, section data:
+//	      data               the next bytes of the data of the section before, at most 256 KiB
+//	type 2, pairs:
+//	      zero or more of (key length, key, value length, value)
+//	type 3, end:
+//	      pair count
+//	      total key and value bytes
 //
-// The header comes first and the end frame last; pairs frames hold at most
-// about 256 KiB unless one pair is larger. Pairs are in strictly ascending
-// byte order of their keys, within and across frames, so the file holds each
-// key once (files of this version have always been written so; Load checks
-// it, and loads pairs frames in parallel). A file without its end frame is
-// truncated; one whose counts disagree with its pairs is damaged. Either
-// stops Load with an *Error naming the file and offset.
+// The header comes first. Then, for each of the sections it counts, in the
+// order written, a section frame followed by as many section data frames
+// as its data needs (none if it fits in the section frame); section names
+// are unique. Then the pairs frames, and the end frame last. Pairs frames
+// hold at most about 256 KiB unless one pair is larger. Pairs are in
+// strictly ascending byte order of their keys, within and across frames,
+// so the file holds each key once (Load checks it, and loads pairs frames
+// in parallel).
+//
+// A file without its end frame is truncated; one whose counts disagree with
+// what it holds (pairs and their bytes, sections, a section's bytes) is
+// damaged. Either stops Load, Verify and Install with an *Error naming the
+// file and offset. What a damaged file can make a reader allocate is
+// bounded by the file's size: an id list's count by the header's bytes, a
+// section's data length by the bytes left in the file.
+//
+// # Format, version 1
+//
+// Version 1 files are still read; none is written. They are version 2
+// files without section frames whose header stops after the voters:
+//
+//	type 1, header: "FLNTSNP1", version uint32 LE (1), index uint64 LE,
+//	                term uint64 LE, voters (list of ids)
+//
+// Their voters are Meta.Conf.Voters; they hold no sections.
 package snap
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
 
 	"github.com/flintkv/flint/internal/vfs"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
-// Frame types of format version 1.
+// Frame types.
 const (
-	typeHeader = 1
-	typePairs  = 2
-	typeEnd    = 3
+	typeHeader      = 1
+	typePairs       = 2
+	typeEnd         = 3
+	typeSection     = 4 // version 2
+	typeSectionData = 5 // version 2
 )
 
 const (
 	magic   = "FLNTSNP1"
-	version = 1
-	chunk   = 256 << 10 // target payload of a pairs frame
+	version = 2         // written; version 1 is read too
+	chunk   = 256 << 10 // target payload of a pairs or section frame
 )
 
-// Meta identifies the raft state a snapshot was taken at.
+// Limits on sections, which Write refuses to exceed and Load takes a file
+// that exceeds for damaged.
+const (
+	MaxSections    = 64 // in one snapshot
+	MaxSectionName = 64 // bytes
+)
+
+// Meta is what a snapshot holds besides its pairs: the raft state it was
+// taken at, and the sections.
 type Meta struct {
 	Index, Term uint64
-	Voters      []uint64
+	// Conf is the group's configuration at Index, joint or not.
+	Conf raftpb.ConfState
+	// Sections are state the state machine keeps besides the pairs (the
+	// group's members and their addresses, client sessions), in the order
+	// written. Their names are unique. The Data that Load and Verify return
+	// is the caller's, a copy of the file's.
+	Sections []Section
+}
+
+// Section is a named piece of the state machine's state. Its data may be
+// of any size that the caller can hold in memory: it is written in frames
+// of at most 256 KiB.
+type Section struct {
+	Name string // 1 to MaxSectionName bytes
+	Data []byte
 }
 
 // Info describes a snapshot file in a directory.
@@ -64,7 +134,8 @@ type Info struct {
 	Index, Term uint64
 }
 
-// Error is damage found in a snapshot file.
+// Error is damage found in a snapshot file, or a file that is not the
+// snapshot it should be.
 type Error struct {
 	File   string
 	Offset int64
@@ -76,6 +147,14 @@ func (e *Error) Error() string {
 }
 
 func fileName(index, term uint64) string { return fmt.Sprintf("%016x-%016x.snap", index, term) }
+
+// parseName returns the index and term that a snapshot's file name holds,
+// and whether it is one.
+func parseName(name string) (Info, bool) {
+	in := Info{Name: name}
+	n, err := fmt.Sscanf(name, "%016x-%016x.snap", &in.Index, &in.Term)
+	return in, n == 2 && err == nil && fileName(in.Index, in.Term) == name
+}
 
 // List returns the snapshots in dir, oldest first. Files that are not
 // snapshots are ignored; a snapshot name that does not parse is an error.
@@ -89,11 +168,10 @@ func List(fs vfs.FS, dir string) ([]Info, error) {
 		if !strings.HasSuffix(name, ".snap") {
 			continue
 		}
-		var in Info
-		if n, err := fmt.Sscanf(name, "%016x-%016x.snap", &in.Index, &in.Term); n != 2 || err != nil || fileName(in.Index, in.Term) != name {
+		in, ok := parseName(name)
+		if !ok {
 			return nil, &Error{File: path.Join(dir, name), Reason: "not a snapshot name (<index>-<term>.snap, 16 hex digits each); move the file out of the snapshot directory"}
 		}
-		in.Name = name
 		infos = append(infos, in)
 	}
 	return infos, nil
@@ -128,45 +206,4 @@ func Prune(fs vfs.FS, dir string, keep int) error {
 		return nil
 	}
 	return fs.SyncDir(dir)
-}
-
-func headerPayload(m Meta) []byte {
-	b := append([]byte(magic), 0, 0, 0, 0)
-	binary.LittleEndian.PutUint32(b[len(magic):], version)
-	b = binary.LittleEndian.AppendUint64(b, m.Index)
-	b = binary.LittleEndian.AppendUint64(b, m.Term)
-	b = binary.AppendUvarint(b, uint64(len(m.Voters)))
-	for _, v := range m.Voters {
-		b = binary.AppendUvarint(b, v)
-	}
-	return b
-}
-
-func decodeHeader(p []byte) (Meta, error) {
-	var m Meta
-	if len(p) < len(magic)+20 || string(p[:len(magic)]) != magic {
-		return m, errors.New("not a Flint snapshot (bad magic)")
-	}
-	if v := binary.LittleEndian.Uint32(p[len(magic):]); v != version {
-		return m, fmt.Errorf("snapshot format version %d, this build reads version %d", v, version)
-	}
-	m.Index = binary.LittleEndian.Uint64(p[len(magic)+4:])
-	m.Term = binary.LittleEndian.Uint64(p[len(magic)+12:])
-	p = p[len(magic)+20:]
-	n, w := binary.Uvarint(p)
-	if w <= 0 || n > uint64(len(p)) {
-		return m, errors.New("bad voter count")
-	}
-	p = p[w:]
-	for range n {
-		v, w := binary.Uvarint(p)
-		if w <= 0 {
-			return m, errors.New("bad voter id")
-		}
-		m.Voters, p = append(m.Voters, v), p[w:]
-	}
-	if len(p) != 0 {
-		return m, errors.New("trailing bytes in header")
-	}
-	return m, nil
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/flintkv/flint/internal/frame"
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/vfs"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // dir is the snapshot directory used by the tests.
@@ -53,7 +55,8 @@ func pairsOf(ps []pair) snap.Pairs {
 }
 
 // load loads the snapshot name in dir, returning its meta and pairs in key
-// order.
+// order. If Verify does not return the same meta, or the same error, it
+// returns an error saying so, which is not a *snap.Error.
 func load(fs vfs.FS, name string) (snap.Meta, []pair, error) {
 	var mu sync.Mutex
 	var ps []pair
@@ -64,7 +67,20 @@ func load(fs vfs.FS, name string) (snap.Meta, []pair, error) {
 		ps = append(ps, pair{string(key), bytes.Clone(val)})
 	})
 	slices.SortFunc(ps, func(a, b pair) int { return strings.Compare(a.key, b.key) })
+	if vmeta, verr := snap.Verify(fs, path.Join(dir, name)); !sameError(verr, err) || err == nil && !metaEqual(vmeta, meta) {
+		return meta, ps, fmt.Errorf("Load and Verify disagree: Load %+v, %v; Verify %+v, %v", meta, err, vmeta, verr)
+	}
 	return meta, ps, err
+}
+
+// sameError reports whether a and b are both nil, or both a *snap.Error
+// with the same contents.
+func sameError(a, b error) bool {
+	var sa, sb *snap.Error
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return errors.As(a, &sa) && errors.As(b, &sb) && *sa == *sb
 }
 
 // checkPairs fails unless got equals want.
@@ -84,10 +100,23 @@ func checkPairs(t testing.TB, got, want []pair) {
 // checkMeta fails unless got equals want.
 func checkMeta(t testing.TB, got, want snap.Meta) {
 	t.Helper()
-	if got.Index != want.Index || got.Term != want.Term || !slices.Equal(got.Voters, want.Voters) {
+	if !metaEqual(got, want) {
 		t.Fatalf("meta %+v, want %+v", got, want)
 	}
 }
+
+// metaEqual reports whether a and b are equal, taking nil and empty slices
+// for equal.
+func metaEqual(a, b snap.Meta) bool {
+	ca, cb := a.Conf, b.Conf
+	return a.Index == b.Index && a.Term == b.Term && ca.AutoLeave == cb.AutoLeave &&
+		slices.Equal(ca.Voters, cb.Voters) && slices.Equal(ca.Learners, cb.Learners) &&
+		slices.Equal(ca.VotersOutgoing, cb.VotersOutgoing) && slices.Equal(ca.LearnersNext, cb.LearnersNext) &&
+		slices.EqualFunc(a.Sections, b.Sections, func(x, y snap.Section) bool { return x.Name == y.Name && bytes.Equal(x.Data, y.Data) })
+}
+
+// voters returns a configuration of voters alone.
+func voters(ids ...uint64) raftpb.ConfState { return raftpb.ConfState{Voters: ids} }
 
 // newMem returns a Mem holding an empty snapshot directory.
 func newMem(t testing.TB) *vfs.Mem {
@@ -221,7 +250,7 @@ func TestRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed(t), 0))
 	m := newMem(t)
 	ps := randomPairs(rng, 5000)
-	meta := snap.Meta{Index: 1<<40 + 3, Term: 77, Voters: []uint64{1, 300, 1 << 63}}
+	meta := snap.Meta{Index: 1<<40 + 3, Term: 77, Conf: jointConf, Sections: randomSections(rng)}
 	name := mustWrite(t, m, m, meta, ps)
 	got, gotPs, err := load(m, name)
 	if err != nil {
@@ -230,23 +259,43 @@ func TestRoundTrip(t *testing.T) {
 	checkMeta(t, got, meta)
 	checkPairs(t, gotPs, ps)
 
-	// The pairs are in frames of about 256 KiB, or one pair.
+	// The header, the sections, the pairs and the end, in that order. The
+	// pairs are in frames of about 256 KiB, or one pair; a section's data
+	// in frames of at most 256 KiB.
+	var types []byte
 	var pairsFrames int
-	fr := framesOf(t, readFile(t, m, name))
-	for i, f := range fr {
+	for _, f := range framesOf(t, readFile(t, m, name)) {
+		types = append(types, f.typ)
 		switch {
-		case i == 0 && f.typ != 1, i == len(fr)-1 && f.typ != 3, i > 0 && i < len(fr)-1 && f.typ != 2:
-			t.Fatalf("frame %d has type %d", i, f.typ)
+		case f.typ == 2 && f.size > 256<<10+300<<10+1000: // the chunk, and the big pair
+			t.Fatalf("a pairs frame of %d bytes", f.size)
+		case (f.typ == 4 || f.typ == 5) && f.size > 256<<10+100:
+			t.Fatalf("a section frame of %d bytes", f.size)
 		case f.typ == 2:
 			pairsFrames++
-			if f.size > 256<<10+300<<10+1000 { // the chunk, and the big pair
-				t.Fatalf("a pairs frame of %d bytes", f.size)
-			}
 		}
 	}
-	if pairsFrames < 3 {
-		t.Fatalf("%d pairs frames, want several", pairsFrames)
+	if !regexp.MustCompile(`^\x01(\x04\x05*){4}\x02{3,}\x03$`).Match(types) {
+		t.Fatalf("frames of types %v, want a header, 4 sections, several pairs frames, an end", types)
 	}
+}
+
+// jointConf is a joint configuration, with every field set.
+var jointConf = raftpb.ConfState{Voters: []uint64{1, 300, 1 << 63}, Learners: []uint64{4}, VotersOutgoing: []uint64{1, 2, 300},
+	LearnersNext: []uint64{2}, AutoLeave: true}
+
+// randomSections returns sections of random data: an empty one, small
+// ones, and one that needs several frames.
+func randomSections(rng *rand.Rand) []snap.Section {
+	data := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return b
+	}
+	return []snap.Section{{Name: "members", Data: data(100)}, {Name: "sessions", Data: data(600 << 10)},
+		{Name: "empty", Data: nil}, {Name: strings.Repeat("n", snap.MaxSectionName), Data: data(256 << 10)}}
 }
 
 func TestEmptyAndNoVoters(t *testing.T) {
@@ -329,7 +378,7 @@ func TestWriteSameSnapshotAgain(t *testing.T) {
 func TestWriteOS(t *testing.T) {
 	d := t.TempDir()
 	ps := randomPairs(rand.New(rand.NewPCG(1, 2)), 100)
-	meta := snap.Meta{Index: 9, Term: 2, Voters: []uint64{1}}
+	meta := snap.Meta{Index: 9, Term: 2, Conf: voters(1), Sections: []snap.Section{{Name: "members", Data: []byte("1=localhost:7000")}}}
 	name, _, err := snap.Write(vfs.OS, d, meta, pairsOf(ps))
 	if err != nil {
 		t.Fatal(err)
@@ -450,7 +499,7 @@ func TestListRejectsBadNames(t *testing.T) {
 func TestTruncated(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed(t), 0))
 	m := newMem(t)
-	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1, Voters: []uint64{1}}, randomPairs(rng, 3000))
+	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1, Conf: jointConf, Sections: randomSections(rng)}, randomPairs(rng, 3000))
 	good := readFile(t, m, name)
 	fr := framesOf(t, good)
 	endFrame := fr[len(fr)-1]
@@ -481,7 +530,7 @@ func TestTruncated(t *testing.T) {
 func TestDamaged(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed(t), 0))
 	m := newMem(t)
-	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1, Voters: []uint64{1}}, randomPairs(rng, 1000))
+	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1, Conf: jointConf, Sections: randomSections(rng)}, randomPairs(rng, 1000))
 	good := readFile(t, m, name)
 	fr := framesOf(t, good)
 	for range 30 {
@@ -529,6 +578,8 @@ func build(frames ...[]byte) []byte {
 	return b
 }
 
+// header returns a version 1 header frame, or one of another version with
+// the same fields.
 func header(magic string, version uint32, index, term uint64, voters ...uint64) []byte {
 	p := append([]byte(magic), binary.LittleEndian.AppendUint32(nil, version)...)
 	p = binary.LittleEndian.AppendUint64(p, index)
@@ -553,7 +604,9 @@ func endFrame(count, n uint64) []byte {
 	return frame.Append(nil, 3, binary.AppendUvarint(binary.AppendUvarint(nil, count), n))
 }
 
-// TestBadContent loads files of valid frames with bad contents.
+// TestBadContent loads files of valid frames with bad contents. Their
+// headers are of version 1 (see TestBadContentV2 for version 2's); their
+// pairs and end frames are the same in both versions.
 func TestBadContent(t *testing.T) {
 	hdr := header("FLNTSNP1", 1, 5, 2, 1)
 	pf := pairsFrame("a", "1", "bb", "22")
@@ -577,7 +630,7 @@ func TestBadContent(t *testing.T) {
 		{"end record too long", build(hdr, pf, frame.Append(nil, 3, []byte{2, 6, 0})), h + p, []string{"bad end record"}},
 		{"bad magic", build(header("FLNTSNP2", 1, 5, 2, 1), pf, endFrame(2, 6)), 0, []string{"bad magic"}},
 		{"a log segment", build(header("FLNTWAL1", 1, 5, 2, 1), pf, endFrame(2, 6)), 0, []string{"bad magic"}},
-		{"bad version", build(header("FLNTSNP1", 2, 5, 2, 1), pf, endFrame(2, 6)), 0, []string{"version 2"}},
+		{"bad version", build(header("FLNTSNP1", 3, 5, 2, 1), pf, endFrame(2, 6)), 0, []string{"version 3"}},
 		{"short header", build(frame.Append(nil, 1, []byte("FLNTSNP1\x01\x00\x00\x00")), endFrame(0, 0)), 0, []string{"bad magic"}},
 		{"bad voter count", build(frame.Append(nil, 1, fixed(5, 1)), endFrame(0, 0)), 0, []string{"voter"}},
 		{"trailing header bytes", build(frame.Append(nil, 1, fixed(1, 9, 7)), endFrame(0, 0)), 0, []string{"trailing"}},
@@ -606,7 +659,7 @@ func TestBadContent(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkMeta(t, meta, snap.Meta{Index: 5, Term: 2, Voters: []uint64{1}})
+				checkMeta(t, meta, snap.Meta{Index: 5, Term: 2, Conf: voters(1)})
 				checkPairs(t, ps, []pair{{"a", []byte("1")}, {"bb", []byte("22")}})
 				return
 			}
@@ -621,7 +674,7 @@ func TestCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed(t), 0))
 	m := newMem(t)
 	f := vfs.NewFaulty(m)
-	meta1 := snap.Meta{Index: 10, Term: 1, Voters: []uint64{1}}
+	meta1 := snap.Meta{Index: 10, Term: 1, Conf: voters(1)}
 	ps1 := randomPairs(rng, 2000)
 	name1 := mustWrite(t, f, m, meta1, ps1)
 	m.CrashWith(rng)
@@ -643,7 +696,7 @@ func TestCrash(t *testing.T) {
 	}
 	check1()
 
-	meta2 := snap.Meta{Index: 20, Term: 1, Voters: []uint64{1}}
+	meta2 := snap.Meta{Index: 20, Term: 1, Conf: voters(1)}
 	name2 := fmt.Sprintf("%016x-%016x.snap", meta2.Index, meta2.Term)
 	ps2 := randomPairs(rng, 2000)
 	for _, tc := range []struct {
@@ -776,6 +829,6 @@ func TestVersion1File(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMeta(t, meta, snap.Meta{Index: 42, Term: 7, Voters: []uint64{1, 2, 300}})
+	checkMeta(t, meta, snap.Meta{Index: 42, Term: 7, Conf: voters(1, 2, 300)})
 	checkPairs(t, ps, []pair{{"", []byte("empty key")}, {"a", []byte("1")}, {"empty value", nil}, {"key", []byte("value")}, {"zz", []byte("last")}})
 }

@@ -18,17 +18,23 @@ type Pairs func(yield func(key string, val []byte) bool)
 // log's fsync policy: Prune deletes older snapshots once newer ones exist,
 // so a newer one that a power loss could tear would leave none. On error
 // nothing is left behind but perhaps a .tmp file, and, after a crash, a
-// snapshot whose rename could not be made durable.
+// snapshot whose rename could not be made durable. Sections that a
+// snapshot cannot hold (see Section and MaxSections) fail it before any
+// file is made.
 func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error) {
 	name := fileName(meta.Index, meta.Term)
-	tmp, final := path.Join(dir, name+".tmp"), path.Join(dir, name)
+	if err := checkSections(meta.Sections); err != nil {
+		return "", 0, fmt.Errorf("snap: writing %s: %w", name, err)
+	}
+	tmp := path.Join(dir, name+".tmp")
 	f, err := fs.Create(tmp)
 	if err != nil {
 		return "", 0, fmt.Errorf("snap: %w", err)
 	}
 	// Paced: the log's fsyncs, which acknowledge writes, must not wait
 	// behind the whole snapshot's.
-	w := &writer{f: &vfs.Paced{File: f}, buf: frame.Append(nil, typeHeader, headerPayload(meta))}
+	w := &writer{f: &vfs.Paced{File: f}, buf: frame.Append(nil, typeHeader, appendHeader(nil, meta))}
+	w.sections(meta.Sections)
 	size, err := w.write(pairs)
 	if err == nil {
 		err = f.Sync()
@@ -37,19 +43,31 @@ func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error)
 		err = cerr
 	}
 	if err == nil {
-		existed := exists(fs, final) // a SAVE with no write since the last
-		err = fs.Rename(tmp, final)
-		if err == nil {
-			if err = fs.SyncDir(dir); err != nil && !existed {
-				fs.Remove(final) // not durable: List and Prune must not count it
-			}
-		}
+		err = publish(fs, dir, name)
 	}
 	if err != nil {
 		fs.Remove(tmp)
 		return "", 0, fmt.Errorf("snap: writing %s: %w", name, err)
 	}
 	return name, size, nil
+}
+
+// publish renames dir/<name>.tmp, complete and synced, to dir/<name> and
+// syncs dir. If that sync fails, it removes <name> unless a file of that
+// name was there before (a SAVE with no write since the last, a snapshot
+// installed again, which the new file replaces with the same state): List
+// and Prune must not count a snapshot whose rename may not be durable.
+func publish(fs vfs.FS, dir, name string) error {
+	final := path.Join(dir, name)
+	existed := exists(fs, final)
+	if err := fs.Rename(final+".tmp", final); err != nil {
+		return err
+	}
+	err := fs.SyncDir(dir)
+	if err != nil && !existed {
+		fs.Remove(final)
+	}
+	return err
 }
 
 // exists reports whether name can be opened.
@@ -68,6 +86,24 @@ type writer struct {
 	buf   []byte // frames not yet written
 	start int    // where the open pairs frame starts in buf, or -1
 	err   error
+}
+
+// sections appends the frames of ss to the buffer, writing out each one:
+// a section frame, then section data frames, of at most chunk bytes of
+// data each.
+func (w *writer) sections(ss []Section) {
+	for _, s := range ss {
+		n := min(len(s.Data), chunk)
+		var start int
+		w.buf, start = frame.Begin(w.buf, typeSection)
+		w.buf = frame.Finish(appendSection(w.buf, s, n), start)
+		w.flush()
+		for data := s.Data[n:]; len(data) > 0 && w.err == nil; data = data[n:] {
+			n = min(len(data), chunk)
+			w.buf = frame.Append(w.buf, typeSectionData, data[:n])
+			w.flush()
+		}
+	}
 }
 
 // write writes every pair and the end frame, and returns the file's size.

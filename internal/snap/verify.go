@@ -1,0 +1,80 @@
+package snap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/vfs"
+)
+
+// Verify checks the snapshot file name as Load does, every frame and every
+// pair, without loading the pairs anywhere, and returns its meta. It
+// returns an *Error if the file is damaged or truncated (the damage at the
+// lowest offset), or another error if the file cannot be read.
+//
+// Unlike Load, it does not map the file, which would keep the mapping (and
+// the file's disk space, were it removed) for the life of the process: it
+// reads one frame at a time on the calling goroutine (frame.Reader). It
+// holds in memory only that frame, the last key and the sections.
+func Verify(fs vfs.FS, name string) (Meta, error) {
+	m, err := verify(fs, name)
+	var se *Error
+	if err != nil && !errors.As(err, &se) {
+		err = fmt.Errorf("snap: %w", err)
+	}
+	return m, err
+}
+
+// verify is Verify, with errors not yet prefixed with the package's name.
+func verify(fs vfs.FS, name string) (Meta, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return Meta{}, err
+	}
+	s := &sequential{loader: &loader{name: name, size: size}}
+	src := frame.NewReader(f, size)
+	end, lerr := s.dispatch(src, s.pairs)
+	if lerr == nil {
+		lerr = s.end(end, s.count, s.bytes, src)
+	}
+	switch {
+	case s.ioErr != nil:
+		return s.meta, fmt.Errorf("reading %s: %w", name, s.ioErr)
+	case lerr != nil:
+		return s.meta, lerr
+	}
+	return s.meta, nil
+}
+
+// sequential checks the pairs frames of a snapshot one after another, as
+// its loader reads them.
+type sequential struct {
+	*loader
+	last         []byte // the last key so far, a copy: frames' payloads do not last
+	any          bool   // a key was read: last is one
+	count, bytes uint64
+}
+
+// pairs checks the pairs frame fr, and that its keys follow the last one.
+func (s *sequential) pairs(fr frame.Frame) *Error {
+	r := &run{off: fr.Offset}
+	if err := decodePairs(r, fr.Payload, func(_, _ []byte) {}); err != nil {
+		return s.errorAt(fr.Offset, err.Error())
+	}
+	if r.first == nil {
+		return nil
+	}
+	if s.any && bytes.Compare(s.last, r.first) >= 0 {
+		return s.errorAt(fr.Offset, orderError(r.first, s.last).Error())
+	}
+	s.last, s.any = append(s.last[:0], r.last...), true
+	s.count, s.bytes = s.count+r.count, s.bytes+r.bytes
+	return nil
+}
