@@ -43,7 +43,7 @@ func (r *Replica) recover() error {
 		return err
 	}
 	rc := &recovery{r: r, applied: meta.Index, term: meta.Term}
-	r.voters = meta.Conf.Voters
+	r.conf = meta.Conf
 	// Replayed entries are mapped and never change: the store keeps their
 	// values without copying them. As for the snapshot, the process may
 	// pause its collector during replay: a collection would mark the
@@ -212,8 +212,7 @@ func (rc *recovery) finish() error {
 	r.applied.Store(rc.applied)
 	r.snaps.appliedTerm = rc.term
 	r.storage = raft.NewMemoryStorage()
-	cs := raftpb.ConfState{Voters: r.voters}
-	if err := r.storage.ApplySnapshot(raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: rc.applied, Term: rc.term, ConfState: cs}}); err != nil {
+	if err := r.storage.ApplySnapshot(raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: rc.applied, Term: rc.term, ConfState: r.conf}}); err != nil {
 		return errorf("restoring raft state: %w", err)
 	}
 	if len(rc.pending) > 0 && rc.pending[0].Index != rc.applied+1 {

@@ -82,7 +82,7 @@ type Replica struct {
 	st      *store.Store
 	storage *raft.MemoryStorage
 	wal     *wal.WAL
-	voters  []uint64
+	conf    raftpb.ConfState // the configuration applied; the apply thread's once started
 
 	propc    chan *proposal
 	readc    chan *readWait

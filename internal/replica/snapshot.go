@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/raft/v3/raftpb"
-
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/store"
 )
@@ -80,7 +78,7 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 		return
 	}
 	s.running.Store(true)
-	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: raftpb.ConfState{Voters: r.voters}}
+	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: r.conf}
 	view := r.st.Snapshot()
 	s.entries, s.bytes = 0, 0
 	if req != nil {
