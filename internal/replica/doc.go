@@ -43,16 +43,28 @@
 //	  1 byte (1)
 //
 // where batch is a store batch (see store.Batch) and id names the waiting
-// caller within this process run. Ids start at a random value at every start,
-// so that entries proposed before a restart never complete a new caller.
-// Entries with no data are raft's own (a new leader's empty entry).
+// caller within this process run: the proposing member's id in its high 32
+// bits, and a counter that starts at a random value at every start in its
+// low ones, so that entries proposed before a restart, or by another
+// member, never complete a new caller. Entries with no data are raft's own
+// (a new leader's empty entry).
+//
+// Every Apply ends, and says whether its write took effect (the classes in
+// errors.go): applied; refused before it was proposed (not leader, no
+// space, too large, or its caller's context ended while the raft loop held
+// it); or of unknown outcome, when the replica stops, this member loses its
+// leadership while the entry is in the log, or the caller's context ends
+// once it is proposed. A caller that gave up is never called back.
 //
 // # Reads
 //
 // ReadBarrier is raft's read index: the raft loop asks raft for the commit
 // index once for all the reads waiting when it runs, and the reads proceed
 // once the store has applied up to it. With one voter raft answers at once;
-// with more it will confirm leadership with a heartbeat round first. No
+// with more it confirms leadership with a heartbeat round first, and a
+// follower's request goes to the leader. Requests unanswered when the
+// leader changes, or for reissueTicks on a follower, are made again; with
+// no leader, reads wait until one is elected or their context ends. No
 // request is made before this node, as leader, has committed an entry of its
 // own term: after a restart the commit index raft starts from can lag behind
 // writes that were acknowledged before the crash.
