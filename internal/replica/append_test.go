@@ -148,11 +148,7 @@ func TestBatchesDuringAWriteMakeOneEntry(t *testing.T) {
 		p := &proposal{id: r.newID(), batch: batchOf(fmt.Sprint("k", i), "v"), applied: make(chan struct{})}
 		ps = append(ps, p)
 		r.propc <- p
-		for deadline := time.Now().Add(10 * time.Second); len(r.propc) > 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the raft loop took no proposal for 10 s")
-			}
-		}
+		waitTaken(t, r)
 	}
 	fs.release()
 	if err := <-first; err != nil {
