@@ -7,11 +7,15 @@
 //
 //	<seq>-<first>.wal
 //
-// with seq, the segment's sequence number, and first, the index that followed
-// the last entry of the log when the segment was started, each as 16
-// lower-case hex digits: the entries of earlier segments that are still part
-// of the log all come before first, but the segment itself may rewrite
-// smaller indexes when raft truncates the log. Sequence numbers are
+// with seq, the segment's sequence number, and first, the index of the
+// first entry it was started for (the one that followed the last entry of
+// the log, unless raft was rewriting the log's tail), each as 16
+// lower-case hex digits: the entries of earlier segments that are still
+// part of the log all come before first, but the segment itself may
+// rewrite smaller indexes when raft truncates the log. (One exception: if
+// a power loss took the rewrite a segment was started for, the log goes on
+// from the entries it was to replace, in earlier segments, and the
+// segment's entries follow them; see ReleaseTo.) Sequence numbers are
 // consecutive: a gap means a segment is missing. A segment is appended to
 // until it reaches Options.SegmentSize, then the next one is started.
 // Segments whose entries are all covered by a snapshot are deleted by

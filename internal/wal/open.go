@@ -151,6 +151,7 @@ func (w *WAL) replay(segs []segment, replay Replay) error {
 		}
 		segBase := base
 		progress := func(off int64) { pf.Advance(segBase + off) }
+		s.prev = w.last
 		s, fe, err := w.recover(s, maps[i], i == len(segs)-1, replay, progress)
 		if err != nil {
 			return err
@@ -216,7 +217,7 @@ func (w *WAL) start(seq, first uint64) error {
 		return err
 	}
 	w.f, w.off, w.seal = f, size, seal
-	w.segs = []segment{{seq: seq, first: first, name: segmentName(seq, first), size: size}}
+	w.segs = []segment{{seq: seq, first: first, name: segmentName(seq, first), size: size, prev: first - 1}}
 	w.size = size
 	return nil
 }

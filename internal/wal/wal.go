@@ -101,6 +101,12 @@ type segment struct {
 	seq, first uint64
 	name       string
 	size       int64
+	// prev is the index of the last entry written before the segment, in
+	// file order: the log's last when it was started, or, at Open, the
+	// last entry read before it (first-1 for the first segment read). It
+	// is first-1 unless the segment was started for a rewrite of the
+	// log's tail (see ReleaseTo).
+	prev uint64
 }
 
 // Metrics describe the log's activity since Open.
@@ -284,7 +290,7 @@ func (w *WAL) rotate(entries []raftpb.Entry) error {
 	}
 	w.f, w.off, w.seal = f, size, seal
 	w.mu.Lock()
-	w.segs = append(w.segs, segment{seq: seq, first: first, name: segmentName(seq, first), size: size})
+	w.segs = append(w.segs, segment{seq: seq, first: first, name: segmentName(seq, first), size: size, prev: w.last})
 	w.size += size
 	w.mu.Unlock()
 	return nil
@@ -365,10 +371,18 @@ func appendHardState(dst []byte, hs raftpb.HardState) []byte {
 // once it is gone: if a deletion fails, that segment and the ones after it
 // stay in the log for the next ReleaseTo, so the files never have a gap,
 // which Open would take for lost segments. Calls must not overlap.
+//
+// A segment goes only if its successor starts at or before index+1 and
+// was started after an entry at or before index (prev): Open reads the
+// segments left as if the snapshot's entries came before them, and a
+// segment started for a rewrite of the log's tail follows entries up to
+// prev, which may be after index. Its first entry, if a power loss took
+// the rewrite, is the one after prev; and the entries the rewrite was to
+// replace, still the log's, are in the segments before it.
 func (w *WAL) ReleaseTo(index uint64) error {
 	w.mu.Lock()
 	n := 0
-	for n+1 < len(w.segs) && w.segs[n+1].first <= index+1 {
+	for n+1 < len(w.segs) && w.segs[n+1].first <= index+1 && w.segs[n+1].prev <= index {
 		n++
 	}
 	gone := append([]segment(nil), w.segs[:n]...)

@@ -371,6 +371,41 @@ func TestReleaseTo(t *testing.T) {
 	}
 }
 
+// TestReleaseAfterLostRewrite: a segment started for a rewrite of the
+// log's tail that a power loss took is named for the rewrite, but the log
+// read at Open goes on from the entries it was to replace. ReleaseTo must
+// keep them until a snapshot covers them, or the log no longer opens.
+func TestReleaseAfterLostRewrite(t *testing.T) {
+	m := vfs.NewMem()
+	opt := wal.Options{SegmentSize: 1} // a segment for each write
+	w, _ := mustOpen(t, m, opt, 0)
+	mustSave(t, w, entries(1, 10, 1), hardState(1, 1, 0))
+	if err := w.Append(entries(2, 3, 2), hardState(2, 1, 0)); err != nil { // lost below
+		t.Fatal(err)
+	}
+	mustClose(t, w)
+	m.Crash()
+	w, r := mustOpen(t, m, opt, 0)
+	checkEntries(t, "log after the crash", r.log(), entries(1, 10, 1))
+	mustSave(t, w, entries(11, 12, 1), hardState(2, 1, 0))
+	if segs := segments(t, m); len(segs) != 4 || segmentFirst(t, segs[2]) != 2 {
+		t.Fatalf("segments %v, want 4, the third named for the lost rewrite at 2", segs)
+	}
+	for _, index := range []uint64{8, 10} {
+		if err := w.ReleaseTo(index); err != nil {
+			t.Fatal(err)
+		}
+		mustClose(t, w)
+		w, r = mustOpen(t, m, opt, index)
+		log := r.log()
+		checkEntries(t, fmt.Sprintf("log after ReleaseTo(%d)", index), log[index-log[0].Index+1:], entries(index+1, 12, 1))
+	}
+	mustClose(t, w)
+	if segs := segments(t, m); len(segs) != 1 || segmentFirst(t, segs[0]) != 11 {
+		t.Fatalf("segments %v after ReleaseTo(10), want only the last", segs)
+	}
+}
+
 // TestConcurrentRelease runs Save, ReleaseTo and Metrics at the same time,
 // for the race detector.
 func TestConcurrentRelease(t *testing.T) {
