@@ -17,7 +17,8 @@
 // from the entries it was to replace, in earlier segments, and the
 // segment's entries follow them; see ReleaseTo.) Sequence numbers are
 // consecutive: a gap means a segment is missing. A segment is appended to
-// until it reaches Options.SegmentSize, then the next one is started.
+// until it reaches Options.SegmentSize, or until a write would take it past
+// 32 GiB (see Reading), then the next one is started.
 // Segments whose entries are all covered by a snapshot are deleted by
 // ReleaseTo. With Options.Preallocate, a segment may start as a file of
 // zeros (a spare, prepared as spare.tmp and renamed; see spare.go) that its
@@ -96,4 +97,34 @@
 // vanish at the next power loss from under the records added after them.
 // A write that finds the disk full is undone (the segment is truncated
 // back) and may be retried once space is freed.
+//
+// # Reading
+//
+// While the log is open, Entries reads its entries back by index, and
+// Term, FirstIndex and LastIndex answer from memory, as raft's Storage
+// needs (see package raftlog). They may be called from any goroutine,
+// concurrently with Save and ReleaseTo. An index in memory, built by
+// Open's replay and kept by Append, holds the offset of each entry of the
+// log in its segment and the term of each run of entries of one term. A
+// rewrite of the log's tail replaces in the index, as in the log, the
+// entries it truncates; ReleaseTo drops those of the segments it deletes
+// before it deletes them. An offset takes 4 bytes: frames are 8-byte
+// aligned, so it counts 8-byte units, which reach 32 GiB, past which no
+// segment grows (a write of more than 16 GiB is refused).
+//
+// A read returns the entries as the log held them at some instant during
+// the call: never one that a rewrite had replaced before the call began.
+// While the log is open, no byte of an entry that the index holds is
+// written again (a rewrite appends, and only Open truncates a torn tail),
+// so a reader locates its entries under the lock and reads them without
+// it, with pread (vfs.File.ReadAt) on a handle of its own, into new
+// memory: usually one read per segment for the entries that maxSize lets
+// through, and the other frames between them. The entries and their data
+// (which share that memory) are the caller's to keep, and never change.
+// Segments are not mapped for reads: a mapping holds a deleted segment's
+// disk space until the process exits (see vfs.Map). Each entry read is
+// checked, its frame's CRC and its index; damage returns an *Error. An
+// entry before FirstIndex reads as ErrReleased, as does one whose segment
+// ReleaseTo deleted during the read; one after LastIndex as
+// ErrUnavailable.
 package wal

@@ -26,6 +26,7 @@ import (
 func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *WAL, err error) {
 	w := &WAL{fs: fs, dir: dir, opt: opt, last: after, after: after}
 	w.withDefaults()
+	w.idx.reset(after + 1)
 	defer func() {
 		if err != nil { // let go of the spare being prepared and the last segment
 			w.dropSpare()
@@ -61,6 +62,7 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 			segs[0].first, after, after+1, segs[0].first-1)}
 	}
 	w.last = segs[0].first - 1
+	w.idx.reset(segs[0].first)
 	if err := w.settle(segs[len(segs)-1]); err != nil {
 		return nil, err
 	}
@@ -80,6 +82,7 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 		w.opt.Logger.Warn("wal: the log ends before the snapshot, as a power loss without fsync can leave it; new entries start a new segment",
 			"dir", dir, "last", w.last, "snapshot", after)
 		w.last = after
+		w.idx.reset(after + 1) // the entries it holds are all in the snapshot
 		if err := w.whenSpace(func() error { return w.rotate(nil) }); err != nil {
 			return nil, err
 		}
@@ -378,15 +381,17 @@ func (w *WAL) readSegment(b []byte, s segment, replay Replay, progress func(off 
 		if err != nil {
 			return off, err
 		}
-		if err := w.record(s, i, typ, p, replay); err != nil {
+		if err := w.record(s, i, off, typ, p, replay); err != nil {
 			return off, &Error{File: path.Join(w.dir, s.name), Offset: off, Reason: err.Error()}
 		}
 	}
 }
 
-// record checks and replays the i-th frame of segment s. Errors of its own
-// say what the operator can do; replay's are returned as they are.
-func (w *WAL) record(s segment, i int, typ byte, p []byte, replay Replay) error {
+// record checks and replays the i-th frame of segment s, at off, and adds
+// an entry to the index (without the lock: no reader has the log yet).
+// Errors of its own say what the operator can do; replay's are returned as
+// they are.
+func (w *WAL) record(s segment, i int, off int64, typ byte, p []byte, replay Replay) error {
 	switch {
 	case i == 0 && typ != typeHeader:
 		return badFrame(errors.New("the segment does not start with a header"))
@@ -404,7 +409,12 @@ func (w *WAL) record(s segment, i int, typ byte, p []byte, replay Replay) error 
 			return fmt.Errorf("entry %d follows entry %d in a segment starting at %d: entries are missing; restore the data directory from a backup",
 				e.Index, w.last, s.first)
 		}
+		if off >= maxIndexed {
+			return fmt.Errorf("an entry at offset %d, in a segment longer than this build reads back (%d bytes): move the log aside to start from the snapshot alone, or run the build that wrote it",
+				off, int64(maxIndexed))
+		}
 		w.last = e.Index
+		w.idx.add(s.seq, s.name, e.Index, e.Term, off, off+int64(frame.Size(len(p))))
 		return replay.Entry(e)
 	case typ == typeHardState:
 		hs, err := decodeHardState(p)

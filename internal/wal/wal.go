@@ -73,8 +73,10 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("wal: %s at offset %d: %s", e.File, e.Offset, e.Reason)
 }
 
-// WAL is an open log. Save and ReleaseTo may be called from different
-// goroutines; Save calls must not overlap.
+// WAL is an open log. Save (or Append and Sync) and ReleaseTo may be
+// called from different goroutines, and so may the readers (Entries, Term,
+// FirstIndex, LastIndex, Metrics), at any time; Save calls must not
+// overlap, nor may ReleaseTo calls.
 type WAL struct {
 	fs      vfs.FS
 	dir     string
@@ -83,6 +85,9 @@ type WAL struct {
 	segs    []segment  // live segments, oldest first; the last is being written
 	size    int64      // total bytes of the live segments
 	metrics Metrics
+	// Invariant: idx locates every entry of the log after those that
+	// ReleaseTo let go of, and idx.next-1 == last once Open returns.
+	idx index
 	// The fields below are used only by Save (and Open).
 	f      vfs.File // the last segment
 	off    int64    // end of the last valid frame in f
@@ -90,6 +95,7 @@ type WAL struct {
 	after  uint64   // index of the snapshot that Open was given
 	hs     raftpb.HardState
 	buf    []byte
+	pos    []int // offsets in buf of the entries' frames, during Append
 	failed error
 	dirty  bool   // written since the last fsync
 	seal   sealer // seals the writes to f
@@ -162,20 +168,20 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if len(entries) == 0 && !writeHS {
 		return nil
 	}
-	if w.off >= w.opt.SegmentSize || (w.spare.grows && w.pollSpare()) {
-		if err := w.rotate(entries); err != nil {
-			return err
-		}
-	}
-	w.buf = w.buf[:0]
+	w.buf, w.pos = w.buf[:0], w.pos[:0]
 	for i := range entries {
+		w.pos = append(w.pos, len(w.buf))
 		w.buf = appendEntry(w.buf, &entries[i])
 	}
 	if writeHS {
 		w.buf = appendHardState(w.buf, hs)
 	}
+	if err := w.makeRoom(entries, int64(len(w.buf))); err != nil {
+		return err
+	}
 	seal := w.seal
 	w.buf = seal.close(w.buf)
+	start := w.off
 	if err := w.write(w.buf); err != nil {
 		return err
 	}
@@ -183,6 +189,7 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if len(entries) > 0 {
 		w.last = entries[len(entries)-1].Index
 		w.mu.Lock()
+		w.indexLocked(entries, start)
 		w.metrics.LastIndex = w.last
 		w.mu.Unlock()
 	}
@@ -193,6 +200,34 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 		w.buf = nil
 	}
 	return nil
+}
+
+// maxWrite is the most bytes one Append writes: half of what a segment can
+// hold (maxIndexed), so that it fits a new segment, whatever its start.
+const maxWrite = maxIndexed / 2
+
+// makeRoom starts a new segment for a write of n bytes (before its seal)
+// of entries if the last one is full, or if the spare is ready for a
+// segment that grows, or if the write would take it past what the index
+// can locate (maxIndexed), whatever Options.SegmentSize says. A write of
+// more than maxWrite is refused.
+func (w *WAL) makeRoom(entries []raftpb.Entry, n int64) error {
+	if n > maxWrite {
+		return fmt.Errorf("wal: a write of %d bytes, more than one write to a segment may hold (%d): it is not written", n, int64(maxWrite))
+	}
+	if w.off >= w.opt.SegmentSize || w.off+n > maxIndexed || (w.spare.grows && w.pollSpare()) {
+		return w.rotate(entries)
+	}
+	return nil
+}
+
+// indexLocked adds entries, just written at start in the last segment
+// (their frames at w.pos in the write), to the index.
+func (w *WAL) indexLocked(entries []raftpb.Entry, start int64) {
+	s := w.segs[len(w.segs)-1]
+	for i := range entries {
+		w.idx.add(s.seq, s.name, entries[i].Index, entries[i].Term, start+int64(w.pos[i]), w.off)
+	}
 }
 
 // Sync makes everything appended durable, unless NoSync. A failure is
@@ -379,6 +414,10 @@ func appendHardState(dst []byte, hs raftpb.HardState) []byte {
 // prev, which may be after index. Its first entry, if a power loss took
 // the rewrite, is the one after prev; and the entries the rewrite was to
 // replace, still the log's, are in the segments before it.
+//
+// Entries and Term stop serving the entries of those segments before the
+// files are deleted, even if deleting them fails: a read that located them
+// before and finds a file gone returns ErrReleased.
 func (w *WAL) ReleaseTo(index uint64) error {
 	w.mu.Lock()
 	n := 0
@@ -386,6 +425,9 @@ func (w *WAL) ReleaseTo(index uint64) error {
 		n++
 	}
 	gone := append([]segment(nil), w.segs[:n]...)
+	if n > 0 {
+		w.idx.release(gone[n-1].seq)
+	}
 	w.mu.Unlock()
 	removed, err := w.removeSegments(gone)
 	w.mu.Lock()
