@@ -30,7 +30,6 @@ func (r *Replica) applyLoop() {
 		}
 		r.notifyApplied()
 		r.maybeSnapshot()
-		r.trimLog()
 		select {
 		case r.respc <- m.Responses:
 		case <-r.dead:
@@ -87,35 +86,4 @@ func (r *Replica) notifyApplied() {
 	case r.appliedc <- struct{}{}:
 	default: // a wake-up is pending already
 	}
-}
-
-// keptEntries is how many applied entries the raft log keeps in memory
-// after a trim (see trimLog; a snapshot keeps only those after its index):
-// what a follower that fell a little behind would be sent. Older ones are
-// on disk until a snapshot covers them, and in memory they would only grow
-// the heap: a durable server applying 1,500 entries a second of 30 KB each
-// would otherwise hold up to SnapshotBytes of them.
-const keptEntries = 1024
-
-// trimLog drops from raft's in-memory log the entries applied more than
-// keptEntries ago, once there are twice as many, unless a snapshot is being
-// written: its CreateSnapshot needs the entry at its index. A snapshot
-// starts only on this thread, so none can start while it trims.
-//
-// applied can run ahead of what raft has heard is applied (this thread's
-// responses are stepped later), by up to a Ready's committed entries, which
-// can be more than keptEntries (as when the log is replayed at startup).
-// That is safe with one voter: raft reads no entry it has handed out to be
-// applied again, and its only read from its own applied index on, of the
-// configuration changes not yet applied when it campaigns, happens once,
-// in start, before any entry is applied. With more voters, which campaign
-// at any time, compaction must follow raft's own applied index and keep
-// what lagging followers need.
-func (r *Replica) trimLog() {
-	first, err := r.storage.FirstIndex()
-	applied := r.applied.Load()
-	if err != nil || r.snaps.running.Load() || applied < first+2*keptEntries {
-		return
-	}
-	r.storage.Compact(applied - keptEntries)
 }

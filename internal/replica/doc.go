@@ -24,11 +24,13 @@
 //     restart holds the entries after it as uncommitted, and its first
 //     entry, which Open waits for, commits them again.
 //   - the apply thread applies committed entries to the store, completes the
-//     writes waiting on them, starts background snapshots, and trims raft's
-//     in-memory log (storage) to the last keptEntries applied once it holds
-//     twice as many (a snapshot also drops every entry it covers). With
-//     more voters, a follower further behind than that will need a
-//     snapshot or the log on disk.
+//     writes waiting on them, and starts background snapshots.
+//
+// raft's Storage is a raftlog.Storage: it serves recent entries from a
+// bounded cache and older ones from the log on disk, back to the older of
+// the two kept snapshots, so that a follower behind the newest snapshot
+// but not the older one catches up from the log; only one further behind
+// needs a snapshot.
 //
 // # Writes
 //

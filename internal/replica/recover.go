@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/raftlog"
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/vfs"
@@ -19,8 +19,9 @@ import (
 // recovery is the state rebuilt from disk at startup.
 type recovery struct {
 	r       *Replica
-	applied uint64 // last entry applied to the store
-	term    uint64 // its term
+	snap    snap.Meta // the snapshot loaded
+	applied uint64    // last entry applied to the store
+	term    uint64    // its term
 	hs      raftpb.HardState
 	pending []raftpb.Entry // entries after the commit index, not yet applied
 }
@@ -42,7 +43,7 @@ func (r *Replica) recover() error {
 	if err := r.warnIfNoLog(meta.Index); err != nil {
 		return err
 	}
-	rc := &recovery{r: r, applied: meta.Index, term: meta.Term}
+	rc := &recovery{r: r, snap: meta, applied: meta.Index, term: meta.Term}
 	r.conf = meta.Conf
 	// Replayed entries are mapped and never change: the store keeps their
 	// values without copying them. As for the snapshot, the process may
@@ -206,25 +207,22 @@ func (rc *recovery) applyTo(commit uint64) error {
 	return nil
 }
 
-// finish hands the recovered state to raft's storage.
+// finish hands the recovered state to raft's storage, which serves the
+// entries after the snapshot from the log: those applied during replay,
+// which a follower may still need, and those not yet committed.
 func (rc *recovery) finish() error {
 	r := rc.r
 	r.applied.Store(rc.applied)
 	r.snaps.appliedTerm = rc.term
-	r.storage = raft.NewMemoryStorage()
-	if err := r.storage.ApplySnapshot(raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: rc.applied, Term: rc.term, ConfState: r.conf}}); err != nil {
-		return errorf("restoring raft state: %w", err)
-	}
 	if len(rc.pending) > 0 && rc.pending[0].Index != rc.applied+1 {
 		return errorf("the log resumes at entry %d after entry %d was applied: entries are missing; restore the data directory from a backup", rc.pending[0].Index, rc.applied)
-	}
-	if err := r.storage.Append(rc.pending); err != nil {
-		return errorf("restoring raft log: %w", err)
 	}
 	hs := rc.hs
 	hs.Term = max(hs.Term, rc.term)
 	hs.Commit = max(hs.Commit, rc.applied)
-	if err := r.storage.SetHardState(hs); err != nil {
+	var err error
+	r.storage, err = raftlog.New(r.wal, raftpb.SnapshotMetadata{Index: rc.snap.Index, Term: rc.snap.Term, ConfState: r.conf}, hs, raftlog.Options{})
+	if err != nil {
 		return errorf("restoring raft state: %w", err)
 	}
 	return nil

@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/raftlog"
 	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
@@ -80,7 +80,7 @@ type Replica struct {
 	opt     Options
 	id      uint64 // this member's raft id
 	st      *store.Store
-	storage *raft.MemoryStorage
+	storage *raftlog.Storage
 	wal     *wal.WAL
 	conf    raftpb.ConfState // the configuration applied; the apply thread's once started
 

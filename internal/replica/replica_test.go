@@ -1,13 +1,18 @@
 package replica
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 
+	"go.etcd.io/raft/v3"
+
+	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/vfs"
 )
@@ -101,89 +106,49 @@ func TestSnapshotsAndRelease(t *testing.T) {
 	}
 }
 
-// TestAppliedEntriesLeaveMemory applies three times keptEntries writes with
-// no snapshot due, and checks that raft's in-memory log holds at most twice
-// keptEntries applied entries; then that a snapshot taken after it trimmed,
-// and a restart, still find every write.
-func TestAppliedEntriesLeaveMemory(t *testing.T) {
+// TestLogReadableBackToOlderSnapshot writes across several snapshots and
+// checks what raft's storage serves a follower: every entry after the
+// older of the two kept snapshots, read back from the log, with their data
+// as written; entries the older snapshot covers are compacted. A restart
+// then finds every write.
+func TestLogReadableBackToOlderSnapshot(t *testing.T) {
 	fs := vfs.NewMem()
-	r := open(t, fs, Options{SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
-	const n = 3 * keptEntries
+	r := open(t, fs, Options{SnapshotEntries: 300, SegmentSize: 64 << 10})
+	const n = 1000
 	for i := range n {
 		set(t, r, fmt.Sprintf("k%05d", i), fmt.Sprint(i))
 	}
-	// set returns once its entry is applied, which can be before the apply
-	// thread trims after it: so up to 2*keptEntries, not 2*keptEntries-1.
-	first, err := r.storage.FirstIndex()
-	if applied := r.applied.Load(); err != nil || applied-first > 2*keptEntries {
-		t.Fatalf("first index in memory %d (%v), applied %d: over %d applied entries kept", first, err, applied, 2*keptEntries)
-	}
-	r.Close()
-
-	// The n entries replayed at the restart make a snapshot due at once,
-	// which compacts the in-memory log to them; 2*keptEntries writes later
-	// the apply thread trims it, and the next snapshot, due 2.5 times
-	// keptEntries after the first, reads its entry from the trimmed log.
-	const m = 3 * keptEntries
-	r = open(t, fs, Options{SnapshotEntries: 5 * keptEntries / 2})
-	for i := n; i < n+m; i++ {
-		set(t, r, fmt.Sprintf("k%05d", i), fmt.Sprint(i))
-	}
 	r.snaps.wait()
-	last := r.snaps.newest()
-	if want := uint64(n + 5*keptEntries/2); last.err != nil || last.index < want {
-		t.Fatalf("the newest snapshot is at index %d (%v); want the one after the restart's, at %d or later", last.index, last.err, want)
+	snaps, err := snap.List(fs, r.snapDir())
+	if err != nil || len(snaps) != 2 {
+		t.Fatalf("snapshots %v (%v), want the two newest", snaps, err)
 	}
-	if st, err := r.storage.Snapshot(); err != nil || st.Metadata.Index != last.index {
-		t.Fatalf("raft's storage holds the snapshot at index %d (%v); want the newest, at %d", st.Metadata.Index, err, last.index)
+	first, err := r.storage.FirstIndex()
+	if err != nil || first != snaps[0].Index+1 {
+		t.Fatalf("raft's log starts at %d (%v), want %d, just after the older snapshot", first, err, snaps[0].Index+1)
+	}
+	last, _ := r.storage.LastIndex()
+	ents, err := r.storage.Entries(first, last+1, 1<<40)
+	if err != nil || uint64(len(ents)) != last+1-first {
+		t.Fatalf("Entries(%d, %d) = %d entries (%v)", first, last+1, len(ents), err)
+	}
+	// Each set is one entry: the entries are the last writes, in order.
+	for i, e := range ents {
+		key := fmt.Sprintf("k%05d", n-len(ents)+i)
+		if err := eachProposal(e.Data, func(uint64, []byte) error { return nil }); err != nil || !bytes.Contains(e.Data, []byte(key)) {
+			t.Fatalf("entry %d read back from the log (%v) does not set %s", e.Index, err, key)
+		}
+	}
+	if _, err := r.storage.Entries(first-1, first, 1<<40); !errors.Is(err, raft.ErrCompacted) {
+		t.Fatalf("an entry the older snapshot covers: %v, want raft.ErrCompacted", err)
 	}
 	r.Close()
 	r = open(t, fs, Options{})
 	defer r.Close()
-	if err := r.ReadBarrier(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n + m {
-		if v, _ := r.Store().Get([]byte(fmt.Sprintf("k%05d", i))); string(v) != fmt.Sprint(i) {
-			t.Fatalf("after restart k%05d = %q", i, v)
+	for i := range n {
+		if got := get(t, r, fmt.Sprintf("k%05d", i)); got != fmt.Sprint(i) {
+			t.Fatalf("after restart k%05d = %q", i, got)
 		}
-	}
-}
-
-// TestTrimWaitsForSnapshot holds a snapshot's fsync while more than twice
-// keptEntries writes are applied: raft's in-memory log must keep the entry
-// at the snapshot's index, which CreateSnapshot reads once the file is
-// written, and trim again after.
-func TestTrimWaitsForSnapshot(t *testing.T) {
-	hold := &holdSyncFS{}
-	fs := wrapFS{vfs.NewMem(), ".snap.tmp", func(f vfs.File) vfs.File { return &holdSyncFile{File: f, fs: hold} }}
-	r := open(t, fs, Options{SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
-	defer r.Close()
-	set(t, r, "k", "v")
-	at := r.applied.Load()
-
-	hold.hold()
-	defer hold.release() // first, if the test fails: Close waits for the snapshot
-	saved := make(chan error, 1)
-	go func() { saved <- r.Snapshot() }()
-	<-hold.held // the snapshot of index at waits
-	for i := range 2*keptEntries + 10 {
-		set(t, r, fmt.Sprintf("k%05d", i), "v")
-	}
-	if first, err := r.storage.FirstIndex(); err != nil || first > at {
-		t.Fatalf("while the snapshot of index %d was written, the in-memory log was trimmed to start at %d (%v)", at, first, err)
-	}
-	hold.release()
-	if err := <-saved; err != nil {
-		t.Fatal(err)
-	}
-	// The snapshot trimmed the log to its index, over 2*keptEntries behind
-	// applied: the apply thread trims it again after the next entry.
-	set(t, r, "after", "v")
-	set(t, r, "after2", "v")
-	first, _ := r.storage.FirstIndex()
-	if applied := r.applied.Load(); first <= at || applied-first > 2*keptEntries {
-		t.Fatalf("after the snapshot of index %d, the in-memory log starts at %d with %d applied", at, first, applied)
 	}
 }
 

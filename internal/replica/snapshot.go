@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/raft/v3"
+
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/store"
 )
@@ -154,24 +156,29 @@ func (r *Replica) writeSnapshot(view *store.Snapshot, meta snap.Meta) error {
 	// CreateSnapshot fails only if raft's storage holds a snapshot at
 	// meta.Index or later (ErrSnapOutOfDate). Snapshots are written one at a
 	// time, in order, so that is one at meta.Index: a SAVE with no write
-	// since the last snapshot, whose index the log is compacted to already.
-	if _, err := r.storage.CreateSnapshot(meta.Index, &cs, nil); err == nil {
-		r.storage.Compact(meta.Index)
-	}
+	// since the last snapshot. Either way raft now sends a follower that
+	// needs entries before the older kept snapshot the newest one.
+	r.storage.CreateSnapshot(meta.Index, &cs)
 	if err := r.release(); err != nil {
 		r.opt.Logger.Warn("deleting old snapshots and log segments failed", "err", err)
 	}
 	return nil
 }
 
-// release keeps the two newest snapshots and deletes the log segments that
-// the older of them covers.
+// release keeps the two newest snapshots, drops from raft's storage the
+// entries the older of them covers, and deletes the log segments that hold
+// only such entries. Entries between the two stay readable, so a follower
+// behind the newest snapshot but not the older one catches up from the log.
 func (r *Replica) release() error {
 	if err := snap.Prune(r.opt.FS, r.snapDir(), 2); err != nil {
 		return err
 	}
 	snaps, err := snap.List(r.opt.FS, r.snapDir())
 	if err != nil || len(snaps) == 0 {
+		return err
+	}
+	// Compact before ReleaseTo: it needs the term of the entry at the index.
+	if err := r.storage.Compact(snaps[0].Index); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return err
 	}
 	return r.wal.ReleaseTo(snaps[0].Index)
