@@ -7,7 +7,8 @@ FUZZTIME  ?= 10s
 # Fuzz targets run briefly by `make test`; `make fuzz FUZZTIME=1h` runs them long.
 FUZZ      := ./internal/protocol:FuzzParser ./internal/protocol:FuzzReader ./internal/store:FuzzApply \
              ./internal/frame:FuzzScanner ./internal/wal:FuzzSegment ./internal/snap:FuzzLoad \
-             ./internal/server:FuzzPrefetchAhead
+             ./internal/server:FuzzPrefetchAhead ./internal/transport:FuzzFrame \
+             ./internal/transport:FuzzHandshake
 
 .PHONY: build run test lint unit fuzz bench clean
 
