@@ -2,7 +2,6 @@ package raftlog_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,21 +12,10 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/raftlog"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
-
-var seedFlag = flag.Uint64("seed", 0, "seed for the randomized tests (0: a random one, which they log)")
-
-// seed returns a seed for a test's randomness and logs it.
-func seed(t testing.TB) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = rand.Uint64()
-	}
-	t.Logf("seed %d (rerun with -seed %d)", s, s)
-	return s
-}
 
 // model drives a Storage over a WAL on a Mem and a raft.MemoryStorage with
 // the same calls, as a replica would, and checks that they answer alike.
@@ -58,7 +46,7 @@ const dir = "wal"
 // compactions, WAL releases and reopenings of the WAL, with small segments
 // and a small cache. Rerun a failure with -seed.
 func TestModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	for range 8 {
 		md := newModel(t, rng)
 		for md.step = range 600 {

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/raftlog"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -163,7 +164,7 @@ func TestBadArguments(t *testing.T) {
 // fail as raft expects: compacted, or (past an end that a rewrite moved
 // back) unavailable.
 func TestConcurrent(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	readRng := rand.New(rand.NewPCG(rng.Uint64(), 1))
 	w, s := openLog(t, wal.Options{SegmentSize: 1000, NoSync: true}, raftlog.Options{CacheEntries: 50})
 	done := make(chan struct{})

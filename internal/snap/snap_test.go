@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/vfs"
 	"go.etcd.io/raft/v3/raftpb"
@@ -24,18 +24,6 @@ import (
 
 // dir is the snapshot directory used by the tests.
 const dir = "snap"
-
-var seedFlag = flag.Uint64("seed", 0, "seed for the randomized tests (0: a random one, which they log)")
-
-// seed returns a seed for a test's randomness and logs it.
-func seed(t testing.TB) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = rand.Uint64()
-	}
-	t.Logf("seed %d (rerun with -seed %d)", s, s)
-	return s
-}
 
 // pair is a key and its value.
 type pair struct {
@@ -247,7 +235,7 @@ func checkSnapError(t testing.TB, err error, name string, off int64, words ...st
 }
 
 func TestRoundTrip(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := newMem(t)
 	ps := randomPairs(rng, 5000)
 	meta := snap.Meta{Index: 1<<40 + 3, Term: 77, Conf: jointConf, Sections: randomSections(rng)}
@@ -497,7 +485,7 @@ func TestListRejectsBadNames(t *testing.T) {
 // TestTruncated cuts a snapshot at many points: Load reports truncation at
 // the offset of the frame that is cut, or of the missing end frame.
 func TestTruncated(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := newMem(t)
 	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1, Conf: jointConf, Sections: randomSections(rng)}, randomPairs(rng, 3000))
 	good := readFile(t, m, name)
@@ -528,7 +516,7 @@ func TestTruncated(t *testing.T) {
 
 // TestDamaged flips bytes: Load reports the frame that holds them.
 func TestDamaged(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := newMem(t)
 	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1, Conf: jointConf, Sections: randomSections(rng)}, randomPairs(rng, 1000))
 	good := readFile(t, m, name)
@@ -671,7 +659,7 @@ func TestBadContent(t *testing.T) {
 // TestCrash crashes after a Write: the snapshot is there, whole. A Write
 // that fails leaves no snapshot, and the previous one still loads.
 func TestCrash(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := newMem(t)
 	f := vfs.NewFaulty(m)
 	meta1 := snap.Meta{Index: 10, Term: 1, Conf: voters(1)}
@@ -793,7 +781,7 @@ func TestCrash(t *testing.T) {
 // from a file that ends with a valid one.
 func TestCountHint(t *testing.T) {
 	m := newMem(t)
-	ps := randomPairs(rand.New(rand.NewPCG(seed(t), 0)), 300)
+	ps := randomPairs(rand.New(rand.NewPCG(seedtest.Seed(t), 0)), 300)
 	name := mustWrite(t, m, m, snap.Meta{Index: 3, Term: 1}, ps)
 	if n, ok := snap.CountHint(m, path.Join(dir, name)); !ok || n != uint64(len(ps)) {
 		t.Fatalf("CountHint = %d, %v; want %d, true", n, ok, len(ps))

@@ -13,6 +13,7 @@ import (
 	"testing/iotest"
 
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/vfs"
 )
@@ -40,7 +41,7 @@ func sent(t *testing.T, rng *rand.Rand) (snap.Meta, []pair, []byte) {
 // TestInstall installs a snapshot streamed from another node: it is in
 // place, whole and durable; a second Install of it replaces it.
 func TestInstall(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	meta, ps, good := sent(t, rng)
 	m := newMem(t)
 	old := mustWrite(t, m, m, snap.Meta{Index: 10, Term: 2}, nil)
@@ -67,7 +68,7 @@ func TestInstall(t *testing.T) {
 // snapshot, or one that cannot be received or written, installs nothing
 // and leaves nothing behind.
 func TestInstallRejects(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	meta, _, good := sent(t, rng)
 	info := snap.Info{Index: meta.Index, Term: meta.Term}
 	name := "0000000000000028-0000000000000006.snap"
@@ -185,7 +186,7 @@ func TestInstallRejects(t *testing.T) {
 // TestOpenFileAfterPrune: a snapshot being sent can be pruned; the stream
 // still reads the whole file, which installs.
 func TestOpenFileAfterPrune(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	src := newMem(t)
 	ps := randomPairs(rng, 500)
 	name := mustWrite(t, src, src, snap.Meta{Index: 5, Term: 1, Conf: voters(1)}, ps)

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -417,7 +418,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // TestTornTail damages the end of the last segment as a crash during a write
 // does: Open truncates the damage, logs it, and the log goes on.
 func TestTornTail(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	for _, tc := range []struct {
 		name string
 		// tear damages the last segment's content b, whose frames are fr,

@@ -3,7 +3,6 @@ package wal_test
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -300,18 +299,6 @@ func checkWalError(t testing.TB, err error, name string, off int64, words ...str
 			t.Fatalf("error %q does not mention %q", err, w)
 		}
 	}
-}
-
-var seedFlag = flag.Uint64("seed", 0, "seed for the randomized tests (0: a random one, which they log)")
-
-// seed returns a seed for a test's randomness and logs it.
-func seed(t testing.TB) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = rand.Uint64()
-	}
-	t.Logf("seed %d (rerun with -seed %d)", s, s)
-	return s
 }
 
 // powerLoss crashes m as a power loss would, tearing unsynced writes either

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -115,7 +116,7 @@ func limitSize(ents []raftpb.Entry, max uint64) []raftpb.Entry {
 // random, checking after each step that reading it back gives what a
 // model of the log holds.
 func TestEntriesRandom(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := vfs.NewMem()
 	opt := wal.Options{SegmentSize: 100 + rng.Int64N(1000)}
 	w, _ := mustOpen(t, m, opt, 0)
@@ -200,7 +201,7 @@ func checkModel(t *testing.T, step int, w *wal.WAL, log []raftpb.Entry, released
 // released, for the race detector, and checks that a read never returns an
 // entry that a rewrite replaced before the read began.
 func TestConcurrentReads(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := vfs.NewMem()
 	w, _ := mustOpen(t, m, wal.Options{SegmentSize: 400, NoSync: true}, 0)
 	defer mustClose(t, w)

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -34,7 +35,7 @@ func randomEntry(rng *rand.Rand, index, term uint64) raftpb.Entry {
 // sectors. After each life every seal must verify, and Open must succeed
 // and replay a prefix of what was written that holds everything synced.
 func TestSealsRandom(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 1))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 1))
 	for iter := range 40 {
 		m := vfs.NewMem()
 		var want []raftpb.Entry
@@ -140,7 +141,7 @@ func checkSeals(t *testing.T, m *vfs.Mem, what string) (last []seal) {
 // when a seal after that frame starts past it, and otherwise truncate the
 // frame as a torn write and replay a prefix of the log.
 func TestSealsBitRot(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 2))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 2))
 	for iter := range 150 {
 		m := vfs.NewMem()
 		opt := wal.Options{SegmentSize: int64(2000 + rng.IntN(20000)), Preallocate: rng.IntN(2) == 0, NoSync: rng.IntN(5) == 0}

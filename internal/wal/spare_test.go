@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -54,7 +55,7 @@ func TestPreallocate(t *testing.T) {
 		t.Fatal("Close left the spare file")
 	}
 
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	opt.NoSync = true // so that a crash can tear the writes
 	var logBuf bytes.Buffer
 	opt.Logger = logger(&logBuf)

@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/frame"
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -449,7 +450,7 @@ func TestConcurrentRelease(t *testing.T) {
 // must succeed and replay a prefix of what was saved that holds everything
 // that was synced.
 func TestCrash(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	for iter := range 60 {
 		m := vfs.NewMem()
 		f := vfs.NewFaulty(m)
@@ -539,7 +540,7 @@ func TestOpenCreatesDir(t *testing.T) {
 // the writes durable, and that starting a segment makes the previous one
 // durable first: a crash may only tear the last segment.
 func TestAppendSync(t *testing.T) {
-	rng := rand.New(rand.NewPCG(seed(t), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	for iter := range 50 {
 		m := vfs.NewMem()
 		w, _ := mustOpen(t, m, small, 0)
