@@ -24,12 +24,12 @@ type loop struct {
 	nextRead uint64
 	reads    map[uint64][]*readWait // read-index requests raft has not answered
 	ready    []readGroup            // answered, waiting for the store to apply up to index
-	unled    []*readWait            // arrived while this node did not lead; raft would drop them
+	unled    []*readWait            // no read-index request made for them yet (none can be while no leader is known)
 	lead     uint64                 // the leader raft last reported, or raft.None
-	ticks    uint64
-	props    []*proposal      // held: see proposeHeld
-	held     int              // their batches' bytes
-	resps    []raftpb.Message // storage threads' responses that send took, not yet stepped
+	ticks    uint64                 // raft ticks since start, for reissueTicks
+	props    []*proposal            // held: see proposeHeld
+	held     int                    // their batches' bytes
+	resps    []raftpb.Message       // storage threads' responses that send took, not yet stepped
 }
 
 // readGroup is the reads that one read-index request serves.
