@@ -14,7 +14,6 @@ import (
 // Limits on what one raft entry carries.
 const (
 	maxEntryBytes = 8 << 20 // stop adding batches to an entry past this size
-	tickInterval  = 100 * time.Millisecond
 )
 
 // loop is the raft loop's state; only the raft loop touches it.
@@ -22,14 +21,15 @@ type loop struct {
 	r        *Replica
 	rn       *raft.RawNode
 	nextRead uint64
-	reads    map[uint64][]*readWait // read-index requests raft has not answered
-	ready    []readGroup            // answered, waiting for the store to apply up to index
-	unled    []*readWait            // no read-index request made for them yet (none can be while no leader is known)
-	lead     uint64                 // the leader raft last reported, or raft.None
-	ticks    uint64                 // raft ticks since start, for reissueTicks
-	props    []*proposal            // held: see proposeHeld
-	held     int                    // their batches' bytes
-	resps    []raftpb.Message       // storage threads' responses that send took, not yet stepped
+	reads    map[uint64][]*readWait      // read-index requests raft has not answered
+	ready    []readGroup                 // answered, waiting for the store to apply up to index
+	unled    []*readWait                 // no read-index request made for them yet (none can be while no leader is known)
+	lead     uint64                      // the leader raft last reported, or raft.None
+	ticks    uint64                      // raft ticks since start, for reissueTicks
+	props    []*proposal                 // held: see proposeHeld
+	held     int                         // their batches' bytes
+	resps    []raftpb.Message            // storage threads' responses that send took, not yet stepped
+	out      map[uint64][]raftpb.Message // messages to other members, by member, until flushed
 }
 
 // readGroup is the reads that one read-index request serves.
@@ -41,17 +41,20 @@ type readGroup struct {
 // start creates the RawNode and starts the three goroutines.
 func (r *Replica) start() error {
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID: r.id, ElectionTick: 10, HeartbeatTick: 1, Storage: r.storage, Applied: r.applied.Load(),
+		ID: r.id, ElectionTick: r.opt.ElectionTicks, HeartbeatTick: r.opt.HeartbeatTicks,
+		Storage: r.storage, Applied: r.applied.Load(),
 		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum: true, PreVote: true, AsyncStorageWrites: true, Logger: raftLogger{r.opt.Logger},
 	})
 	if err != nil {
 		return errorf("starting raft: %w", err)
 	}
-	if err := rn.Campaign(); err != nil {
-		return errorf("starting raft: %w", err)
+	if r.solo() {
+		if err := rn.Campaign(); err != nil {
+			return errorf("starting raft: %w", err)
+		}
 	}
-	l := &loop{r: r, rn: rn, reads: make(map[uint64][]*readWait)}
+	l := &loop{r: r, rn: rn, reads: make(map[uint64][]*readWait), out: make(map[uint64][]raftpb.Message)}
 	r.wg.Add(3)
 	go func() { defer r.wg.Done(); l.run() }()
 	go func() { defer r.wg.Done(); r.appendLoop() }()
@@ -62,7 +65,7 @@ func (r *Replica) start() error {
 
 // run is the raft loop.
 func (l *loop) run() {
-	tick := time.NewTicker(tickInterval)
+	tick := time.NewTicker(l.r.opt.TickInterval)
 	defer tick.Stop()
 	for {
 		if len(l.resps) > 0 { // taken by send: step them before anything new
@@ -77,6 +80,10 @@ func (l *loop) run() {
 				l.readIndex(w)
 			case msgs := <-l.r.respc:
 				l.step(msgs)
+			case m := <-l.r.recvc:
+				l.stepPeer(m)
+			case rep := <-l.r.reportc:
+				l.report(rep)
 			case <-l.r.appliedc:
 				l.releaseReads()
 			case <-tick.C:
@@ -143,7 +150,7 @@ func (l *loop) hold(p *proposal) {
 // before it ends anyway; held, they make one entry rather than one each,
 // which saves raft, the log and the apply thread the work of the others.
 // If the disk is full, it fails them at once: the loop turns at least every
-// tick, so a held batch learns of a full disk within tickInterval.
+// tick, so a held batch learns of a full disk within a tick (Options.TickInterval).
 //
 // A member that does not lead refuses them (ErrNotLeader) if it knows a
 // leader, and holds them while it knows none, until one is elected or
@@ -301,9 +308,16 @@ func (l *loop) issueReads() {
 	l.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, l.nextRead))
 }
 
-// step delivers storage threads' responses to raft.
+// step delivers storage threads' responses to raft, and sends those that
+// raft addressed to other members, which had to wait until the storage
+// thread was done (a follower acknowledges entries once they are durable).
 func (l *loop) step(msgs []raftpb.Message) {
+	defer l.flush()
 	for _, m := range msgs {
+		if m.To != l.r.id {
+			l.queue(m)
+			continue
+		}
 		if err := l.rn.Step(m); err != nil {
 			l.r.fail(errorf("raft refused a local message: %w", err))
 			return
@@ -333,9 +347,10 @@ func (l *loop) handleReady(rd raft.Ready) {
 		case raft.LocalApplyThread:
 			l.send(l.r.applyc, m)
 		default:
-			// One voter: nobody else to send to.
+			l.queue(m)
 		}
 	}
+	l.flush()
 }
 
 // leaderChanged records that lead now leads, as raft reports. A member

@@ -140,7 +140,7 @@ func (r *Replica) bootstrap() error {
 		return errorf("%s holds a log but %s holds no snapshot: the snapshot is missing; restore the data directory from a backup",
 			r.walDir(), r.snapDir())
 	}
-	meta := snap.Meta{Index: bootIndex, Term: 1, Conf: raftpb.ConfState{Voters: []uint64{soloID}}}
+	meta := snap.Meta{Index: bootIndex, Term: 1, Conf: raftpb.ConfState{Voters: r.opt.Voters}}
 	if _, _, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(func(string, []byte) bool) {}); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flintkv/flint/internal/raftlog"
 	"github.com/flintkv/flint/internal/store"
+	"github.com/flintkv/flint/internal/transport"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -44,6 +45,20 @@ type Options struct {
 	// growing store again and again (a third of the load time for 4 GiB).
 	// A replica sets no process-wide state itself.
 	PauseGC func() (resume func())
+
+	// The group. The zero values make a group of one voter, this member.
+	ID     uint64   // this member's raft id; default 1. Never reused for another member.
+	Group  uint64   // the group's id in the peers' frames; default 1
+	Voters []uint64 // the voters of a new group: the same list on every first member; default [ID]
+	// Peers carries raft messages to the other members; needed with more
+	// than one voter. Messages from them come in through Step (and the
+	// other methods of transport.Handler, which Replica implements).
+	Peers transport.Sender
+	// Raft's clock: a tick every TickInterval (default 100 ms); a follower
+	// that hears no leader for ElectionTicks (default 10) to twice that
+	// campaigns; a leader sends heartbeats every HeartbeatTicks (default 1).
+	TickInterval                  time.Duration
+	ElectionTicks, HeartbeatTicks int
 }
 
 func (o Options) withDefaults() Options {
@@ -62,7 +77,22 @@ func (o Options) withDefaults() Options {
 	if o.PauseGC == nil {
 		o.PauseGC = func() func() { return func() {} }
 	}
+	setDefault(&o.ID, soloID)
+	setDefault(&o.Group, 1)
+	if len(o.Voters) == 0 {
+		o.Voters = []uint64{o.ID}
+	}
+	setDefault(&o.TickInterval, 100*time.Millisecond)
+	setDefault(&o.ElectionTicks, 10)
+	setDefault(&o.HeartbeatTicks, 1)
 	return o
+}
+
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // maxBatchBytes is the longest batch Apply takes. With the raft loop's
@@ -90,6 +120,8 @@ type Replica struct {
 	applyc   chan raftpb.Message
 	respc    chan []raftpb.Message // storage threads' responses, to the raft loop
 	savec    chan *saveRequest     // snapshot requests, to the apply thread
+	recvc    chan raftpb.Message   // messages from other members, to the raft loop
+	reportc  chan report           // what the transport reports of other members, to the raft loop
 	appliedc chan struct{}         // the apply thread has advanced applied
 	dead     chan struct{}         // closed when the replica stops, by Close or a failure
 	exited   chan struct{}         // closed once, after dead, the three goroutines have returned
@@ -191,7 +223,10 @@ type readWait struct {
 // them.
 func Open(opt Options) (*Replica, error) {
 	opt = opt.withDefaults()
-	r := &Replica{opt: opt, id: soloID,
+	if len(opt.Voters) > 1 && opt.Peers == nil {
+		return nil, errorf("a group of %d voters needs Options.Peers", len(opt.Voters))
+	}
+	r := &Replica{opt: opt, id: opt.ID, recvc: make(chan raftpb.Message, recvQueue), reportc: make(chan report, 64),
 		propc: make(chan *proposal, 1024), readc: make(chan *readWait, 1024),
 		appendc: make(chan raftpb.Message, 1024), applyc: make(chan raftpb.Message, 1024),
 		respc: make(chan []raftpb.Message, 1024), appliedc: make(chan struct{}, 1), savec: make(chan *saveRequest),
@@ -207,9 +242,14 @@ func Open(opt Options) (*Replica, error) {
 		r.wal.Close()
 		return nil, err
 	}
-	if err := r.ReadBarrier(context.Background()); err != nil {
-		r.Close()
-		return nil, err
+	// A sole voter leads at once, and serves once its term's first entry
+	// commits the log; a member of a larger group serves through whichever
+	// member leads, once there is one (see ReadBarrier).
+	if r.solo() {
+		if err := r.ReadBarrier(context.Background()); err != nil {
+			r.Close()
+			return nil, err
+		}
 	}
 	r.ready.Store(true)
 	r.opt.Logger.Info("replica ready", "dir", opt.Dir, "applied", r.applied.Load(),

@@ -12,6 +12,7 @@ import (
 // stats count the replica's work since it started.
 type stats struct {
 	commands atomic.Int64 // commands applied
+	dropped  atomic.Int64 // messages from other members dropped for a full queue
 }
 
 // PersistenceInfo returns the persistence section of INFO as name:value

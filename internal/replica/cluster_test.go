@@ -1,0 +1,353 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flintkv/flint/internal/seedtest"
+	"github.com/flintkv/flint/internal/transport/transporttest"
+	"github.com/flintkv/flint/internal/vfs"
+)
+
+// These tests run groups of several members in one process, over an
+// in-memory network (transporttest) whose faults come from a seed that the
+// test logs, each member on a filesystem that a crash can cut back to what
+// was synced.
+
+// router is a member's transport.Handler across restarts of its replica:
+// what arrives while it is down is dropped, as a real network would.
+type router struct{ r atomic.Pointer[Replica] }
+
+func (h *router) Receive(from, group uint64, msgs []raftpb.Message) {
+	if r := h.r.Load(); r != nil {
+		r.Receive(from, group, msgs)
+	}
+}
+
+func (h *router) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
+	if r := h.r.Load(); r != nil {
+		return r.ReceiveSnapshot(from, group, m, body)
+	}
+	return errors.New("member down")
+}
+
+func (h *router) Unreachable(to, group uint64) {
+	if r := h.r.Load(); r != nil {
+		r.Unreachable(to, group)
+	}
+}
+
+func (h *router) SnapshotDone(to, group uint64, err error) {
+	if r := h.r.Load(); r != nil {
+		r.SnapshotDone(to, group, err)
+	}
+}
+
+// cluster is a group of members 1..n.
+type cluster struct {
+	t      *testing.T
+	net    *transporttest.Network
+	voters []uint64
+	fs     []*vfs.Mem
+	eps    []*transporttest.Endpoint
+	hs     []*router
+	rs     []*Replica // nil while a member is down
+}
+
+func newCluster(t *testing.T, n int, seed uint64) *cluster {
+	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed))}
+	for i := range n {
+		c.voters = append(c.voters, uint64(i+1))
+		c.fs = append(c.fs, vfs.NewMem())
+		c.hs = append(c.hs, &router{})
+		c.eps = append(c.eps, c.net.Register(uint64(i+1), c.hs[i]))
+		c.rs = append(c.rs, nil)
+	}
+	for i := range n {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.rs {
+			c.stop(i)
+		}
+		c.net.Close()
+	})
+	return c
+}
+
+// start opens member i on its filesystem.
+func (c *cluster) start(i int) {
+	c.t.Helper()
+	r, err := Open(Options{FS: c.fs[i], Dir: "data", Logger: quiet(), ID: uint64(i + 1), Voters: c.voters,
+		Peers: c.eps[i], TickInterval: 5 * time.Millisecond, SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
+	if err != nil {
+		c.t.Fatalf("member %d: %v", i+1, err)
+	}
+	c.rs[i] = r
+	c.hs[i].r.Store(r)
+}
+
+// stop closes member i, if it is up.
+func (c *cluster) stop(i int) {
+	if c.rs[i] != nil {
+		c.hs[i].r.Store(nil)
+		c.rs[i].Close()
+		c.rs[i] = nil
+	}
+}
+
+// crash stops member i and drops what its filesystem had not synced.
+func (c *cluster) crash(i int) {
+	c.stop(i)
+	c.fs[i].Crash()
+}
+
+// leader waits until a member that is up leads, and returns it.
+func (c *cluster) leader() int {
+	c.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for i, r := range c.rs {
+			if r != nil && r.Leader() == r.id {
+				return i
+			}
+		}
+	}
+	c.t.Fatal("no member led within 20 s")
+	return -1
+}
+
+// setAt applies SET key value at member i, waiting at most d.
+func (c *cluster) setAt(i int, d time.Duration, key, value string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return c.rs[i].Apply(ctx, batchOf(key, value), nil)
+}
+
+// set applies SET key value at whichever member leads, trying again until
+// it is acknowledged.
+func (c *cluster) set(key, value string) {
+	c.t.Helper()
+	for try := 0; try < 100; try++ {
+		if err := c.setAt(c.leader(), time.Second, key, value); err == nil {
+			return
+		}
+	}
+	c.t.Fatalf("SET %s not acknowledged in 100 tries", key)
+}
+
+// read returns key's value at member i, linearizably (a read barrier through
+// the leader), or an error.
+func (c *cluster) read(i int, key string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.rs[i].ReadBarrier(ctx); err != nil {
+		return "", err
+	}
+	v, ok := c.rs[i].Store().Get([]byte(key))
+	if !ok {
+		return "<nil>", nil
+	}
+	return string(v), nil
+}
+
+// TestClusterReplicates writes through the leader of three members and
+// reads every write back at each member; a follower refuses writes with
+// ErrNotLeader and names the leader.
+func TestClusterReplicates(t *testing.T) {
+	c := newCluster(t, 3, seedtest.Seed(t))
+	for i := range 50 {
+		c.set(fmt.Sprint("k", i), fmt.Sprint(i))
+	}
+	lead := c.leader()
+	follower := (lead + 1) % 3
+	if err := c.setAt(follower, time.Second, "f", "1"); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a write at a follower = %v, want ErrNotLeader", err)
+	}
+	if got := c.rs[follower].Leader(); got != uint64(lead+1) {
+		t.Fatalf("the follower names member %d as leader, want %d", got, lead+1)
+	}
+	for i := range c.rs {
+		for k := range 50 {
+			if v, err := c.read(i, fmt.Sprint("k", k)); err != nil || v != fmt.Sprint(k) {
+				t.Fatalf("member %d: k%d = %q (%v)", i+1, k, v, err)
+			}
+		}
+	}
+}
+
+// TestClusterFailover crashes the leader: the other two elect one and go on
+// acknowledging writes; the old leader, restarted, catches up from the new
+// leader's log, and every acknowledged write is on every member.
+func TestClusterFailover(t *testing.T) {
+	c := newCluster(t, 3, seedtest.Seed(t))
+	for i := range 20 {
+		c.set(fmt.Sprint("a", i), "1")
+	}
+	old := c.leader()
+	c.crash(old)
+	for i := range 20 {
+		c.set(fmt.Sprint("b", i), "2")
+	}
+	if now := c.leader(); now == old {
+		t.Fatalf("member %d still leads after its crash", old+1)
+	}
+	c.start(old)
+	for i := range c.rs {
+		for k := range 20 {
+			for _, kv := range [][2]string{{fmt.Sprint("a", k), "1"}, {fmt.Sprint("b", k), "2"}} {
+				if v, err := c.read(i, kv[0]); err != nil || v != kv[1] {
+					t.Fatalf("member %d: %s = %q (%v), want %s", i+1, kv[0], v, err, kv[1])
+				}
+			}
+		}
+	}
+}
+
+// TestClusterNoQuorum isolates the leader of three members: it cannot
+// commit, so its writes end with ErrOutcomeUnknown or ErrNotLeader once it
+// steps down (CheckQuorum), never with a success; the majority elects a
+// new leader. Reads at the isolated member wait, then fail.
+func TestClusterNoQuorum(t *testing.T) {
+	c := newCluster(t, 3, seedtest.Seed(t))
+	c.set("k", "0")
+	old := c.leader()
+	c.net.Isolate(uint64(old + 1))
+	err := c.setAt(old, 2*time.Second, "k", "isolated")
+	if err == nil {
+		t.Fatal("an isolated leader acknowledged a write")
+	}
+	if !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("a write at an isolated leader = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := c.rs[old].ReadBarrier(ctx); err == nil {
+		// It may still believe it leads for an election timeout, but a
+		// read index needs a majority's answer.
+		t.Fatal("an isolated member passed a read barrier")
+	}
+	c.net.Heal()
+	c.set("k", "1")
+	for i := range c.rs {
+		if v, err := c.read(i, "k"); err != nil || v != "1" {
+			t.Fatalf("member %d: k = %q (%v), want 1", i+1, v, err)
+		}
+	}
+}
+
+// TestClusterRandomFaults runs writers against five members while the
+// network drops, duplicates, delays and reorders messages and the test
+// partitions it and crashes members at random (never more than two down
+// or cut off at once). Every acknowledged write must be the value read at
+// the end, unless a later write of the same key was attempted.
+func TestClusterRandomFaults(t *testing.T) {
+	seed := seedtest.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	c := newCluster(t, 5, seed)
+	c.net.SetFaults(transporttest.Faults{Drop: 0.02, Duplicate: 0.02, Reorder: 0.02, MaxDelay: 2 * time.Millisecond})
+	const keys, rounds = 8, 100
+	acked := make([]int, keys)     // the last acknowledged value of each key, or -1
+	attempted := make([]int, keys) // the last value tried
+	for k := range acked {
+		acked[k], attempted[k] = -1, -1
+	}
+	nacked := 0
+	for round := range rounds {
+		c.fault(rng)
+		for range 5 {
+			k := rng.IntN(keys)
+			v := attempted[k] + 1
+			attempted[k] = v
+			i := c.pick(rng)
+			if c.rs[i] == nil {
+				continue
+			}
+			if err := c.setAt(i, 200*time.Millisecond, fmt.Sprint("k", k), fmt.Sprint(v)); err == nil {
+				acked[k], nacked = v, nacked+1
+			} else if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrOutcomeUnknown) &&
+				!errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("round %d: write at member %d: %v", round, i+1, err)
+			}
+		}
+	}
+	t.Logf("%d writes acknowledged; the last of each key %v, of %v tried", nacked, acked, attempted)
+	c.net.Heal()
+	c.net.SetFaults(transporttest.Faults{})
+	for i := range c.rs {
+		if c.rs[i] == nil {
+			c.start(i)
+		}
+	}
+	for k := range keys {
+		v, err := c.read(c.leader(), fmt.Sprint("k", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := -1
+		if v != "<nil>" {
+			fmt.Sscan(v, &got)
+		}
+		if got < acked[k] || got > attempted[k] {
+			t.Fatalf("k%d = %s, but %d was acknowledged and %d the last tried", k, v, acked[k], attempted[k])
+		}
+	}
+}
+
+// pick returns, half the time, a member that believes it leads, if one is
+// up, and otherwise any member.
+func (c *cluster) pick(rng *rand.Rand) int {
+	if rng.IntN(2) == 0 {
+		for i, r := range c.rs {
+			if r != nil && r.Leader() == r.id {
+				return i
+			}
+		}
+	}
+	return rng.IntN(len(c.rs))
+}
+
+// fault changes the faults at random: heal, partition off one or two
+// members, or crash or restart one, keeping a majority up and connected.
+func (c *cluster) fault(rng *rand.Rand) {
+	down := 0
+	for _, r := range c.rs {
+		if r == nil {
+			down++
+		}
+	}
+	switch rng.IntN(4) {
+	case 0:
+		c.net.Heal()
+	case 1:
+		if down == 0 {
+			a, b := uint64(rng.IntN(5)+1), uint64(rng.IntN(5)+1)
+			var rest []uint64
+			for _, v := range c.voters {
+				if v != a && v != b {
+					rest = append(rest, v)
+				}
+			}
+			c.net.Partition([]uint64{a, b}, rest)
+		}
+	case 2:
+		if i := rng.IntN(len(c.rs)); c.rs[i] != nil && down < 2 {
+			c.net.Heal() // so that two down and two cut off never meet
+			c.crash(i)
+		}
+	case 3:
+		for i, r := range c.rs {
+			if r == nil {
+				c.start(i)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package replica
+
+import (
+	"errors"
+	"io"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flintkv/flint/internal/snap"
+)
+
+// This file is the replica's side of the peer transport: Replica
+// implements transport.Handler for its group, and the raft loop hands
+// raft's messages for other members to Options.Peers.
+
+// recvQueue is how many messages from other members wait for the raft loop
+// at most; more are dropped, which raft recovers from as from any loss.
+const recvQueue = 4096
+
+// report is what the transport says of another member, for the raft loop.
+type report struct {
+	member   uint64
+	snapshot bool // a snapshot stream ended (else: messages were dropped)
+	failed   bool // the snapshot stream failed
+}
+
+// solo reports whether this member is its group's only voter, so that it
+// may lead without an election.
+func (r *Replica) solo() bool {
+	v := r.conf.Voters
+	return len(v) == 1 && v[0] == r.id && len(r.conf.VotersOutgoing) == 0
+}
+
+// Receive takes raft messages that member from sent to this one
+// (transport.Handler). It never blocks: when the raft loop is that far
+// behind, messages are dropped, as the network may drop them.
+func (r *Replica) Receive(from, group uint64, msgs []raftpb.Message) {
+	for _, m := range msgs {
+		if m.To != r.id || m.From != from || raft.IsLocalMsg(m.Type) {
+			continue // misrouted, or a peer posing as a local thread
+		}
+		select {
+		case r.recvc <- m:
+		default:
+			r.stats.dropped.Add(1)
+		}
+	}
+}
+
+// Unreachable is the transport saying that messages to member to were
+// dropped (transport.Handler): raft then probes it rather than streaming.
+func (r *Replica) Unreachable(to, group uint64) {
+	select {
+	case r.reportc <- report{member: to}:
+	default: // the loop is busy; the next drop reports it again
+	}
+}
+
+// SnapshotDone is the end of a snapshot stream to member to
+// (transport.Handler). It is not dropped: raft sends that member nothing
+// else until it hears.
+func (r *Replica) SnapshotDone(to, group uint64, err error) {
+	if err != nil {
+		r.opt.Logger.Warn("sending a snapshot failed", "member", to, "err", err)
+	}
+	select {
+	case r.reportc <- report{member: to, snapshot: true, failed: err != nil}:
+	case <-r.dead:
+	}
+}
+
+// errNoSnapshots refuses a snapshot stream while this build cannot install
+// one; see ReceiveSnapshot.
+var errNoSnapshots = errors.New("replica: this member cannot install a snapshot sent by its leader yet")
+
+// ReceiveSnapshot refuses snapshots (transport.Handler): installing one in
+// place of the store is not built yet. The leader reports the failure to
+// raft and tries again later.
+func (r *Replica) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
+	return errNoSnapshots
+}
+
+// stepPeer steps a message from another member, and every other one
+// waiting.
+func (l *loop) stepPeer(m raftpb.Message) {
+	for {
+		if err := l.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			l.r.opt.Logger.Debug("raft ignored a message", "from", m.From, "type", m.Type, "err", err)
+		}
+		select {
+		case m = <-l.r.recvc:
+			continue
+		default:
+		}
+		return
+	}
+}
+
+// report tells raft what the transport said of another member.
+func (l *loop) report(rep report) {
+	switch {
+	case !rep.snapshot:
+		l.rn.ReportUnreachable(rep.member)
+	case rep.failed:
+		l.rn.ReportSnapshot(rep.member, raft.SnapshotFailure)
+	default:
+		l.rn.ReportSnapshot(rep.member, raft.SnapshotFinish)
+	}
+}
+
+// queue keeps m, for another member, until flush.
+func (l *loop) queue(m raftpb.Message) {
+	if m.Type == raftpb.MsgSnap {
+		l.sendSnapshot(m)
+		return
+	}
+	l.out[m.To] = append(l.out[m.To], m)
+}
+
+// flush hands the queued messages to the transport, one call per member.
+func (l *loop) flush() {
+	for to, msgs := range l.out {
+		if len(msgs) > 0 {
+			l.r.opt.Peers.Send(to, l.r.opt.Group, msgs)
+			l.out[to] = nil // the transport keeps msgs
+		}
+	}
+}
+
+// sendSnapshot streams the snapshot file that m names to its member, or
+// tells raft at once that it cannot.
+func (l *loop) sendSnapshot(m raftpb.Message) {
+	md := m.Snapshot.Metadata
+	snaps, err := snap.List(l.r.opt.FS, l.r.snapDir())
+	i := slices.IndexFunc(snaps, func(s snap.Info) bool { return s.Index == md.Index && s.Term == md.Term })
+	if err == nil && i < 0 {
+		err = errorf("no snapshot file at index %d term %d", md.Index, md.Term)
+	}
+	if err == nil {
+		body, size, oerr := snap.OpenFile(l.r.opt.FS, l.r.snapDir(), snaps[i].Name)
+		if err = oerr; err == nil {
+			l.r.opt.Peers.SendSnapshot(m.To, l.r.opt.Group, m, body, size)
+			return
+		}
+	}
+	l.r.opt.Logger.Warn("cannot send a snapshot", "member", m.To, "err", err)
+	l.rn.ReportSnapshot(m.To, raft.SnapshotFailure)
+}
