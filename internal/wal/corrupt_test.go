@@ -255,7 +255,7 @@ func TestCorruption(t *testing.T) {
 			name, b, _ := l.frames(t, -1)
 			h := header("FLNTWAL1", 1, uint64(len(l.segs)), segmentFirst(t, name))
 			writeFile(t, l.m, name, append(h, b[headerSize:]...))
-			return name, 0, []string{"log format version 1, this build reads version 2"}
+			return name, 0, []string{"log format version 1, this build reads versions 2 to 3"}
 		},
 	}, {
 		name: "short header",

@@ -25,16 +25,24 @@
 // frames are written over: zeros after the last frame are the segment's
 // clean end. spare.tmp is never part of the log.
 //
-// # Format, version 2
+// # Format, version 3
 //
 // A segment is a sequence of frames (see package frame: length, CRC-32C,
 // type, payload, padding to 8 bytes). Integers in payloads are unsigned
 // varints unless noted.
 //
-//	type 1, header:     "FLNTWAL1" (8 bytes), version uint32 LE (2), seq uint64 LE, first uint64 LE
+//	type 1, header:     "FLNTWAL1" (8 bytes), version uint32 LE (3), seq uint64 LE, first uint64 LE
 //	type 2, entry:      term, index, entry type (1 byte: raftpb.EntryType), data (the rest)
 //	type 3, hard state: term, vote, commit
 //	type 4, seal:       from uint64 LE, cover uint32 LE
+//	type 5, restart:    index
+//
+// A restart record (written by Restart, for a member that installs its
+// leader's snapshot at index) ends the log before it: every entry before
+// it in the file order stops being part of the log, which goes on at
+// index+1, and Open deletes the segments before the segment that holds
+// it. Open needs a snapshot at index or later. Version 2 is version 3
+// without restart records, and is still read; new segments are version 3.
 //
 // Every write to a segment (one call to Append, or a segment's start) ends
 // with a seal. from is the offset of the segment's first byte that was not

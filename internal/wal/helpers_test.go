@@ -47,6 +47,9 @@ func hardState(term, vote, commit uint64) raftpb.HardState {
 type recorder struct {
 	mu   sync.Mutex
 	recs []rec
+	// restart is the index of the last restart record, and restartAt how
+	// many records came before it.
+	restart, restartAt int
 }
 
 func (r *recorder) replay() wal.Replay {
@@ -64,6 +67,12 @@ func (r *recorder) replay() wal.Replay {
 			r.recs = append(r.recs, hsRec(hs))
 			return nil
 		},
+		Restart: func(index uint64) error {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.restart, r.restartAt = int(index), len(r.recs)
+			return nil
+		},
 	}
 }
 
@@ -79,9 +88,11 @@ func (r *recorder) entries() []raftpb.Entry {
 }
 
 // log returns the log the reported entries make: a later entry with index i
-// replaces the entry i and every one after it.
+// replaces the entry i and every one after it, and a restart record drops
+// every entry before it.
 func (r *recorder) log() []raftpb.Entry {
-	return applyLog(nil, r.entries())
+	tail := &recorder{recs: r.recs[r.restartAt:]}
+	return applyLog(nil, tail.entries())
 }
 
 // applyLog appends es to log as raft's log does: an entry with index i

@@ -70,6 +70,9 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	if err := w.replay(segs, replay); err != nil {
 		return nil, err
 	}
+	if err := w.dropBeforeRestart(); err != nil {
+		return nil, err
+	}
 	if w.last < after {
 		if !opt.NoSync {
 			// With fsync, entries after the snapshot are durable before
@@ -423,6 +426,8 @@ func (w *WAL) record(s segment, i int, off int64, typ byte, p []byte, replay Rep
 		}
 		w.hs = hs
 		return replay.HardState(hs)
+	case typ == typeRestart:
+		return w.restartRecord(s, p, replay)
 	case typ == typeSeal:
 		if _, _, ok := decodeSeal(p); !ok {
 			return badFrame(fmt.Errorf("a seal of %d bytes, not %d", len(p), sealSize))
@@ -445,8 +450,8 @@ func checkHeader(p []byte, s segment) error {
 	if len(p) != len(magic)+20 || string(p[:len(magic)]) != magic {
 		return errors.New("not a Flint log segment (bad magic)")
 	}
-	if v := binary.LittleEndian.Uint32(p[len(magic):]); v != version {
-		return fmt.Errorf("log format version %d, this build reads version %d", v, version)
+	if v := binary.LittleEndian.Uint32(p[len(magic):]); v < minVersion || v > version {
+		return fmt.Errorf("log format version %d, this build reads versions %d to %d", v, minVersion, version)
 	}
 	seq, first := binary.LittleEndian.Uint64(p[len(magic)+4:]), binary.LittleEndian.Uint64(p[len(magic)+12:])
 	if seq != s.seq || first != s.first {
@@ -510,4 +515,45 @@ func uvarint(p []byte) (uint64, []byte, bool) {
 		return 0, p, false
 	}
 	return v, p[n:], true
+}
+
+// restartRecord reads a restart record (see WAL.Restart) in segment s:
+// the log goes on after its index, which the snapshot that Open was given
+// must hold, since the entries before it are gone.
+func (w *WAL) restartRecord(s segment, p []byte, replay Replay) error {
+	index, rest, ok := uvarint(p)
+	if !ok || len(rest) != 0 {
+		return badFrame(errors.New("a malformed restart record"))
+	}
+	if index > w.after {
+		return fmt.Errorf("the log restarts after entry %d, a snapshot installed from the leader, but the newest snapshot ends at %d: "+
+			"that snapshot is missing; restore the data directory from a backup", index, w.after)
+	}
+	w.last, w.restartSeq = index, s.seq
+	w.idx.reset(index + 1)
+	if replay.Restart != nil {
+		return replay.Restart(index)
+	}
+	return nil
+}
+
+// dropBeforeRestart deletes the segments before the last one that holds a
+// restart record, which Restart deletes once it is durable: a crash may
+// have left them.
+func (w *WAL) dropBeforeRestart() error {
+	n := 0
+	for n < len(w.segs) && w.segs[n].seq < w.restartSeq {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	w.opt.Logger.Warn("wal: deleting the segments before a restart of the log (a snapshot installed from the leader)",
+		"dir", w.dir, "first", w.segs[0].name, "count", n)
+	removed, err := w.removeSegments(w.segs[:n])
+	for _, s := range w.segs[:removed] {
+		w.size -= s.size
+	}
+	w.segs = w.segs[removed:]
+	return err
 }

@@ -17,17 +17,19 @@ import (
 	"github.com/flintkv/flint/internal/vfs"
 )
 
-// Frame types of format version 2.
+// Frame types of format version 3 (version 2 has all but typeRestart).
 const (
 	typeHeader    = 1
 	typeEntry     = 2
 	typeHardState = 3
 	typeSeal      = 4
+	typeRestart   = 5
 )
 
 const (
-	magic   = "FLNTWAL1" // the file type, whatever the version
-	version = 2
+	magic      = "FLNTWAL1" // the file type, whatever the version
+	version    = 3          // what new segments are written in
+	minVersion = 2          // the oldest version read
 )
 
 // Options configure a WAL.
@@ -56,6 +58,10 @@ type Options struct {
 type Replay struct {
 	Entry     func(e raftpb.Entry) error
 	HardState func(hs raftpb.HardState) error
+	// Restart, if set, receives a restart record: every entry received
+	// before it is no longer part of the log, which goes on after index
+	// (see WAL.Restart).
+	Restart func(index uint64) error
 }
 
 // ErrFailed is returned by every Save after an fsync or write failed: what
@@ -89,17 +95,19 @@ type WAL struct {
 	// ReleaseTo let go of, and idx.next-1 == last once Open returns.
 	idx index
 	// The fields below are used only by Save (and Open).
-	f      vfs.File // the last segment
-	off    int64    // end of the last valid frame in f
-	last   uint64   // index of the last entry saved
-	after  uint64   // index of the snapshot that Open was given
-	hs     raftpb.HardState
-	buf    []byte
-	pos    []int // offsets in buf of the entries' frames, during Append
-	failed error
-	dirty  bool   // written since the last fsync
-	seal   sealer // seals the writes to f
-	spare  spare
+	f     vfs.File // the last segment
+	off   int64    // end of the last valid frame in f
+	last  uint64   // index of the last entry saved
+	after uint64   // index of the snapshot that Open was given
+	// restartSeq is the last segment Open read a restart record in, or 0.
+	restartSeq uint64
+	hs         raftpb.HardState
+	buf        []byte
+	pos        []int // offsets in buf of the entries' frames, during Append
+	failed     error
+	dirty      bool   // written since the last fsync
+	seal       sealer // seals the writes to f
+	spare      spare
 }
 
 // segment is one segment file.
@@ -200,6 +208,43 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 		w.buf = nil
 	}
 	return nil
+}
+
+// Restart makes the log start over after index: every entry it holds
+// stops being part of it, and the next entry saved is index+1. It is for a
+// member that installs a snapshot at index from its leader, which must be
+// durable first (Open then needs a snapshot at index or later). hs, if not
+// empty, is saved with it. Restart starts a new segment, writes a restart
+// record in it and fsyncs it, even with NoSync, then deletes the earlier
+// segments; if a crash comes first, Open deletes them. Its errors are
+// Save's, and it must not overlap ReleaseTo.
+func (w *WAL) Restart(index uint64, hs raftpb.HardState) error {
+	if w.failed != nil {
+		return w.failed
+	}
+	if !raft.IsEmptyHardState(hs) {
+		w.hs = hs // the new segment starts with it
+	}
+	w.last = index
+	if err := w.rotate(nil); err != nil {
+		return err
+	}
+	b := frame.Append(nil, typeRestart, binary.AppendUvarint(nil, index))
+	seal := w.seal
+	b = seal.close(b)
+	if err := w.write(b); err != nil {
+		return err
+	}
+	w.seal, w.dirty = seal, true
+	if err := w.sync(); err != nil {
+		return w.fail(fmt.Errorf("wal: fsync %s: %w", w.lastName(), err))
+	}
+	w.dirty = false
+	w.mu.Lock()
+	w.idx.reset(index + 1)
+	w.metrics.LastIndex = index
+	w.mu.Unlock()
+	return w.ReleaseTo(index)
 }
 
 // maxWrite is the most bytes one Append writes: half of what a segment can
