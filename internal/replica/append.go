@@ -38,16 +38,32 @@ func (r *Replica) appendLoop() {
 		msgs = drain(r.appendc, msgs)
 		ents, resps = ents[:0], resps[:0]
 		var hs raftpb.HardState
+		var restart *raftpb.Snapshot
 		for _, m := range msgs {
 			if m.Snapshot != nil && !raft.IsEmptySnap(*m.Snapshot) {
-				r.fail(errorf("received a snapshot from a leader; this build has one voter"))
-				return
+				restart, ents = m.Snapshot, ents[:0] // it replaces the log
 			}
 			ents = append(ents, m.Entries...)
 			if st := (raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}); !raft.IsEmptyHardState(st) {
 				hs = st
 			}
 			resps = append(resps, m.Responses...)
+		}
+		if restart != nil {
+			if !r.restartLog(*restart, hs) {
+				return
+			}
+			// raft takes the snapshot as applied once this thread
+			// responds, and commits no later entry before; the apply
+			// thread, which owns the store, loads it first, in order.
+			select {
+			case r.applyc <- raftpb.Message{Type: raftpb.MsgStorageApply, Snapshot: restart}:
+			case <-r.dead:
+				return
+			}
+			if !raft.IsEmptyHardState(hs) {
+				saved = hs
+			}
 		}
 		// A write that changes only the commit index is not made: the
 		// commit index is volatile state in raft, which a restart may find

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/store"
@@ -18,6 +19,12 @@ func (r *Replica) applyLoop() {
 			continue
 		case <-r.dead:
 			return
+		}
+		if m.Snapshot != nil && !raft.IsEmptySnap(*m.Snapshot) {
+			if err := r.installSnapshot(m.Snapshot.Metadata); err != nil {
+				r.fail(err)
+				return
+			}
 		}
 		for i := range m.Entries {
 			if r.reorder(&m.Entries[i]) {
@@ -63,10 +70,10 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 // and completes the caller, if one waits.
 func (r *Replica) applyBatch(p *proposal, batch []byte) error {
 	if p == nil { // proposed before a restart, or its caller gave up
-		return r.st.ApplyBatch(batch, nil)
+		return r.Store().ApplyBatch(batch, nil)
 	}
 	n := 0
-	err := r.st.ApplyBatch(batch, func(i int, res store.Result) {
+	err := r.Store().ApplyBatch(batch, func(i int, res store.Result) {
 		n++
 		if p.done != nil {
 			p.done(i, res)

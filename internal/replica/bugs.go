@@ -21,7 +21,7 @@ func (r *Replica) reorder(e *raftpb.Entry) bool {
 	if r.held != nil {
 		r.applyEntry(e)
 		eachProposal(r.held, func(_ uint64, batch []byte) error {
-			return r.st.ApplyBatch(batch, nil)
+			return r.Store().ApplyBatch(batch, nil)
 		})
 		r.held = nil
 		return true

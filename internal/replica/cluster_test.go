@@ -60,10 +60,15 @@ type cluster struct {
 	eps    []*transporttest.Endpoint
 	hs     []*router
 	rs     []*Replica // nil while a member is down
+	opt    Options    // for every member, but for what start sets
 }
 
 func newCluster(t *testing.T, n int, seed uint64) *cluster {
-	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed))}
+	return newClusterWith(t, n, seed, Options{TickInterval: 5 * time.Millisecond, SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
+}
+
+func newClusterWith(t *testing.T, n int, seed uint64, opt Options) *cluster {
+	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), opt: opt}
 	for i := range n {
 		c.voters = append(c.voters, uint64(i+1))
 		c.fs = append(c.fs, vfs.NewMem())
@@ -86,8 +91,9 @@ func newCluster(t *testing.T, n int, seed uint64) *cluster {
 // start opens member i on its filesystem.
 func (c *cluster) start(i int) {
 	c.t.Helper()
-	r, err := Open(Options{FS: c.fs[i], Dir: "data", Logger: quiet(), ID: uint64(i + 1), Voters: c.voters,
-		Peers: c.eps[i], TickInterval: 5 * time.Millisecond, SnapshotEntries: 1 << 40, SnapshotBytes: 1 << 40})
+	opt := c.opt
+	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Voters, opt.Peers = c.fs[i], "data", quiet(), uint64(i+1), c.voters, c.eps[i]
+	r, err := Open(opt)
 	if err != nil {
 		c.t.Fatalf("member %d: %v", i+1, err)
 	}
@@ -209,6 +215,50 @@ func TestClusterFailover(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestClusterSnapshotCatchUp stops a member while the others write past
+// two snapshots, so that the leader's log no longer holds what it missed:
+// restarted, it is sent the leader's snapshot, installs it in place of its
+// store and log, and then follows the log; a later crash and restart of it
+// recovers from the installed snapshot.
+func TestClusterSnapshotCatchUp(t *testing.T) {
+	c := newClusterWith(t, 3, seedtest.Seed(t), Options{TickInterval: 5 * time.Millisecond, SnapshotEntries: 40})
+	c.set("before", "0")
+	lagging := (c.leader() + 1) % 3
+	for i := range 20 { // some entries of the lagging member's own log
+		c.set(fmt.Sprint("old", i), "x")
+	}
+	c.crash(lagging)
+	for i := range 200 {
+		c.set(fmt.Sprint("k", i), fmt.Sprint(i))
+	}
+	lead := c.rs[c.leader()]
+	lead.snaps.wait()
+	if first, _ := lead.storage.FirstIndex(); first <= 22 {
+		t.Fatalf("the leader's log still starts at %d: the test needs it compacted past the lagging member", first)
+	}
+	c.start(lagging)
+	c.set("after", "1")
+	check := func() {
+		for k := range 200 {
+			if v, err := c.read(lagging, fmt.Sprint("k", k)); err != nil || v != fmt.Sprint(k) {
+				t.Fatalf("lagging member: k%d = %q (%v)", k, v, err)
+			}
+		}
+		for _, kv := range [][2]string{{"before", "0"}, {"old7", "x"}, {"after", "1"}} {
+			if v, err := c.read(lagging, kv[0]); err != nil || v != kv[1] {
+				t.Fatalf("lagging member: %s = %q (%v), want %s", kv[0], v, err, kv[1])
+			}
+		}
+	}
+	check()
+	if got := c.rs[lagging].snaps.newest().index; got <= 22 {
+		t.Fatalf("the lagging member's newest snapshot is at %d: it caught up without one", got)
+	}
+	c.crash(lagging)
+	c.start(lagging)
+	check()
 }
 
 // TestClusterNoQuorum isolates the leader of three members: it cannot

@@ -2,8 +2,6 @@ package replica
 
 import (
 	"errors"
-	"io"
-	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -71,17 +69,6 @@ func (r *Replica) SnapshotDone(to, group uint64, err error) {
 	}
 }
 
-// errNoSnapshots refuses a snapshot stream while this build cannot install
-// one; see ReceiveSnapshot.
-var errNoSnapshots = errors.New("replica: this member cannot install a snapshot sent by its leader yet")
-
-// ReceiveSnapshot refuses snapshots (transport.Handler): installing one in
-// place of the store is not built yet. The leader reports the failure to
-// raft and tries again later.
-func (r *Replica) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
-	return errNoSnapshots
-}
-
 // stepPeer steps a message from another member, and every other one
 // waiting.
 func (l *loop) stepPeer(m raftpb.Message) {
@@ -132,14 +119,9 @@ func (l *loop) flush() {
 // sendSnapshot streams the snapshot file that m names to its member, or
 // tells raft at once that it cannot.
 func (l *loop) sendSnapshot(m raftpb.Message) {
-	md := m.Snapshot.Metadata
-	snaps, err := snap.List(l.r.opt.FS, l.r.snapDir())
-	i := slices.IndexFunc(snaps, func(s snap.Info) bool { return s.Index == md.Index && s.Term == md.Term })
-	if err == nil && i < 0 {
-		err = errorf("no snapshot file at index %d term %d", md.Index, md.Term)
-	}
+	info, err := l.r.snapFile(m.Snapshot.Metadata)
 	if err == nil {
-		body, size, oerr := snap.OpenFile(l.r.opt.FS, l.r.snapDir(), snaps[i].Name)
+		body, size, oerr := snap.OpenFile(l.r.opt.FS, l.r.snapDir(), info.Name)
 		if err = oerr; err == nil {
 			l.r.opt.Peers.SendSnapshot(m.To, l.r.opt.Group, m, body, size)
 			return

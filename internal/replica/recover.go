@@ -51,13 +51,13 @@ func (r *Replica) recover() error {
 	// growing store again and again (a sixth of the replay's CPU), while
 	// the garbage replay makes is a fraction of the log, whose size the
 	// snapshot thresholds bound.
-	r.st.Retain(true)
+	r.Store().Retain(true)
 	resume := r.opt.PauseGC()
 	r.wal, err = wal.Open(fs, r.walDir(), wal.Options{SegmentSize: r.opt.SegmentSize, NoSync: r.opt.NoSync,
 		Preallocate: r.opt.Preallocate, HoldProcessor: r.opt.HoldProcessor, Logger: r.opt.Logger, WaitForSpace: wait},
 		meta.Index, wal.Replay{Entry: rc.entry, HardState: rc.hardState})
 	resume()
-	r.st.Retain(false)
+	r.Store().Retain(false)
 	if err != nil {
 		return err
 	}
@@ -95,25 +95,32 @@ func (r *Replica) loadSnapshot(wait func(error) bool) (snap.Meta, error) {
 		}
 	}
 	newest := snaps[len(snaps)-1]
-	r.st = store.New(r.opt.Store)
-	// The store's hash tables are made at their final size, so that loading
-	// makes almost no garbage: every byte read is kept by the store; and the
-	// process may pause its collector meanwhile (Options.PauseGC).
-	name := path.Join(r.snapDir(), newest.Name)
-	if n, ok := snap.CountHint(fs, name); ok {
-		r.st.Reserve(int(n))
-	}
-	resume := r.opt.PauseGC()
-	meta, err := snap.Load(fs, name, r.st.Put)
-	resume()
+	st, meta, err := r.loadStore(newest)
 	if err != nil {
 		return meta, withAdvice(err, snaps)
 	}
-	if meta.Index != newest.Index || meta.Term != newest.Term {
-		return meta, withAdvice(fmt.Errorf("snapshot %s: its header says index %d term %d", newest.Name, meta.Index, meta.Term), snaps)
-	}
+	r.st.Store(st)
 	r.snaps.last = snapInfo{index: meta.Index, name: newest.Name}
 	return meta, nil
+}
+
+// loadStore loads the snapshot file info names into a new store. The
+// store's hash tables are made at their final size, so that loading makes
+// almost no garbage: every byte read is kept by the store; and the process
+// may pause its collector meanwhile (Options.PauseGC).
+func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
+	st := store.New(r.opt.Store)
+	name := path.Join(r.snapDir(), info.Name)
+	if n, ok := snap.CountHint(r.opt.FS, name); ok {
+		st.Reserve(int(n))
+	}
+	resume := r.opt.PauseGC()
+	meta, err := snap.Load(r.opt.FS, name, st.Put)
+	resume()
+	if err == nil && (meta.Index != info.Index || meta.Term != info.Term) {
+		err = fmt.Errorf("snapshot %s: its header says index %d term %d", info.Name, meta.Index, meta.Term)
+	}
+	return st, meta, err
 }
 
 // withAdvice tells the operator what to do about a damaged newest snapshot.

@@ -108,8 +108,8 @@ const soloID = 1
 // goroutines that drive them. Its methods are safe for concurrent use.
 type Replica struct {
 	opt     Options
-	id      uint64 // this member's raft id
-	st      *store.Store
+	id      uint64                      // this member's raft id
+	st      atomic.Pointer[store.Store] // replaced whole when a leader's snapshot is installed
 	storage *raftlog.Storage
 	wal     *wal.WAL
 	conf    raftpb.ConfState // the configuration applied; the apply thread's once started
@@ -253,7 +253,7 @@ func Open(opt Options) (*Replica, error) {
 	}
 	r.ready.Store(true)
 	r.opt.Logger.Info("replica ready", "dir", opt.Dir, "applied", r.applied.Load(),
-		"keys", r.st.Len(), "took", time.Since(start).Round(time.Millisecond))
+		"keys", r.Store().Len(), "took", time.Since(start).Round(time.Millisecond))
 	return r, nil
 }
 
@@ -261,7 +261,11 @@ func (r *Replica) snapDir() string { return path.Join(r.opt.Dir, "snap") }
 func (r *Replica) walDir() string  { return path.Join(r.opt.Dir, "wal") }
 
 // Store returns the state machine that reads are served from.
-func (r *Replica) Store() *store.Store { return r.st }
+//
+// Hold it only for one read: installing a snapshot sent by the leader
+// replaces it (the one held stays as it was, a state at least as recent as
+// the read barrier before it).
+func (r *Replica) Store() *store.Store { return r.st.Load() }
 
 // Apply proposes batch and returns once it is committed and applied. done
 // is called on the apply thread after each entry takes effect. A batch that

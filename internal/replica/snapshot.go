@@ -20,8 +20,13 @@ type snapState struct {
 	bytes       int64  // and their size
 	running     atomic.Bool
 	wg          sync.WaitGroup
-	mu          sync.Mutex
-	last        snapInfo // the newest snapshot on disk
+	// files is held while a snapshot file is written and old ones pruned
+	// with the log segments they cover, while one sent by the leader is
+	// installed, and while the log restarts after one: package snap and
+	// wal.ReleaseTo need these to not overlap.
+	files sync.Mutex
+	mu    sync.Mutex
+	last  snapInfo // the newest snapshot on disk
 }
 
 // snapInfo describes a snapshot written.
@@ -81,7 +86,7 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 	}
 	s.running.Store(true)
 	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: r.conf}
-	view := r.st.Snapshot()
+	view := r.Store().Snapshot()
 	s.entries, s.bytes = 0, 0
 	if req != nil {
 		req.started = true
@@ -138,6 +143,8 @@ func (r *Replica) Snapshot() error {
 // WAL drop what it covers. A failure (a full disk, say) is logged and the
 // next snapshot tries again; the log still holds everything.
 func (r *Replica) writeSnapshot(view *store.Snapshot, meta snap.Meta) error {
+	r.snaps.files.Lock()
+	defer r.snaps.files.Unlock()
 	start := time.Now()
 	name, size, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(yield func(string, []byte) bool) { view.Ascend(yield) })
 	info := snapInfo{index: meta.Index, name: name, size: size, took: time.Since(start), at: time.Now(), err: err}
