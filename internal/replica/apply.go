@@ -50,7 +50,9 @@ func (r *Replica) applyLoop() {
 func (r *Replica) applyEntry(e *raftpb.Entry) error {
 	switch {
 	case e.Type != raftpb.EntryNormal:
-		return errConfChange
+		if err := r.applyConfEntry(e); err != nil {
+			return err
+		}
 	case len(e.Data) > 0:
 		err := eachProposal(e.Data, func(id uint64, batch []byte) error {
 			return r.applyBatch(r.waiters.take(id), batch)

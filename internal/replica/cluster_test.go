@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +53,15 @@ func (h *router) SnapshotDone(to, group uint64, err error) {
 	}
 }
 
+// memberLogger is member id's logger: silent, unless FLINT_TEST_LOG is set,
+// which logs every member to standard error, to follow a failing seed.
+func memberLogger(id int) *slog.Logger {
+	if os.Getenv("FLINT_TEST_LOG") == "" {
+		return quiet()
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("m", id)
+}
+
 // cluster is a group of members 1..n.
 type cluster struct {
 	t      *testing.T
@@ -92,7 +103,7 @@ func newClusterWith(t *testing.T, n int, seed uint64, opt Options) *cluster {
 func (c *cluster) start(i int) {
 	c.t.Helper()
 	opt := c.opt
-	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Voters, opt.Peers = c.fs[i], "data", quiet(), uint64(i+1), c.voters, c.eps[i]
+	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Voters, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), c.voters, c.eps[i]
 	r, err := Open(opt)
 	if err != nil {
 		c.t.Fatalf("member %d: %v", i+1, err)
@@ -259,6 +270,81 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 	c.crash(lagging)
 	c.start(lagging)
 	check()
+}
+
+// join adds a new member, id n+1, to the cluster's network and opens it to
+// join the group; it returns its index.
+func (c *cluster) join() int {
+	c.t.Helper()
+	i := len(c.rs)
+	c.fs = append(c.fs, vfs.NewMem())
+	c.hs = append(c.hs, &router{})
+	c.eps = append(c.eps, c.net.Register(uint64(i+1), c.hs[i]))
+	c.rs = append(c.rs, nil)
+	opt := c.opt
+	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Join, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), true, c.eps[i]
+	r, err := Open(opt)
+	if err != nil {
+		c.t.Fatalf("member %d: %v", i+1, err)
+	}
+	c.rs[i] = r
+	c.hs[i].r.Store(r)
+	return i
+}
+
+// TestClusterMembership adds a fourth member (a learner, caught up by the
+// leader's snapshot and log, then promoted), removes an original one (it
+// stops with ErrRemoved), transfers leadership to the new member, and
+// checks that every member left holds every write and the same
+// configuration and member info.
+func TestClusterMembership(t *testing.T) {
+	c := newCluster(t, 3, seedtest.Seed(t))
+	for i := range 20 {
+		c.set(fmt.Sprint("k", i), fmt.Sprint(i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := c.join()
+	if err := c.rs[c.leader()].AddMember(ctx, 4, []byte("member-4-info")); err != nil {
+		t.Fatal(err)
+	}
+	c.set("after-add", "1")
+	if v, err := c.read(n, "k7"); err != nil || v != "7" {
+		t.Fatalf("the new member: k7 = %q (%v)", v, err)
+	}
+	gone := (c.leader() + 1) % 3
+	if err := c.rs[c.leader()].Remove(ctx, uint64(gone+1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.rs[gone].Dead():
+		if !errors.Is(c.rs[gone].Err(), ErrRemoved) {
+			t.Fatalf("the removed member stopped with %v, want ErrRemoved", c.rs[gone].Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the removed member did not stop")
+	}
+	c.stop(gone)
+	if err := c.rs[c.leader()].TransferLeadership(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	c.set("after-transfer", "2")
+	for i, r := range c.rs {
+		if r == nil {
+			continue
+		}
+		for _, kv := range [][2]string{{"k19", "19"}, {"after-add", "1"}, {"after-transfer", "2"}} {
+			if v, err := c.read(i, kv[0]); err != nil || v != kv[1] {
+				t.Fatalf("member %d: %s = %q (%v), want %s", i+1, kv[0], v, err, kv[1])
+			}
+		}
+		if got := string(r.Members()[4]); got != "member-4-info" {
+			t.Fatalf("member %d knows member 4 as %q", i+1, got)
+		}
+		if st, err := r.Status(ctx); err != nil || len(st.Config.Voters[0]) != 3 {
+			t.Fatalf("member %d: voters %v (%v), want 3", i+1, st.Config.Voters, err)
+		}
+	}
 }
 
 // TestClusterNoQuorum isolates the leader of three members: it cannot

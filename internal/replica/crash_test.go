@@ -212,9 +212,9 @@ func (c *crashRun) verify(name string, r *Replica, gate *gateFS) {
 	}
 	got := map[string]string{}
 	r.Store().Snapshot().Ascend(func(k string, v []byte) bool { got[k] = string(v); return true })
-	want := maps(c.state)
+	want := cloneState(c.state)
 	for _, p := range c.pendings {
-		with := p.applyTo(maps(want))
+		with := p.applyTo(cloneState(want))
 		if matchesOn(got, with, p) && !matchesOn(got, want, p) {
 			want = with
 			c.landed++
@@ -245,7 +245,7 @@ func matchesOn(got, want map[string]string, b opBatch) bool {
 	return true
 }
 
-func maps(m map[string]string) map[string]string {
+func cloneState(m map[string]string) map[string]string {
 	c := make(map[string]string, len(m))
 	for k, v := range m {
 		c[k] = v

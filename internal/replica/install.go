@@ -87,10 +87,15 @@ func (r *Replica) installSnapshot(md raftpb.SnapshotMetadata) error {
 	if err != nil {
 		return err
 	}
-	st, _, err := r.loadStore(info)
+	st, meta, err := r.loadStore(info)
+	var members map[uint64][]byte
+	if err == nil {
+		members, err = membersOf(meta.Sections)
+	}
 	if err != nil {
 		return errorf("loading the snapshot sent by the leader: %w", err)
 	}
+	r.setMembers(members)
 	r.st.Store(st)
 	r.applied.Store(md.Index)
 	r.conf = md.ConfState

@@ -44,7 +44,7 @@ func (r *Replica) start() error {
 		ID: r.id, ElectionTick: r.opt.ElectionTicks, HeartbeatTick: r.opt.HeartbeatTicks,
 		Storage: r.storage, Applied: r.applied.Load(),
 		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
-		CheckQuorum: true, PreVote: true, AsyncStorageWrites: true, Logger: raftLogger{r.opt.Logger},
+		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, AsyncStorageWrites: true, Logger: raftLogger{r.opt.Logger},
 	})
 	if err != nil {
 		return errorf("starting raft: %w", err)
@@ -67,6 +67,7 @@ func (r *Replica) start() error {
 func (l *loop) run() {
 	tick := time.NewTicker(l.r.opt.TickInterval)
 	defer tick.Stop()
+	defer l.stopOnStorageError()
 	for {
 		if len(l.resps) > 0 { // taken by send: step them before anything new
 			l.step(l.resps)
@@ -84,6 +85,12 @@ func (l *loop) run() {
 				l.stepPeer(m)
 			case rep := <-l.r.reportc:
 				l.report(rep)
+			case req := <-l.r.confc:
+				l.proposeConf(req)
+			case ca := <-l.r.confApplyc:
+				l.applyConf(ca)
+			case c := <-l.r.statusc:
+				c <- l.rn.Status()
 			case <-l.r.appliedc:
 				l.releaseReads()
 			case <-tick.C:
@@ -125,6 +132,23 @@ func (l *loop) requeueReads() {
 		l.unled = append(l.unled, waits...)
 		delete(l.reads, id)
 	}
+}
+
+// stopOnStorageError turns raft's panic on an error its Storage returned
+// (panic(err): reading the log back from disk failed) into a failure of
+// the replica, which stops it like a failed fsync does. raft panics with a
+// string for broken invariants of its own, which stay panics.
+func (l *loop) stopOnStorageError() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	err, ok := p.(error)
+	if !ok {
+		panic(p)
+	}
+	l.r.fail(errorf("reading the log back: %w", err))
+	l.abandon()
 }
 
 // hold takes p and every other waiting batch, to be proposed together by
@@ -378,6 +402,8 @@ func (l *loop) send(c chan raftpb.Message, m raftpb.Message) {
 			return
 		case msgs := <-l.r.respc:
 			l.resps = append(l.resps, msgs...)
+		case ca := <-l.r.confApplyc: // the apply thread may wait for it
+			l.applyConf(ca)
 		case <-l.r.dead:
 			return
 		}

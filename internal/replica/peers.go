@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -69,12 +70,19 @@ func (r *Replica) SnapshotDone(to, group uint64, err error) {
 	}
 }
 
-// stepPeer steps a message from another member, and every other one
-// waiting.
+// stepBatch is the most messages from other members that the raft loop
+// steps in one turn, so that a stream of them never holds up its Ready.
+const stepBatch = 256
+
+// stepPeer steps a message from another member, and up to stepBatch-1
+// others waiting.
 func (l *loop) stepPeer(m raftpb.Message) {
-	for {
+	for n := 1; ; n++ {
 		if err := l.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			l.r.opt.Logger.Debug("raft ignored a message", "from", m.From, "type", m.Type, "err", err)
+		}
+		if n == stepBatch {
+			return
 		}
 		select {
 		case m = <-l.r.recvc:
@@ -117,8 +125,17 @@ func (l *loop) flush() {
 }
 
 // sendSnapshot streams the snapshot file that m names to its member, or
-// tells raft at once that it cannot.
+// tells raft at once that it cannot. A member added after the newest
+// snapshot was taken would refuse it (raft installs no snapshot whose
+// configuration lacks it): then a new snapshot is started instead, which
+// raft sends on a later try.
 func (l *loop) sendSnapshot(m raftpb.Message) {
+	if !inConf(m.Snapshot.Metadata.ConfState, m.To) {
+		l.r.opt.Logger.Info("taking a snapshot for a member added since the last", "member", m.To)
+		l.r.snapshotSoon()
+		l.rn.ReportSnapshot(m.To, raft.SnapshotFailure)
+		return
+	}
 	info, err := l.r.snapFile(m.Snapshot.Metadata)
 	if err == nil {
 		body, size, oerr := snap.OpenFile(l.r.opt.FS, l.r.snapDir(), info.Name)
@@ -129,4 +146,26 @@ func (l *loop) sendSnapshot(m raftpb.Message) {
 	}
 	l.r.opt.Logger.Warn("cannot send a snapshot", "member", m.To, "err", err)
 	l.rn.ReportSnapshot(m.To, raft.SnapshotFailure)
+}
+
+// inConf reports whether member id is in configuration cs, in any role.
+func inConf(cs raftpb.ConfState, id uint64) bool {
+	for _, ids := range [][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext} {
+		if slices.Contains(ids, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshotSoon starts a background snapshot without waiting, unless a
+// request for one is on its way already.
+func (r *Replica) snapshotSoon() {
+	if !r.snapWanted.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer r.snapWanted.Store(false)
+		r.BackgroundSnapshot()
+	}()
 }

@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -24,6 +23,9 @@ type recovery struct {
 	term    uint64    // its term
 	hs      raftpb.HardState
 	pending []raftpb.Entry // entries after the commit index, not yet applied
+	// confPending stops replay's applying at the first configuration
+	// change: committed entries from it on are in pending.
+	confPending bool
 }
 
 // recover rebuilds the store and raft's storage from the data directory.
@@ -45,6 +47,11 @@ func (r *Replica) recover() error {
 	}
 	rc := &recovery{r: r, snap: meta, applied: meta.Index, term: meta.Term}
 	r.conf = meta.Conf
+	members, err := membersOf(meta.Sections)
+	if err != nil {
+		return err
+	}
+	r.setMembers(members)
 	// Replayed entries are mapped and never change: the store keeps their
 	// values without copying them. As for the snapshot, the process may
 	// pause its collector during replay: a collection would mark the
@@ -136,8 +143,10 @@ func withAdvice(err error, snaps []snap.Info) error {
 const bootIndex = 1
 
 // bootstrap makes a new data directory: an empty snapshot at index 1, term 1,
-// with this node as the group's only voter. A log without any snapshot is a
-// damaged directory, not a new one.
+// whose configuration is Options.Voters, the same on every first member;
+// or, for a member that joins a group (Options.Join), an empty snapshot at
+// index 0 with no configuration, so that it waits for its leader's. A log
+// without any snapshot is a damaged directory, not a new one.
 func (r *Replica) bootstrap() error {
 	has, err := r.hasLog()
 	if err != nil {
@@ -147,7 +156,11 @@ func (r *Replica) bootstrap() error {
 		return errorf("%s holds a log but %s holds no snapshot: the snapshot is missing; restore the data directory from a backup",
 			r.walDir(), r.snapDir())
 	}
-	meta := snap.Meta{Index: bootIndex, Term: 1, Conf: raftpb.ConfState{Voters: r.opt.Voters}}
+	meta := snap.Meta{Index: bootIndex, Term: 1, Conf: raftpb.ConfState{Voters: r.opt.Voters},
+		Sections: []snap.Section{{Name: membersSection, Data: encodeMembers(r.opt.Members)}}}
+	if r.opt.Join {
+		meta = snap.Meta{}
+	}
 	if _, _, err := snap.Write(r.opt.FS, r.snapDir(), meta, func(func(string, []byte) bool) {}); err != nil {
 		return err
 	}
@@ -203,8 +216,15 @@ func (rc *recovery) hardState(hs raftpb.HardState) error {
 // applyTo applies the pending entries up to the commit index.
 func (rc *recovery) applyTo(commit uint64) error {
 	n := 0
-	for ; n < len(rc.pending) && rc.pending[n].Index <= commit; n++ {
+	for ; !rc.confPending && n < len(rc.pending) && rc.pending[n].Index <= commit; n++ {
 		e := &rc.pending[n]
+		if e.Type != raftpb.EntryNormal {
+			// Raft must apply it (RawNode.ApplyConfChange): it and the
+			// entries after it are left to the apply thread, which raft
+			// hands the committed entries after Applied to.
+			rc.confPending = true
+			break
+		}
 		if err := rc.r.applyEntry(e); err != nil {
 			return err
 		}
@@ -234,5 +254,3 @@ func (rc *recovery) finish() error {
 	}
 	return nil
 }
-
-var errConfChange = errors.New("replica: configuration changes are not supported yet")

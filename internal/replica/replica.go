@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/raftlog"
@@ -50,10 +51,16 @@ type Options struct {
 	ID     uint64   // this member's raft id; default 1. Never reused for another member.
 	Group  uint64   // the group's id in the peers' frames; default 1
 	Voters []uint64 // the voters of a new group: the same list on every first member; default [ID]
+	// Join makes a new data directory wait to be added to an existing
+	// group (as a learner, see AddMember) rather than start one with Voters.
+	Join bool
 	// Peers carries raft messages to the other members; needed with more
 	// than one voter. Messages from them come in through Step (and the
 	// other methods of transport.Handler, which Replica implements).
 	Peers transport.Sender
+	// Members is what the node knows of each first voter (its addresses,
+	// say), kept with the group's configuration: see Replica.Members.
+	Members map[uint64][]byte
 	// Raft's clock: a tick every TickInterval (default 100 ms); a follower
 	// that hears no leader for ElectionTicks (default 10) to twice that
 	// campaigns; a leader sends heartbeats every HeartbeatTicks (default 1).
@@ -114,18 +121,25 @@ type Replica struct {
 	wal     *wal.WAL
 	conf    raftpb.ConfState // the configuration applied; the apply thread's once started
 
-	propc    chan *proposal
-	readc    chan *readWait
-	appendc  chan raftpb.Message
-	applyc   chan raftpb.Message
-	respc    chan []raftpb.Message // storage threads' responses, to the raft loop
-	savec    chan *saveRequest     // snapshot requests, to the apply thread
-	recvc    chan raftpb.Message   // messages from other members, to the raft loop
-	reportc  chan report           // what the transport reports of other members, to the raft loop
-	appliedc chan struct{}         // the apply thread has advanced applied
-	dead     chan struct{}         // closed when the replica stops, by Close or a failure
-	exited   chan struct{}         // closed once, after dead, the three goroutines have returned
-	wg       sync.WaitGroup
+	propc      chan *proposal
+	readc      chan *readWait
+	appendc    chan raftpb.Message
+	applyc     chan raftpb.Message
+	respc      chan []raftpb.Message // storage threads' responses, to the raft loop
+	savec      chan *saveRequest     // snapshot requests, to the apply thread
+	recvc      chan raftpb.Message   // messages from other members, to the raft loop
+	reportc    chan report           // what the transport reports of other members, to the raft loop
+	confc      chan confRequest      // membership changes and transfers to propose, to the raft loop
+	confApplyc chan confApply        // committed changes, from the apply thread to the raft loop
+	statusc    chan chan raft.Status // status requests, to the raft loop
+	changing   atomic.Bool           // a change made through this member is in progress
+	snapWanted atomic.Bool           // snapshotSoon has a request on its way
+	membersMu  sync.Mutex
+	members    map[uint64][]byte // member info (see Members); replaced whole, never changed
+	appliedc   chan struct{}     // the apply thread has advanced applied
+	dead       chan struct{}     // closed when the replica stops, by Close or a failure
+	exited     chan struct{}     // closed once, after dead, the three goroutines have returned
+	wg         sync.WaitGroup
 
 	nextID  atomic.Uint64
 	waiters waiters
@@ -227,6 +241,7 @@ func Open(opt Options) (*Replica, error) {
 		return nil, errorf("a group of %d voters needs Options.Peers", len(opt.Voters))
 	}
 	r := &Replica{opt: opt, id: opt.ID, recvc: make(chan raftpb.Message, recvQueue), reportc: make(chan report, 64),
+		confc: make(chan confRequest), confApplyc: make(chan confApply), statusc: make(chan chan raft.Status),
 		propc: make(chan *proposal, 1024), readc: make(chan *readWait, 1024),
 		appendc: make(chan raftpb.Message, 1024), applyc: make(chan raftpb.Message, 1024),
 		respc: make(chan []raftpb.Message, 1024), appliedc: make(chan struct{}, 1), savec: make(chan *saveRequest),

@@ -85,7 +85,8 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 		return
 	}
 	s.running.Store(true)
-	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: r.conf}
+	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: r.conf,
+		Sections: []snap.Section{{Name: membersSection, Data: encodeMembers(r.Members())}}}
 	view := r.Store().Snapshot()
 	s.entries, s.bytes = 0, 0
 	if req != nil {
