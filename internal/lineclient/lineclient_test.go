@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/lineclient"
@@ -70,7 +71,8 @@ func TestEndOfInput(t *testing.T) {
 }
 
 // TestServerGone checks that a command the server cannot answer ends the
-// run with an error and prints nothing.
+// run with an error, at the latest when the context ends, and prints
+// nothing.
 func TestServerGone(t *testing.T) {
 	srv := servertest.Start(t, server.Config{})
 	c, err := client.New(srv.Addr)
@@ -83,7 +85,9 @@ func TestServerGone(t *testing.T) {
 	}
 	srv.Stop(t)
 	var out, diag bytes.Buffer
-	err = lineclient.Run(context.Background(), c, strings.NewReader("PUT k v\nGET k\n"), &out, &diag)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = lineclient.Run(ctx, c, strings.NewReader("PUT k v\nGET k\n"), &out, &diag)
 	if !errors.Is(err, client.ErrConnect) && !errors.Is(err, client.ErrUnknownOutcome) {
 		t.Fatalf("Run against a stopped server: err %v, want a connection error", err)
 	}
