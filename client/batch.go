@@ -5,21 +5,23 @@ import "context"
 // Batch collects commands to send together: Exec writes them all at once,
 // on one connection, and returns all their replies. Nothing else is written
 // between them, but they are not a transaction: each takes effect on its
-// own, in order, and another client's commands may run in between.
+// own, in order, and another client's commands may run in between. A
+// command sent again because a member turned it away takes effect after
+// the commands behind it that the member ran.
 //
 // A Batch belongs to one goroutine.
 type Batch struct {
-	c   *Client
-	cmd []byte // the encoded commands
-	n   int    // how many
-	err error  // the first argument Do could not encode
+	c    *Client
+	cmd  []byte // the encoded commands
+	ends []int  // where each ends in cmd
+	err  error  // the first argument Do could not encode
 }
 
 // Batch returns an empty batch for c.
 func (c *Client) Batch() *Batch { return &Batch{c: c} }
 
 // Len returns the number of commands in the batch.
-func (b *Batch) Len() int { return b.n }
+func (b *Batch) Len() int { return len(b.ends) }
 
 // Get adds GET key.
 func (b *Batch) Get(key string) { b.add(encGet(b.cmd, key)) }
@@ -57,22 +59,25 @@ func (b *Batch) Do(args ...any) {
 
 func (b *Batch) add(cmd []byte) {
 	b.cmd = cmd
-	b.n++
+	b.ends = append(b.ends, len(cmd))
 }
 
 // Exec sends the batch and returns one reply per command, in order, and
 // empties the batch for reuse. Error replies are Values of KindError in the
-// slice, not errors; nil replies are Values of KindNull. The error is about
-// the batch as a whole, as for any call: if it wraps ErrUnknownOutcome, any
-// prefix of the commands may have taken effect.
+// slice, not errors; nil replies are Values of KindNull. A command that a
+// member turns away (MOVED, TRYAGAIN, ...) is sent again on its own, with
+// the others turned away, and its reply still takes its place (see
+// Failover in the package doc). The error is about the batch as a whole, as
+// for any call: if it wraps ErrUnknownOutcome, any of the commands may have
+// taken effect.
 func (b *Batch) Exec(ctx context.Context) ([]Value, error) {
-	cmd, n, err := b.cmd, b.n, b.err
+	req, err := request{cmd: b.cmd, ends: b.ends}, b.err
 	*b = Batch{c: b.c}
 	if err != nil {
 		return nil, err
 	}
-	if n == 0 {
+	if len(req.ends) == 0 {
 		return nil, nil
 	}
-	return b.c.send(ctx, cmd, n)
+	return b.c.exec(ctx, req)
 }

@@ -1,11 +1,9 @@
 package client
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +45,7 @@ type options struct {
 	poolSize    int
 	dialTimeout time.Duration
 	protocol    int
+	seeds       []string // New's address, then WithSeeds's
 }
 
 // Defaults of the options.
@@ -59,9 +58,17 @@ const (
 // "default") before its first command.
 func WithPassword(password string) Option { return func(o *options) { o.password = password } }
 
-// WithPoolSize sets how many connections the Client spreads calls over
-// (default 2). More connections let the server use more cores; fewer let
-// more calls share each write.
+// WithSeeds adds addresses (host:port) of other members of the cluster
+// that New's address belongs to. New connects to the first of them all that
+// answers, its own address first; calls that cannot reach a member, or that
+// a member turns away, try the others (see Failover in the package doc).
+func WithSeeds(addrs ...string) Option {
+	return func(o *options) { o.seeds = append(o.seeds, addrs...) }
+}
+
+// WithPoolSize sets how many connections the Client keeps to each member
+// and spreads calls over (default 2). More connections let the server use
+// more cores; fewer let more calls share each write.
 func WithPoolSize(n int) Option { return func(o *options) { o.poolSize = n } }
 
 // WithDialTimeout bounds connecting, including AUTH and HELLO (default 5s).
@@ -71,46 +78,82 @@ func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialT
 // HELLO 3 on connect).
 func WithProtocol(version int) Option { return func(o *options) { o.protocol = version } }
 
-// Client is a pool of pipelined connections to one server. Its methods may
-// be called from any number of goroutines at once.
+// Client is a pool of pipelined connections to each member of a cluster,
+// or to one server. Its methods may be called from any number of goroutines
+// at once.
 type Client struct {
-	addr   string
 	opts   options
-	next   atomic.Uint64 // round-robin position in slots
-	slots  []slot
 	closed atomic.Bool
 	wg     sync.WaitGroup // the reader and writer of every connection ever opened
+
+	// target is the pool calls go to first: that of the member serving
+	// slot 0 (see routes), or of the seed New connected to while no route is
+	// known. Never nil once New returns. It is stored under mu and loaded
+	// without it.
+	target atomic.Pointer[pool]
+
+	mu struct {
+		sync.Mutex
+		routes routes
+		// members are the pools of every address known, the seeds' first in
+		// the order given, then the learned ones, oldest first. Retries go
+		// round them in this order. Invariant: byAddr indexes the same pools;
+		// seeds never leave; at most maxLearned learned ones stay.
+		members []*pool
+		byAddr  map[string]*pool
+		seeds   int // how many of members are seeds
+	}
 }
 
-// slot holds one connection of the pool, replaced when it fails.
-type slot struct {
-	lock chan struct{} // capacity 1; held to replace cn, so one dial at a time
-	cn   atomic.Pointer[conn]
-}
-
-// New connects to the server at addr (host:port), opening every connection
-// of the pool. The error wraps ErrConnect if any cannot be opened, and a
-// *ReplyError if the server refused AUTH or HELLO.
+// New connects to the server at addr (host:port), or, given WithSeeds, to
+// the first of addr and the seeds that answers: it opens every connection
+// of the pool to it, then asks it for CLUSTER SLOTS to learn the cluster's
+// members and leader (a server that does not have the command is used
+// alone, with the seeds as the members to try if it fails). The error wraps
+// ErrConnect if no address can be reached, and a *ReplyError if a server
+// refused AUTH or HELLO.
 func New(addr string, opts ...Option) (*Client, error) {
 	o := options{poolSize: DefaultPoolSize, dialTimeout: DefaultDialTimeout, protocol: 2}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.seeds = append([]string{addr}, o.seeds...)
 	if o.poolSize < 1 || o.dialTimeout <= 0 || (o.protocol != 2 && o.protocol != 3) {
 		return nil, fmt.Errorf("client: bad options: pool size %d, dial timeout %v, protocol %d (want >= 1, > 0, 2 or 3)",
 			o.poolSize, o.dialTimeout, o.protocol)
 	}
-	c := &Client{addr: addr, opts: o, slots: make([]slot, o.poolSize)}
-	for i := range c.slots {
-		c.slots[i].lock = make(chan struct{}, 1)
+	c := &Client{opts: o}
+	c.mu.byAddr = make(map[string]*pool)
+	for _, a := range o.seeds { // no other goroutine has c yet
+		if c.mu.byAddr[a] == nil {
+			c.addLocked(a)
+		}
 	}
-	for i := range c.slots {
-		if _, err := c.replace(context.Background(), &c.slots[i]); err != nil {
-			c.Close()
+	c.mu.seeds = len(c.mu.members)
+	p, err := c.connect()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.target.Store(p)
+	c.discover(p)
+	return c, nil
+}
+
+// connect opens every connection of the pool of the first seed that
+// answers, and returns that pool. A seed that refuses AUTH or HELLO ends the
+// search: the others would refuse the same credentials.
+func (c *Client) connect() (*pool, error) {
+	var err error
+	for _, p := range c.mu.members {
+		if err = p.fill(); err == nil {
+			return p, nil
+		}
+		if refusedHandshake(err) {
 			return nil, err
 		}
 	}
-	return c, nil
+	return nil, err
 }
 
 // Close closes every connection and waits for their goroutines to exit.
@@ -120,135 +163,20 @@ func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	for i := range c.slots {
-		s := &c.slots[i]
-		s.lock <- struct{}{} // wait out a dial in progress; later ones see closed
-		if cn := s.cn.Load(); cn != nil {
-			cn.fail(ErrClosed)
-		}
-		<-s.lock
+	c.mu.Lock()
+	pools := slices.Clone(c.mu.members)
+	c.mu.Unlock()
+	for _, p := range pools {
+		p.close(ErrClosed)
 	}
 	c.wg.Wait()
 	return nil
 }
 
-// pick returns the next healthy connection round-robin, dialing a new one
-// if the slot's has failed.
-func (c *Client) pick(ctx context.Context) (*conn, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
-	}
-	s := &c.slots[c.next.Add(1)%uint64(len(c.slots))]
-	if cn := s.cn.Load(); cn != nil && cn.healthy() {
-		return cn, nil
-	}
-	return c.replace(ctx, s)
-}
-
-// replace dials a connection for s unless another goroutine just did.
-func (c *Client) replace(ctx context.Context, s *slot) (*conn, error) {
-	select {
-	case s.lock <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: waiting for a connection: %w", ErrConnect, ctx.Err())
-	}
-	defer func() { <-s.lock }()
-	if c.closed.Load() {
-		return nil, ErrClosed
-	}
-	if cn := s.cn.Load(); cn != nil && cn.healthy() {
-		return cn, nil
-	}
-	cn, err := c.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.cn.Store(cn)
-	return cn, nil
-}
-
-// dial opens a connection, authenticates it and starts its goroutines.
-func (c *Client) dial(ctx context.Context) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.dialTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", c.addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
-	}
-	rd := protocol.NewReader(bufio.NewReaderSize(nc, 32<<10), protocol.DefaultReaderLimits)
-	if err := c.handshake(ctx, nc, rd); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("%w: %s: %w", ErrConnect, c.addr, err)
-	}
-	cn := newConn(nc, c.addr)
-	c.wg.Add(2)
-	go func() { defer c.wg.Done(); cn.readLoop(rd) }()
-	go func() { defer c.wg.Done(); cn.writeLoop() }()
-	return cn, nil
-}
-
-// handshake sends HELLO or AUTH, as the options ask, before the connection
-// is shared.
-func (c *Client) handshake(ctx context.Context, nc net.Conn, rd *protocol.Reader) error {
-	var cmd []byte
-	switch pw := c.opts.password; {
-	case c.opts.protocol == 3 && pw != "":
-		cmd = appendArgs(nil, "HELLO", "3", "AUTH", "default", pw)
-	case c.opts.protocol == 3:
-		cmd = appendArgs(nil, "HELLO", "3")
-	case pw != "":
-		cmd = appendArgs(nil, "AUTH", pw)
-	default:
-		return nil
-	}
-	deadline, _ := ctx.Deadline() // dial gave ctx a timeout
-	nc.SetDeadline(deadline)
-	defer nc.SetDeadline(time.Time{})
-	if _, err := nc.Write(cmd); err != nil {
-		return err
-	}
-	v, err := rd.Read()
-	if err != nil {
-		return err
-	}
-	if v.IsError() {
-		return &ReplyError{Msg: string(v.Str)}
-	}
-	return nil
-}
-
-// send runs cmd, which holds n encoded commands, on one connection and
-// returns their n replies, error replies included.
-func (c *Client) send(ctx context.Context, cmd []byte, n int) ([]Value, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("client: request not sent: %w", err)
-	}
-	for attempt := 0; ; attempt++ {
-		cn, err := c.pick(ctx)
-		if err != nil {
-			return nil, err
-		}
-		cl := newCall(cmd, n)
-		if err = cn.submit(cl); err == nil {
-			var replies []Value
-			replies, err = cn.wait(ctx, cl)
-			if err == nil {
-				return replies, nil
-			}
-		}
-		// A connection that broke before writing the request is retried
-		// once: nothing was sent, so the command cannot apply twice.
-		if !errors.Is(err, ErrConnect) || attempt > 0 {
-			return nil, err
-		}
-	}
-}
-
 // one runs a single encoded command and returns its reply, with an error
 // reply returned as a *ReplyError.
 func (c *Client) one(ctx context.Context, cmd []byte) (Value, error) {
-	replies, err := c.send(ctx, cmd, 1)
+	replies, err := c.exec(ctx, request{cmd: cmd})
 	if err != nil {
 		return Value{}, err
 	}

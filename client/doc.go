@@ -1,10 +1,11 @@
-// Package client is Flint's Go client. It speaks RESP2 or RESP3 to one
-// Flint (or Redis) server and pipelines automatically.
+// Package client is Flint's Go client. It speaks RESP2 or RESP3 to a Flint
+// (or Redis) server, or to the members of a replicated Flint, pipelines
+// automatically, and rides through failovers.
 //
 // # Pipelining
 //
-// A Client keeps a small pool of connections (WithPoolSize, default 2) and
-// spreads calls over them round-robin. Each connection has two goroutines:
+// A Client keeps a small pool of connections (WithPoolSize, default 2) to
+// the member it sends to and spreads calls over them round-robin. Each connection has two goroutines:
 //
 //	callers --submit--> queue --writer--> one Write --> server
 //	callers <--done---- inflight (FIFO) <--reader-- replies
@@ -23,6 +24,48 @@
 // Calls from one goroutine take effect in the order made, since each waits
 // for its reply. Concurrent calls have no order among themselves.
 //
+// # Failover
+//
+// A Client knows the members of a cluster: the address given to New, the
+// seeds given with WithSeeds, and those that servers name. It sends every
+// call to one of them, its target, which it learns from the servers:
+//
+//   - New connects to the first seed that answers and asks it for CLUSTER
+//     SLOTS. A reply names the leader, which becomes the target, and the
+//     other members. A server that answers with an error, as a plain Flint
+//     or Redis server does, becomes the target itself.
+//   - A follower refuses a command with "MOVED <slot> <host:port>": the
+//     call is sent at once to that address, which becomes the target for
+//     later calls. (The Client keeps a table from slot ranges to members;
+//     until commands are routed by their keys' slots, every call goes to
+//     the member serving slot 0, which, while a cluster has one group,
+//     serves them all.)
+//   - TRYAGAIN and CLUSTERDOWN (no leader), READONLY (not the leader, and
+//     not knowing who is) and LOADING, and a failure to connect, make the
+//     call wait and try the next member, round the list. A member that runs
+//     the call after the target failed it becomes the target.
+//
+// The waits double from 10 ms up to a second, each jittered. A call retries
+// until it succeeds or its context ends, and then returns the last error
+// together with the context's. A call whose context has no deadline, to a
+// cluster that stays down, waits until it comes back.
+//
+// A command refused with MOVED, TRYAGAIN, CLUSTERDOWN, READONLY or LOADING
+// did not run, and a request not sent did not either: resending it is
+// safe. But a command whose connection broke after it was written may have
+// taken effect. The rule is:
+//
+//   - A read (GET, MGET, EXISTS, STRLEN, RANGE, DBSIZE, PING, ECHO) whose
+//     outcome is unknown is sent again, like a refused one.
+//   - A write (any other command) whose outcome is unknown is never sent
+//     again: the call fails with ErrUnknownOutcome, and the caller, who
+//     knows whether the write may apply twice, decides. (Sessions will make
+//     resent writes take effect once; until then nothing resends them.)
+//
+// In a Batch, the commands a member refuses are sent again, in order, and
+// each reply still takes its command's place; a batch that holds a write
+// is not resent after its connection broke.
+//
 // # Errors
 //
 // Every method takes a context. The errors it can return are:
@@ -30,17 +73,21 @@
 //   - ErrNil: the server replied with nil (a missing key).
 //   - *ReplyError: the server replied with an error; Code gives its first
 //     word (ERR, WRONGPASS, NOAUTH, ...). The connection stays usable.
+//     Refusals (MOVED, TRYAGAIN, ...) are retried, and returned only as the
+//     last error of a call whose context ended.
 //   - ErrConnect: the client could not connect (dial, AUTH or HELLO failed),
-//     or its connection broke before the request was written. Nothing was
-//     sent, so retrying is safe.
+//     or its connection broke before the request was written. A write that
+//     fails with ErrConnect did not take effect: it was never sent, or was
+//     refused each time it was.
 //   - ErrUnknownOutcome: the request was written, or may have been, and then
 //     the connection broke, the Client was closed or the context ended. The
 //     command may or may not have taken effect; a retry of a non-idempotent
 //     command may apply it twice.
 //   - The context's error, wrapped (errors.Is(err, context.DeadlineExceeded)
 //     works), together with ErrUnknownOutcome if the request had been taken
-//     for writing. A context that ends while a call waits for a reply does not
-//     close the connection: the late reply is read and dropped.
+//     for writing, or else with the last error before the context ended. A
+//     context that ends while a call waits for a reply does not close the
+//     connection: the late reply is read and dropped.
 //   - ErrClosed: the Client was closed.
 //   - ErrProtocol: the reply did not fit the command (the connection stays
 //     usable), or the server sent bytes that are not RESP (the connection is
@@ -56,6 +103,6 @@
 // connection is kept until it breaks, since a late reply may still come.
 //
 // A broken connection is replaced by dialing again on a later call. A call
-// whose connection broke before its request was written is retried once on
-// a new connection.
+// whose connection broke before its request was written is sent again at
+// once on a new connection, before any wait.
 package client

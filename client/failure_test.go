@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -12,9 +13,10 @@ import (
 	"github.com/flintkv/flint/internal/server"
 )
 
-// silentServer accepts connections and never answers. It reads nothing
-// either, except the first byte of each connection, after which it sends
-// on arrived (if not nil) without blocking.
+// silentServer accepts connections and, but for the CLUSTER SLOTS that New
+// sends, never answers: it replies to that with an error, as a server
+// without cluster support does, then reads nothing more except the next
+// byte, after which it sends on arrived (if not nil) without blocking.
 func silentServer(t *testing.T, arrived chan<- struct{}) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
@@ -29,11 +31,7 @@ func silentServer(t *testing.T, arrived chan<- struct{}) string {
 			mu.Lock()
 			conns = append(conns, nc)
 			mu.Unlock()
-			go func() {
-				if _, err := nc.Read(make([]byte, 1)); err == nil && arrived != nil {
-					arrived <- struct{}{}
-				}
-			}()
+			go answerClusterSlots(nc, arrived)
 		}
 	}()
 	t.Cleanup(func() {
@@ -45,6 +43,20 @@ func silentServer(t *testing.T, arrived chan<- struct{}) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+func answerClusterSlots(nc net.Conn, arrived chan<- struct{}) {
+	const clusterSlots = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
+	buf := make([]byte, len(clusterSlots))
+	if _, err := io.ReadFull(nc, buf); err != nil || string(buf) != clusterSlots {
+		return // not the connection New asked CLUSTER SLOTS on
+	}
+	if _, err := io.WriteString(nc, "-ERR unknown command 'CLUSTER'\r\n"); err != nil {
+		return
+	}
+	if _, err := nc.Read(buf[:1]); err == nil && arrived != nil {
+		arrived <- struct{}{}
+	}
 }
 
 func TestTimeoutUnansweredCall(t *testing.T) {
@@ -110,37 +122,41 @@ func TestTimeoutQueuedCall(t *testing.T) {
 }
 
 // TestServerShutdown stops the server under load: calls in flight fail with
-// ErrUnknownOutcome, later ones with ErrConnect, and nothing else.
+// ErrUnknownOutcome; calls not sent are retried until their context ends,
+// and then fail with ErrConnect, and nothing else.
 func TestServerShutdown(t *testing.T) {
 	srv, c := connect(t, server.Config{}, client.WithPoolSize(2))
-	ctx := ctxT(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
 	const workers = 16
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				if _, err := c.Incr(ctx, "n"); err != nil {
 					errs <- err
 					return
 				}
 			}
-		}()
+		})
 	}
 	time.Sleep(50 * time.Millisecond)
 	srv.Stop(t)
+	time.Sleep(50 * time.Millisecond) // the calls not sent retry meanwhile
+	cancel()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if !errors.Is(err, client.ErrUnknownOutcome) && !errors.Is(err, client.ErrConnect) {
-			t.Errorf("call during shutdown: err %v, want ErrUnknownOutcome or ErrConnect", err)
+		if !errors.Is(err, client.ErrUnknownOutcome) && !errors.Is(err, client.ErrConnect) && !errors.Is(err, context.Canceled) {
+			t.Errorf("call during shutdown: err %v, want ErrUnknownOutcome, or ErrConnect or Canceled", err)
 		}
 	}
-	_, err := c.Get(ctx, "n")
-	if !errors.Is(err, client.ErrConnect) || errors.Is(err, client.ErrUnknownOutcome) {
-		t.Fatalf("Get after shutdown: err %v, want ErrConnect alone", err)
+	short, stop := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer stop()
+	_, err := c.Get(short, "n")
+	if !errors.Is(err, client.ErrConnect) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrUnknownOutcome) {
+		t.Fatalf("Get after shutdown: err %v, want ErrConnect and DeadlineExceeded, not ErrUnknownOutcome", err)
 	}
 }
 

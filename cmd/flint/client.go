@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strings"
 
 	flintclient "github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/lineclient"
@@ -15,62 +16,82 @@ import (
 // results on stdout (see package lineclient).
 func client(args []string) int {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
-	server := fs.String("server", "127.0.0.1:7379", "server address (host:port); may be given as the first argument instead")
+	server := fs.String("server", "127.0.0.1:7379", "server addresses (host:port, comma-separated); may be given as arguments instead")
 	pass := fs.String("pass", "", "password to AUTH with (default: $FLINT_PASSWORD)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint client [host:port] [flags] < commands\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: flint client [host:port[,host:port...]]... [flags] < commands\n\n"+
 			"Reads PUT, SWAP, GET, DELETE, SCAN and STOP commands on stdin, one per line,\n"+
-			"and writes their results on stdout.\n\nflags:\n")
+			"and writes their results on stdout. Given the addresses of several members of\n"+
+			"a cluster, it follows the leader; while no server answers, it waits and retries.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	addr, ok := clientArgs(fs, args)
-	switch {
-	case !ok:
-		return 2
-	case addr == "":
-		addr = *server
-	case isSet(fs, "server"):
-		fmt.Fprintf(os.Stderr, "flint client: server address given twice (%s and --server %s)\n", addr, *server)
+	addrs, ok := clientArgs(fs, args)
+	if ok && len(addrs) == 0 {
+		addrs, ok = splitAddrs(*server)
+	}
+	if !ok {
 		return 2
 	}
 	if *pass == "" {
 		*pass = os.Getenv("FLINT_PASSWORD")
 	}
-	c, err := flintclient.New(addr, flintclient.WithPassword(*pass), flintclient.WithPoolSize(1))
+	ctx := context.Background()
+	c, err := lineclient.Connect(ctx, addrs, os.Stderr, flintclient.WithPassword(*pass), flintclient.WithPoolSize(1))
 	if err != nil {
-		hint := "is flint serve running there?"
-		if _, refused := errors.AsType[*flintclient.ReplyError](err); refused {
-			hint = "check --pass or $FLINT_PASSWORD"
-		}
-		fmt.Fprintf(os.Stderr, "flint client: cannot connect to %s (%s): %v\n", addr, hint, err)
+		fmt.Fprintf(os.Stderr, "flint client: cannot connect to %s (check --pass or $FLINT_PASSWORD): %v\n", strings.Join(addrs, ","), err)
 		return 1
 	}
 	defer c.Close()
-	if err := lineclient.Run(context.Background(), c, os.Stdin, os.Stdout, os.Stderr); err != nil {
+	if err := lineclient.Run(ctx, c, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "flint client: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-// clientArgs parses flags given before and after an optional address
-// argument, and returns the address ("" if none).
-func clientArgs(fs *flag.FlagSet, args []string) (string, bool) {
-	if fs.Parse(args) != nil {
-		return "", false
+// clientArgs parses flags given before, between and after address
+// arguments, and returns the addresses (none if none were given). It
+// refuses addresses given both as arguments and with --server.
+func clientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
+	var addrs []string
+	for {
+		if fs.Parse(args) != nil {
+			return nil, false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		more, ok := splitAddrs(fs.Arg(0))
+		if !ok {
+			return nil, false
+		}
+		addrs, args = append(addrs, more...), fs.Args()[1:]
 	}
-	if fs.NArg() == 0 {
-		return "", true
+	if len(addrs) > 0 && isSet(fs, "server") {
+		badUsage("server addresses given twice (%s and --server %s)", strings.Join(addrs, ","), fs.Lookup("server").Value)
+		return nil, false
 	}
-	addr := fs.Arg(0)
-	if fs.Parse(fs.Args()[1:]) != nil {
-		return "", false
+	return addrs, true
+}
+
+// splitAddrs splits a comma-separated list of host:port addresses,
+// saying on stderr what is wrong with a bad one.
+func splitAddrs(list string) ([]string, bool) {
+	addrs := strings.Split(list, ",")
+	for _, a := range addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			badUsage("bad server address %q: want host:port", a)
+			return nil, false
+		}
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "flint client: unexpected argument %q\n", fs.Arg(0))
-		return "", false
-	}
-	return addr, true
+	return addrs, true
+}
+
+// badUsage says on stderr what is wrong with the command line, and how to
+// use it.
+func badUsage(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "flint client: "+format+"\n", args...)
+	fmt.Fprintln(os.Stderr, "usage: flint client [host:port[,host:port...]]... [flags] < commands (more: flint client --help)")
 }
 
 func isSet(fs *flag.FlagSet, name string) (set bool) {

@@ -21,6 +21,25 @@
 // Each command is one Flint command, so it is atomic and linearizable as the
 // server's commands are: PUT is SET k v GET (never GET then SET), SWAP is
 // SWAP, GET is GET, DELETE is DEL and SCAN is RANGE k1 k2.
+//
+// # Failures
+//
+// The line client never gives up on a command because a server is down or
+// an election is running: a test harness that kills and restarts servers
+// sees a slow response, not a client that exits. Connect waits for a member
+// to accept a connection, and each command is sent until it is answered:
+// the Go client follows MOVED and retries refusals and failures (see
+// package client), waiting up to about a second between tries, and Run
+// sends again, after such a wait, a write whose connection broke after it
+// was sent, which the Go client leaves to its caller because the write may
+// have taken effect.
+//
+// Until sessions make resent writes take effect once, such a write may
+// therefore take effect twice: each send takes effect at most once, and the
+// response printed is that of the send that was answered (a PUT that took
+// effect twice reports found, its own value being there). Reads are sent
+// again freely. A server's error reply other than a refusal (a wrong
+// password, an out-of-memory error) ends the run.
 package lineclient
 
 import (
@@ -29,15 +48,54 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/backoff"
 )
 
+// Connect returns a client of the members at addrs (host:port each, at
+// least one), as client.New with client.WithSeeds makes it, once one of them
+// accepts a connection. Until then it tries them all again after waits of
+// up to about a second, and says so once on diag. It fails if a server
+// refuses the connection, such as for a wrong password, or if ctx ends.
+func Connect(ctx context.Context, addrs []string, diag io.Writer, opts ...client.Option) (*client.Client, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("lineclient: no server address")
+	}
+	opts = append(slices.Clip(opts), client.WithSeeds(addrs[1:]...))
+	wait := backoff.Default()
+	for said := false; ; said = true {
+		c, err := client.New(addrs[0], opts...)
+		if err == nil || !unanswered(err) {
+			return c, err
+		}
+		if !said {
+			fmt.Fprintf(diag, "no server answers at %s yet (%v); waiting for one\n", strings.Join(addrs, ","), err)
+		}
+		if werr := wait.Wait(ctx); werr != nil {
+			return nil, fmt.Errorf("%w (last error: %w)", werr, err)
+		}
+	}
+}
+
+// unanswered reports whether err says that no server answered: a failure
+// to connect, or a connection that broke after the request was sent. A
+// server's error reply, a handshake refused included, is an answer.
+func unanswered(err error) bool {
+	if _, replied := errors.AsType[*client.ReplyError](err); replied {
+		return false
+	}
+	return errors.Is(err, client.ErrConnect) || errors.Is(err, client.ErrUnknownOutcome)
+}
+
 // Run reads commands from in and runs each against c, writing the responses
-// to out and reports of malformed lines to diag. It returns nil after STOP
-// or at the end of the input, and an error if reading, writing or a command
-// fails (a command that fails may or may not have taken effect).
+// to out and reports of malformed lines to diag. A command that no server
+// answers is sent again, as the package doc says, until one does or ctx
+// ends. Run returns nil after STOP or at the end of the input, and an error
+// if reading or writing fails, ctx ends, or a server answers a command with
+// an error (then the command may or may not have taken effect).
 func Run(ctx context.Context, c *client.Client, in io.Reader, out, diag io.Writer) error {
 	s := session{c: c, out: bufio.NewWriter(out), diag: diag}
 	r := bufio.NewReader(in)
@@ -89,7 +147,7 @@ func (s *session) line(ctx context.Context, lineNo int, line string) (stop bool,
 	case tok[0] == "STOP":
 		return true, nil
 	}
-	if err := s.run(ctx, tok); err != nil {
+	if err := s.untilAnswered(ctx, tok); err != nil {
 		return false, fmt.Errorf("line %d: %s: %w", lineNo, strings.Join(tok, " "), err)
 	}
 	if err := s.out.Flush(); err != nil {
@@ -108,6 +166,21 @@ func (s *session) stop() error {
 		return fmt.Errorf("writing output: %w", err)
 	}
 	return nil
+}
+
+// untilAnswered runs a command until a server answers it, waiting between
+// tries. A failed try buffers no output.
+func (s *session) untilAnswered(ctx context.Context, tok []string) error {
+	wait := backoff.Default()
+	for {
+		err := s.run(ctx, tok)
+		if err == nil || !unanswered(err) || ctx.Err() != nil {
+			return err
+		}
+		if werr := wait.Wait(ctx); werr != nil {
+			return fmt.Errorf("%w (last error: %w)", werr, err)
+		}
+	}
 }
 
 // run executes a well-formed command other than STOP and buffers its

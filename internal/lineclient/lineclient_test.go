@@ -1,14 +1,20 @@
 package lineclient_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/lineclient"
+	"github.com/flintkv/flint/internal/resptest"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
 )
@@ -69,25 +75,148 @@ func TestEndOfInput(t *testing.T) {
 	}
 }
 
-// TestServerGone checks that a command the server cannot answer ends the
-// run with an error and prints nothing.
-func TestServerGone(t *testing.T) {
-	srv := servertest.Start(t, server.Config{})
-	c, err := client.New(srv.Addr)
+// TestUnansweredResent drops the first PUT and the first GET without an
+// answer, as a server that crashes would: both are sent again, and the
+// output is as if nothing had happened (the fake server did not apply the
+// dropped PUT).
+func TestUnansweredResent(t *testing.T) {
+	st := resptest.Store{}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := resptest.Start(t, func(args []string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[args[0]]++
+		if (args[0] == "SET" || args[0] == "GET") && seen[args[0]] == 1 {
+			return resptest.Drop
+		}
+		return st.Handle(args)
+	})
+	out, diag, err := runOn(t, []string{srv.Addr}, "PUT k v\nGET k\n")
+	if err != nil || out != "PUT k not_found\nGET k v\nSTOP\n" || diag != "" {
+		t.Fatalf("Run = %v, output %q, diagnostics %q", err, out, diag)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["SET"] != 2 || seen["GET"] != 2 {
+		t.Fatalf("SET sent %d times and GET %d; want 2 each", seen["SET"], seen["GET"])
+	}
+}
+
+// TestElection answers the first commands with TRYAGAIN and then with a
+// MOVED to the new leader: the commands wait and are answered there.
+func TestElection(t *testing.T) {
+	leader := resptest.Start(t, resptest.Store{"k": "old"}.Handle)
+	var mu sync.Mutex
+	n := 0
+	member := resptest.Start(t, func(args []string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if args[0] == "CLUSTER" {
+			return resptest.Err("ERR unknown command 'CLUSTER'")
+		}
+		n++
+		if n <= 3 {
+			return resptest.Err("TRYAGAIN election in progress")
+		}
+		return resptest.Moved(866, leader.Addr)
+	})
+	out, _, err := runOn(t, []string{member.Addr}, "SWAP k new\nGET k\nDELETE k\nSCAN a z\n")
+	want := "SWAP k old\nGET k new\nDELETE k found\nSCAN a z BEGIN\nSCAN END\nSTOP\n"
+	if err != nil || out != want {
+		t.Fatalf("Run = %v, output %q; want %q", err, out, want)
+	}
+}
+
+// TestServerRestart stops the server between two commands and starts it
+// again on the same port: the second command waits and is answered.
+func TestServerRestart(t *testing.T) {
+	srv := resptest.Start(t, resptest.Store{}.Handle)
+	c, err := lineclient.Connect(context.Background(), []string{srv.Addr}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Do(context.Background(), "PING"); err != nil { // the server has accepted the connection
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- lineclient.Run(context.Background(), c, inR, outW, io.Discard)
+		outW.Close()
+	}()
+	out := bufio.NewReader(outR)
+	expect := func(want string) {
+		t.Helper()
+		if got, err := out.ReadString('\n'); err != nil || got != want+"\n" {
+			t.Fatalf("response %q, %v; want %q", got, err, want)
+		}
+	}
+	go io.WriteString(inW, "PUT k v\n")
+	expect("PUT k not_found")
+	srv.Stop()
+	go io.WriteString(inW, "PUT k w\nGET k\n")
+	time.Sleep(300 * time.Millisecond)
+	srv.Restart(t)
+	expect("PUT k found") // the fake server kept k, as a durable one would
+	expect("GET k w")
+	inW.Close()
+	expect("STOP")
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	srv.Stop(t)
+}
+
+// TestConnectWaits starts Connect with no server up: it says so once,
+// waits, and returns once a server comes up. A server that refuses the
+// password ends it at once.
+func TestConnectWaits(t *testing.T) {
+	srv := resptest.Start(t, resptest.Store{}.Handle)
+	srv.Stop()
+	dead := freeAddr(t)
+	var diag bytes.Buffer
+	connected := make(chan error, 1)
+	go func() {
+		c, err := lineclient.Connect(context.Background(), []string{dead, srv.Addr}, &diag)
+		if err == nil {
+			c.Close()
+		}
+		connected <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	srv.Restart(t)
+	if err := <-connected; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(diag.String(), "no server answers at "+dead+","+srv.Addr) || strings.Count(diag.String(), "\n") != 1 {
+		t.Fatalf("diagnostics %q; want one line saying no server answers", diag.String())
+	}
+
+	refusing := resptest.Start(t, func([]string) string { return resptest.Err("WRONGPASS invalid username-password pair") })
+	_, err := lineclient.Connect(context.Background(), []string{refusing.Addr}, io.Discard, client.WithPassword("nope"))
+	if re, ok := errors.AsType[*client.ReplyError](err); !ok || re.Code() != "WRONGPASS" {
+		t.Fatalf("Connect with a wrong password = %v; want WRONGPASS", err)
+	}
+}
+
+// runOn connects to addrs and runs input, returning stdout and stderr.
+func runOn(t *testing.T, addrs []string, input string) (string, string, error) {
+	t.Helper()
 	var out, diag bytes.Buffer
-	err = lineclient.Run(context.Background(), c, strings.NewReader("PUT k v\nGET k\n"), &out, &diag)
-	if !errors.Is(err, client.ErrConnect) && !errors.Is(err, client.ErrUnknownOutcome) {
-		t.Fatalf("Run against a stopped server: err %v, want a connection error", err)
+	c, err := lineclient.Connect(context.Background(), addrs, &diag)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(err.Error(), "line 1: PUT k v") || out.Len() != 0 {
-		t.Fatalf("err %q and output %q; want the failed line named and no output", err, out.String())
+	defer c.Close()
+	err = lineclient.Run(context.Background(), c, strings.NewReader(input), &out, &diag)
+	return out.String(), diag.String(), err
+}
+
+// freeAddr returns a loopback address that nothing listens on.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
