@@ -65,8 +65,9 @@
 // once the store has applied up to it. With one voter raft answers at once;
 // with more it confirms leadership with a heartbeat round first, and a
 // follower's request goes to the leader. Requests unanswered when the
-// leader changes, or for reissueTicks on a follower, are made again; with
-// no leader, reads wait until one is elected or their context ends. No
+// leader changes, or for reissueTicks, are made again; a request's context
+// names its member, as the leader keys its own and its followers' together.
+// With no leader, reads wait until one is elected or their context ends. No
 // request is made before this node, as leader, has committed an entry of its
 // own term: after a restart the commit index raft starts from can lag behind
 // writes that were acknowledged before the crash.
@@ -76,8 +77,20 @@
 // Open loads the newest snapshot into a fresh store, then reads the log after
 // it: entries up to the last persisted commit index are applied as they are
 // read, later ones are handed to raft, which commits them once this node leads
-// again. A fresh directory is bootstrapped with an empty snapshot at index 1
-// whose configuration has this node as the only voter.
+// again. Replay stops applying at the first configuration change, which only
+// raft may apply (RawNode.ApplyConfChange): it and the entries after it are
+// left to raft. A fresh directory is bootstrapped with an empty snapshot at
+// index 1 whose configuration is Options.Voters (this member alone by
+// default), or, for a member that joins a group, an empty one at index 0
+// that its leader's snapshot replaces.
+//
+// # Groups of several members
+//
+// The raft loop sends raft's messages for other members through
+// Options.Peers, and the replica receives theirs as the group's
+// transport.Handler (peers.go). A member too far behind is sent the
+// leader's newest snapshot file and installs it (install.go); membership
+// changes go through raft's configuration changes (members.go).
 //
 // # Directory layout
 //

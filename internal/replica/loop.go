@@ -108,18 +108,18 @@ func (l *loop) run() {
 	}
 }
 
-// reissueTicks is how many ticks a follower's read-index requests may go
-// unanswered before they are made again: a request forwarded to the leader,
-// or the leader's answer, may be lost on the way.
+// reissueTicks is how many ticks read-index requests may go unanswered
+// before they are made again: a request forwarded to the leader, the
+// leader's answer, or the heartbeats that confirm a leader's, may be lost
+// on the way.
 const reissueTicks = 10
 
-// tick advances raft's clock, and makes again a follower's read-index
-// requests every reissueTicks. A leader's need not be: raft answers them,
-// or the leader steps down (CheckQuorum), which makes them again.
+// tick advances raft's clock, and makes again the read-index requests
+// unanswered for reissueTicks.
 func (l *loop) tick() {
 	l.rn.Tick()
 	l.ticks++
-	if l.ticks%reissueTicks == 0 && l.lead != l.r.id {
+	if l.ticks%reissueTicks == 0 {
 		l.requeueReads()
 	}
 }
@@ -329,7 +329,24 @@ func (l *loop) issueReads() {
 	l.nextRead++
 	l.reads[l.nextRead] = l.unled
 	l.unled = nil
-	l.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, l.nextRead))
+	l.rn.ReadIndex(l.readContext(l.nextRead))
+}
+
+// readContext is the context of read-index request id: this member's id
+// and the request's, 8 bytes each, big-endian. The leader keys pending
+// requests by context, its own and its followers' alike, and ignores one
+// whose context is pending already: contexts must differ across members.
+func (l *loop) readContext(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), l.r.id), id)
+}
+
+// readID returns the request id of a read state's context, if this member
+// made the request.
+func (l *loop) readID(ctx []byte) (uint64, bool) {
+	if len(ctx) != 16 || binary.BigEndian.Uint64(ctx) != l.r.id {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(ctx[8:]), true
 }
 
 // step delivers storage threads' responses to raft, and sends those that
@@ -356,7 +373,10 @@ func (l *loop) handleReady(rd raft.Ready) {
 		l.leaderChanged(rd.SoftState.Lead)
 	}
 	for _, rs := range rd.ReadStates {
-		id := binary.BigEndian.Uint64(rs.RequestCtx)
+		id, ok := l.readID(rs.RequestCtx)
+		if !ok {
+			continue
+		}
 		if waits, ok := l.reads[id]; ok {
 			l.ready = append(l.ready, readGroup{index: rs.Index, waits: waits})
 			delete(l.reads, id)
