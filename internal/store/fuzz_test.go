@@ -7,9 +7,11 @@ import (
 )
 
 // FuzzApply feeds arbitrary bytes to Apply: it must never panic, must
-// reject what does not decode with ErrBadEntry and change nothing then, and
-// what decodes must survive re-encoding. (Over-long varints decode, so the
-// re-encoding may be shorter than the input.)
+// reject what does not decode, and an OpSeq, which needs the entry it wraps
+// after it, with ErrBadEntry and change nothing then, must fail the other
+// session ops, which need a stamp, with ErrNoStamp, and what decodes must
+// survive re-encoding. (Over-long varints decode, so the re-encoding may be
+// shorter than the input.)
 func FuzzApply(f *testing.F) {
 	f.Add(AppendEntry(nil, OpSet, SetGet, []byte("k"), []byte("v")))
 	f.Add(AppendEntry(nil, OpMSet, 0, []byte("a"), []byte("1"), []byte("b"), []byte("2")))
@@ -18,13 +20,21 @@ func FuzzApply(f *testing.F) {
 	f.Add(AppendEntry(nil, OpDel, 0, []byte("k")))
 	f.Add(AppendEntry(nil, OpFlush, 0))
 	f.Add([]byte{EntryVersion, byte(OpSet), 0, 2, 1, 'k'})
+	f.Add(AppendEntry(nil, OpSessionOpen, 0))
+	f.Add(AppendEntry(nil, OpSeq, 0, Uint64Arg(1), Uint64Arg(2), Uint64Arg(3)))
+	f.Add(AppendEntry(nil, OpSessionClose, 0, Uint64Arg(1)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s := New(Options{Stripes: 4, MaxValue: 1 << 10})
 		s.Apply(AppendEntry(nil, OpSet, 0, []byte("n"), []byte("1")))
-		_, err := s.Apply(b)
+		r, err := s.Apply(b)
+		// Apply refuses what a batch of b alone would be refused for: also
+		// an OpSeq, which wraps the entry after it.
+		if cerr := CheckBatch(batchOf(b)); (err == nil) != (cerr == nil) {
+			t.Fatalf("Apply error %v but CheckBatch error %v", err, cerr)
+		}
 		e, derr := decodeEntry(b, nil)
-		if (err == nil) != (derr == nil) {
-			t.Fatalf("Apply error %v but decode error %v", err, derr)
+		if err == nil && e.op.session() && r.Err != ErrNoStamp {
+			t.Fatalf("Apply of session op %d gave %+v, want ErrNoStamp", e.op, r)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrBadEntry) {
@@ -34,6 +44,9 @@ func FuzzApply(f *testing.F) {
 				t.Fatal("a rejected entry changed the store")
 			}
 			return
+		}
+		if derr != nil {
+			t.Fatalf("Apply took an entry that does not decode: %v", derr)
 		}
 		re := AppendEntry(nil, e.op, e.flags, e.args...)
 		e2, err := decodeEntry(re, nil)
