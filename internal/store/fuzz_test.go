@@ -60,3 +60,52 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRestoreSessions feeds arbitrary bytes to RestoreSessions: it must
+// never panic, must refuse what it does not take with ErrBadSessions and
+// change nothing then, and a table it takes must keep the table's
+// invariants, encode to a fixed point (over-long varints decode, so the
+// first encoding may be shorter than the input), and take session ops,
+// which bring it back within the bounds if it is over them.
+func FuzzRestoreSessions(f *testing.F) {
+	seed := New(Options{})
+	applyCmds(f, seed, Stamp{Index: 1, Time: 10}, "open", "open", "set k v")
+	f.Add(seed.Sessions())
+	applyCmds(f, seed, Stamp{Index: 2, Time: 20}, "seq @1 3 2", "getset k w", "seq @1 4 2", "incr k 1", "seq @1.1 0 0", "set k x")
+	f.Add(seed.Sessions())
+	f.Add([]byte{SessionsVersion})
+	opt := Options{MaxSessions: 3, MaxSessionResults: 2, MaxSessionBytes: 8}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := New(opt)
+		applyCmds(t, s, Stamp{Index: 1, Time: 1}, "open")
+		before := s.Sessions()
+		if err := s.RestoreSessions(b); err != nil {
+			if !errors.Is(err, ErrBadSessions) {
+				t.Fatalf("error %v does not wrap ErrBadSessions", err)
+			}
+			if !bytes.Equal(s.Sessions(), before) {
+				t.Fatal("a refused table changed the store's")
+			}
+			return
+		}
+		checkSessions(t, &s.sessions.t)
+		enc := s.Sessions()
+		c := New(opt)
+		if err := c.RestoreSessions(enc); err != nil || !bytes.Equal(c.Sessions(), enc) {
+			t.Fatalf("the encoding of a restored table: %v, or encodes differently", err)
+		}
+		tb := &s.sessions.t
+		id := uint64(1)
+		if tb.tail != nil {
+			id = tb.tail.id
+		}
+		res := applyAt(t, s, Stamp{Index: tb.lastID>>openBits + 1, Time: tb.clock}, batchOf(
+			AppendEntry(nil, OpSeq, 0, Uint64Arg(id), Uint64Arg(1), Uint64Arg(0)),
+			AppendEntry(nil, OpSet, SetGet, []byte("k"), []byte("a value longer than the bound")),
+			cmdOf(t, "open")))
+		checkSessions(t, tb)
+		if res[2].Err == nil && len(tb.byID) > 3 {
+			t.Fatalf("%d sessions after an open, over the bound", len(tb.byID))
+		}
+	})
+}

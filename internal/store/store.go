@@ -22,14 +22,15 @@
 //
 // The store also holds the client sessions that make a retried write take
 // effect once (the Raft dissertation, section 6.3). They live in the
-// replicated state: they change only by applying entries. A client opens a
-// session with an OpSessionOpen entry, whose result's Int is its client
-// id, and numbers its writes (seq) in increasing order. It sends each
-// write after an OpSeq entry in the same batch, which carries the client
-// id, the write's seq, and the lowest seq whose reply the client has not
-// received yet (lowest unacknowledged). The OpSeq first raises the
-// session's floor to lowest unacknowledged, dropping the results kept
-// below it, then judges the write that follows it, which it wraps:
+// replicated state: they change only by applying entries, and they are
+// saved with snapshots (see Sessions). A client opens a session with an
+// OpSessionOpen entry, whose result's Int is its client id, and numbers its
+// writes (seq) in increasing order. It sends each write after an OpSeq
+// entry in the same batch, which carries the client id, the write's seq,
+// and the lowest seq whose reply the client has not received yet (lowest
+// unacknowledged). The OpSeq first raises the session's floor to lowest
+// unacknowledged, dropping the results kept below it, then judges the
+// write that follows it, which it wraps:
 //
 //   - the session is unknown, or has expired: the write is not applied, and
 //     the results of both entries carry ErrSessionExpired;
