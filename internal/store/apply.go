@@ -2,24 +2,29 @@ package store
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strconv"
 )
 
 // Result is the outcome of applying one entry. Which fields are meaningful
 // depends on the op:
 //
-//	OpSet     Done: whether the value was written (NX/XX); Found, Val: old value
-//	OpMSet    Done is true
-//	OpMSetNX  Done: whether all keys were written
-//	OpDel     Int: number of keys removed
-//	OpIncrBy  Int: new value
-//	OpAppend  Int: new length
-//	OpCAS     Done: whether the swap happened; Found: whether the key existed
-//	OpFlush   Done is true
+//	OpSet           Done: whether the value was written (NX/XX); Found, Val: old value
+//	OpMSet          Done is true
+//	OpMSetNX        Done: whether all keys were written
+//	OpDel           Int: number of keys removed
+//	OpIncrBy        Int: new value
+//	OpAppend        Int: new length
+//	OpCAS           Done: whether the swap happened; Found: whether the key existed
+//	OpFlush         Done is true
+//	OpSessionOpen   Done is true; Int: the new session's client id
+//	OpSeq           Done is true, unless it refuses the write it wraps (see the package doc)
+//	OpSessionClose  Done: whether the session was open
 //
 // Err is set, and nothing changed, when the command failed on the data
-// (ErrNotInteger, ErrOverflow, ErrTooLarge). Val is shared with the store and
-// must not be modified.
+// (ErrNotInteger, ErrOverflow, ErrTooLarge) or on the session table
+// (ErrSessionExpired, ErrStaleSequence, ErrNoStamp, ErrTooManyOpens). Val
+// is shared with the store and must not be modified.
 type Result struct {
 	Done  bool
 	Found bool
@@ -30,37 +35,45 @@ type Result struct {
 
 // Apply decodes and applies one entry. Unless Retain is on, it does not
 // retain entry: stored values are copied out of it. A malformed entry returns an error wrapping
-// ErrBadEntry and changes nothing.
+// ErrBadEntry and changes nothing, and so does an OpSeq, which needs the
+// entry it wraps after it in a batch. Other session ops fail with
+// ErrNoStamp: they need ApplyBatchAt.
 func (s *Store) Apply(entry []byte) (Result, error) {
 	var scratch [8][]byte
 	e, err := decodeEntry(entry, scratch[:0])
+	if err == nil && e.op == OpSeq {
+		err = errSeqAtEnd
+	}
 	if err != nil {
 		return Result{}, err
 	}
-	return s.apply(e)
+	if e.op.session() {
+		return Result{Err: ErrNoStamp}, nil
+	}
+	return s.apply(e), nil
 }
 
-// apply applies a decoded entry.
-func (s *Store) apply(e entry) (Result, error) {
+// apply applies a decoded entry that is not a session op.
+func (s *Store) apply(e entry) Result {
 	switch e.op {
 	case OpSet:
-		return s.set(e.args[0], e.args[1], e.flags), nil
+		return s.set(e.args[0], e.args[1], e.flags)
 	case OpMSet:
-		return s.mset(e.args), nil
+		return s.mset(e.args)
 	case OpMSetNX:
-		return s.msetnx(e.args), nil
+		return s.msetnx(e.args)
 	case OpDel:
-		return s.del(e.args), nil
+		return s.del(e.args)
 	case OpIncrBy:
-		return s.incrBy(e.args[0], int64(binary.BigEndian.Uint64(e.args[1]))), nil
+		return s.incrBy(e.args[0], int64(binary.BigEndian.Uint64(e.args[1])))
 	case OpAppend:
-		return s.append(e.args[0], e.args[1]), nil
+		return s.append(e.args[0], e.args[1])
 	case OpCAS:
-		return s.cas(e.args[0], e.args[1], e.args[2]), nil
+		return s.cas(e.args[0], e.args[1], e.args[2])
 	case OpFlush:
-		return s.flush(), nil
+		return s.flush()
 	}
-	return Result{}, ErrBadEntry
+	panic(fmt.Sprintf("store: apply of op %d, which decodeEntry refuses or applySession takes", e.op))
 }
 
 // Retain sets whether Apply keeps the values it stores as slices of its

@@ -62,24 +62,48 @@ func (b *Batch) Reset() {
 // entry i and no later one. The whole batch is decoded before anything is
 // applied, so a malformed batch returns an error wrapping ErrBadEntry and
 // changes nothing.
+//
+// It is ApplyBatchAt with no stamp: session ops fail with ErrNoStamp, and
+// the session table is left alone.
 func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
+	return s.ApplyBatchAt(batch, Stamp{}, fn)
+}
+
+// ApplyBatchAt is ApplyBatch for a batch of the log entry that at stamps
+// (see the package doc on sessions). Before the first entry it advances the
+// session clock to at.Time, unless the clock is ahead, and removes up to
+// expireStep of the sessions that have expired by it; with no stamp (a
+// zero at.Index) it does neither.
+//
+// fn is called once for every entry, an OpSeq included: with the OpSeq's
+// own result, right after the OpSeq has judged the write it wraps, and
+// before that write is applied, answered from the session's kept results,
+// or refused. A server does not reply to the OpSeq: its client sent one
+// command, the write.
+//
+// Session ops take effect exactly once, and the session table is the same
+// on every replica, only when batches are applied from one goroutine, in
+// log order, with the stamps of their entries; the indexes of the stamps
+// never decrease.
+func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result)) error {
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	// The first run's prefetch decodes it; what the run leaves is checked
 	// before anything is applied. Most batches are one run, decoded once.
 	run, rest, err := s.prefetch(batch, 0, &sc.ents, sc.args[:0])
 	if err == nil {
-		err = checkFrom(rest, len(run))
+		err = checkFrom(rest, len(run), lastOp(run))
 	}
 	if err != nil {
 		return err
 	}
+	if at.Index != 0 {
+		s.advanceSessions(at.Time)
+	}
+	var w wrap
 	for i := 0; ; { // a prefetched run of entries at a time
 		for _, e := range run {
-			res, err := s.apply(e)
-			if err != nil {
-				return err // unreachable: the entry decoded
-			}
+			res := s.applyAt(e, at, &w)
 			if fn != nil {
 				fn(i, res)
 			}
@@ -90,6 +114,19 @@ func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
 		}
 		run, rest, _ = s.prefetch(rest, i, &sc.ents, sc.args[:0]) // checked above
 	}
+}
+
+// applyAt applies e, an entry of a batch stamped at. w holds what the
+// OpSeq before e, if e follows one, decided about it; applying an OpSeq
+// sets it.
+func (s *Store) applyAt(e entry, at Stamp, w *wrap) Result {
+	switch {
+	case w.on:
+		return s.applyWrapped(e, w)
+	case e.op.session():
+		return s.applySession(e, at, w)
+	}
+	return s.apply(e)
 }
 
 // scratch is where ApplyBatch decodes entries. The entries point into the
@@ -110,20 +147,50 @@ func (sc *scratch) release() {
 }
 
 // CheckBatch decodes every entry of batch, and returns an error wrapping
-// ErrBadEntry if one does not decode or the batch does not end where its
-// last entry does. ApplyBatch applies exactly the batches it accepts.
-func CheckBatch(batch []byte) error { return checkFrom(batch, 0) }
+// ErrBadEntry if one does not decode, an OpSeq is not followed by an entry
+// it can wrap, or the batch does not end where its last entry does.
+// ApplyBatch applies exactly the batches it accepts.
+func CheckBatch(batch []byte) error { return checkFrom(batch, 0, 0) }
 
-// checkFrom is CheckBatch of a batch's entries from its entry number i.
-func checkFrom(batch []byte, i int) error {
+// checkFrom is CheckBatch of a batch's entries from its entry number i,
+// which follow one with op prev (0 for none).
+func checkFrom(batch []byte, i int, prev Op) error {
 	var scratch [8][]byte
 	for ; len(batch) > 0; i++ {
+		var e entry
 		var err error
-		if _, batch, err = nextEntry(batch, i, scratch[:0]); err != nil {
+		if e, batch, err = nextEntry(batch, i, scratch[:0]); err != nil {
 			return err
 		}
+		if err := checkWrap(prev, e.op, i); err != nil {
+			return err
+		}
+		prev = e.op
+	}
+	if prev == OpSeq {
+		return errSeqAtEnd
 	}
 	return nil
+}
+
+var errSeqAtEnd = fmt.Errorf("%w: an OpSeq ends the batch, but must be followed by the write it wraps", ErrBadEntry)
+
+// checkWrap returns an error wrapping ErrBadEntry if an entry with op,
+// entry number i of its batch, may not follow one with op prev: what
+// follows an OpSeq must be an entry it can wrap, a write on keys.
+func checkWrap(prev, op Op, i int) error {
+	if prev == OpSeq && op.session() {
+		return fmt.Errorf("%w: entry %d of batch follows an OpSeq, which can wrap only a write on keys", ErrBadEntry, i)
+	}
+	return nil
+}
+
+// lastOp returns the op of the last of ents, or 0 if there is none.
+func lastOp(ents []entry) Op {
+	if len(ents) == 0 {
+		return 0
+	}
+	return ents[len(ents)-1].op
 }
 
 // nextEntry decodes the first entry of batch, entry number i of its batch,

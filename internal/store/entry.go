@@ -19,8 +19,25 @@ const (
 	OpIncrBy Op = 5 // args: key, delta (8 bytes, big-endian two's complement)
 	OpAppend Op = 6 // args: key, suffix
 	OpCAS    Op = 7 // args: key, expected, new
-	OpFlush  Op = 8 // no args
+	OpFlush  Op = 8 // no args; removes every key, and leaves the session table alone
+
+	// Session ops (see the package doc). Their 8-byte arguments are unsigned
+	// big-endian integers (see Uint64Arg). They need a stamp: see
+	// ApplyBatchAt.
+	OpSessionOpen  Op = 9  // no args; opens a session, whose client id is the result's Int
+	OpSeq          Op = 10 // args: client id, seq, lowest unacknowledged seq (8 bytes each); wraps the next entry
+	OpSessionClose Op = 11 // args: client id (8 bytes)
 )
+
+// session reports whether op is a session op, which works on the session
+// table rather than on keys, and which an OpSeq cannot wrap.
+func (op Op) session() bool {
+	switch op {
+	case OpSessionOpen, OpSeq, OpSessionClose:
+		return true
+	}
+	return false
+}
 
 // Flags modify OpSet.
 const (
@@ -62,6 +79,10 @@ func AppendEntry(dst []byte, op Op, flags byte, args ...[]byte) []byte {
 // DeltaArg encodes an OpIncrBy delta.
 func DeltaArg(delta int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(delta)) }
 
+// Uint64Arg encodes a client id or a sequence number, an argument of
+// OpSeq or OpSessionClose.
+func Uint64Arg(x uint64) []byte { return binary.BigEndian.AppendUint64(nil, x) }
+
 // entry is a decoded entry. Args alias the encoded bytes.
 type entry struct {
 	op    Op
@@ -102,7 +123,7 @@ func (e entry) keys() (keys [][]byte, stride int) {
 		return e.args, 2
 	case OpDel:
 		return e.args, 1
-	case OpFlush:
+	case OpFlush, OpSessionOpen, OpSeq, OpSessionClose:
 		return nil, 1
 	}
 	return e.args[:1], 1
@@ -123,8 +144,12 @@ func (e entry) check() error {
 		ok = n == 2 && len(e.args[1]) == 8
 	case OpCAS:
 		ok = n == 3
-	case OpFlush:
+	case OpFlush, OpSessionOpen:
 		ok = n == 0
+	case OpSeq:
+		ok = n == 3 && len(e.args[0]) == 8 && len(e.args[1]) == 8 && len(e.args[2]) == 8
+	case OpSessionClose:
+		ok = n == 1 && len(e.args[0]) == 8
 	}
 	if !ok {
 		return fmt.Errorf("%w: op %d with %d arguments", ErrBadEntry, e.op, n)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"maps"
@@ -72,7 +73,29 @@ type modelTest struct {
 	keys  []string // the key space: small, so that operations collide
 	trace []string // recent operations, printed on failure
 	snaps []modelSnap
+	sess  modelSession
 }
+
+// modelSession is a client that sends some of its writes through a
+// session, and retries them (see sessionWrite).
+type modelSession struct {
+	id    uint64 // its client id; 0 until it opens the session
+	at    Stamp  // the stamp of the last batch applied through ApplyBatchAt
+	seq   uint64 // the next write's seq
+	floor uint64 // the lowest seq it has not acknowledged
+	sent  []sentWrite
+}
+
+// sentWrite is a write a session sent: its batch, and its result.
+type sentWrite struct {
+	seq   uint64
+	batch []byte
+	res   Result
+}
+
+// sessionWindow is how many of its last writes a modelSession has not
+// acknowledged; it remembers twice as many, to retry.
+const sessionWindow = 8
 
 type modelSnap struct {
 	sn *Snapshot
@@ -300,12 +323,79 @@ func (mt *modelTest) step(i int) {
 		if len(mt.snaps) > 0 {
 			mt.checkSnap(mt.snaps[mt.rng.IntN(len(mt.snaps))], i)
 		}
+	case p < 980:
+		mt.sessionWrite(i)
 	default:
 		mt.checkAll(i)
 	}
 	if mt.s.Len() != int64(len(m)) || mt.s.Bytes() != m.bytes() {
 		t.Errorf("op %d: Len, Bytes = %d, %d; want %d, %d", i, mt.s.Len(), mt.s.Bytes(), len(m), m.bytes())
 	}
+}
+
+// sessionWrite sends a write through the session, an INCRBY or a SET GET
+// after an OpSeq, or retries one sent before. A retry must answer as the
+// write did and change nothing, or, once the write is acknowledged, fail
+// with ErrStaleSequence.
+func (mt *modelTest) sessionWrite(i int) {
+	ms := &mt.sess
+	ms.at = Stamp{Index: ms.at.Index + 1, Time: ms.at.Time + 1000}
+	if ms.id == 0 {
+		ms.id = uint64(applyAt(mt.t, mt.s, ms.at, batchOf(AppendEntry(nil, OpSessionOpen, 0)))[0].Int)
+	}
+	if len(ms.sent) > 0 && mt.rng.IntN(2) == 0 {
+		w := ms.sent[mt.rng.IntN(len(ms.sent))]
+		mt.logf("%d: retry session write %d", i, w.seq)
+		want := show(w.res)
+		if w.seq < ms.floor {
+			want = show(Result{Err: ErrStaleSequence})
+		}
+		if got := show(applyAt(mt.t, mt.s, ms.at, w.batch)[1]); got != want {
+			mt.t.Errorf("op %d: retry of session write %d = %s, want %s", i, w.seq, got, want)
+		}
+		return
+	}
+	seq := ms.seq
+	ms.seq++
+	ms.floor = max(ms.floor, ms.seq-min(ms.seq, sessionWindow))
+	k := mt.key()
+	write := entryOf(OpSet, SetGet, k, mt.val())
+	if mt.rng.IntN(2) == 0 {
+		write = entryOf(OpIncrBy, 0, k, string(DeltaArg(mt.delta())))
+	}
+	mt.logf("%d: session write %d: %x", i, seq, write)
+	batch := batchOf(AppendEntry(nil, OpSeq, 0, Uint64Arg(ms.id), Uint64Arg(seq), Uint64Arg(ms.floor)), write)
+	r := applyAt(mt.t, mt.s, ms.at, batch)[1]
+	mt.checkSessionWrite(i, write, r)
+	ms.sent = append(ms.sent, sentWrite{seq, batch, r})
+	if len(ms.sent) > 2*sessionWindow {
+		ms.sent = ms.sent[1:]
+	}
+}
+
+// checkSessionWrite checks r, the result of write, an INCRBY or a SET GET,
+// against the model, and applies it there.
+func (mt *modelTest) checkSessionWrite(i int, write []byte, r Result) {
+	e, err := decodeEntry(write, nil)
+	if err != nil {
+		mt.t.Fatal(err)
+	}
+	k := string(e.args[0])
+	if e.op == OpIncrBy {
+		want, wantErr := modelIncr(mt.m, k, int64(binary.BigEndian.Uint64(e.args[1])))
+		if r.Err != wantErr || (wantErr == nil && r.Int != want) {
+			mt.t.Errorf("op %d: session INCRBY = %d, %v; want %d, %v", i, r.Int, r.Err, want, wantErr)
+		}
+		if wantErr == nil {
+			mt.m[k] = strconv.FormatInt(want, 10)
+		}
+		return
+	}
+	old, found := mt.m[k]
+	if !r.Done || r.Found != found || string(r.Val) != old {
+		mt.t.Errorf("op %d: session SET GET = %+v, want Found %v Val %q", i, r, found, old)
+	}
+	mt.m[k] = string(e.args[1])
 }
 
 // pairsArgs returns n random key-value pairs; keys may repeat.

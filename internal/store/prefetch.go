@@ -39,12 +39,16 @@ func (s *Store) Prefetch(keys [][]byte, valued, maxValue int) {
 // more, the first PrefetchKeys), and returns the decoded entries, whose
 // args alias batch and args (or memory of their own once args is full), and
 // the rest of batch; or an error wrapping ErrBadEntry if an entry it decodes
-// is malformed, as CheckBatch would.
+// is malformed, or follows an OpSeq that cannot wrap it, as CheckBatch
+// would.
 func (s *Store) prefetch(batch []byte, i int, ents *[PrefetchKeys]entry, args [][]byte) ([]entry, []byte, error) {
 	var hashes [PrefetchKeys]uint64
 	n, m := 0, 0
 	for len(batch) > 0 && m < len(ents) {
 		e, rest, err := nextEntry(batch, i+m, args[len(args):])
+		if err == nil && m > 0 {
+			err = checkWrap(ents[m-1].op, e.op, i+m)
+		}
 		if err != nil {
 			return nil, nil, err
 		}

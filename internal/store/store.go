@@ -17,6 +17,42 @@
 // locks gives a consistent view that range reads and snapshots iterate
 // without holding any lock, and neither stalls writes for longer than
 // taking the views does.
+//
+// # Client sessions
+//
+// The store also holds the client sessions that make a retried write take
+// effect once (the Raft dissertation, section 6.3). They live in the
+// replicated state: they change only by applying entries, and they are
+// saved with snapshots (see Sessions). A client opens a session with an
+// OpSessionOpen entry, whose result's Int is its client id, and numbers its
+// writes (seq) in increasing order. It sends each write after an OpSeq
+// entry in the same batch, which carries the client id, the write's seq,
+// and the lowest seq whose reply the client has not received yet (lowest
+// unacknowledged). The OpSeq first raises the session's floor to lowest
+// unacknowledged, dropping the results kept below it, then judges the
+// write that follows it, which it wraps:
+//
+//   - the session is unknown, or has expired: the write is not applied, and
+//     the results of both entries carry ErrSessionExpired;
+//   - seq is below the floor (acknowledged, or its result dropped): not
+//     applied, ErrStaleSequence in both;
+//   - the write of this seq was applied and its result is kept: not applied,
+//     and its result is the kept one;
+//   - otherwise the write is applied and a copy of its result kept under seq.
+//
+// The OpSeq's own result carries the same error when it refuses the write,
+// and is a plain Done otherwise; a server does not reply to it, as its
+// client sent one command. A batch applied without a stamp has its session
+// ops fail with ErrNoStamp. Sessions have no clock of their own: the
+// session clock is the largest time that the stamps of the applied batches
+// carry (see ApplyBatchAt), so it never goes back, and every replica
+// expires the same sessions at the same entry. Every session op sets the
+// session's last-active time to the clock; a session idle longer than
+// Options.SessionTTL has expired. The bounds of Options keep the table's
+// memory bounded whatever clients do: past them the least recently active
+// sessions are evicted, and a session's results of the lowest seqs dropped
+// (its floor then passes them), so that a retry gets an error but never
+// applies a write twice.
 package store
 
 import (
@@ -32,6 +68,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -47,6 +84,18 @@ type Options struct {
 	Stripes  int // number of stripes, rounded up to a power of two; default DefaultStripes()
 	MaxValue int // longest value APPEND may build, in bytes; default 64 MiB
 
+	// The bounds of the session table (see the package doc). Every replica
+	// of a group must use the same: the table must be the same on all.
+	SessionTTL        time.Duration // a session idle longer than this, by the session clock, expires; default 10 minutes
+	MaxSessions       int           // most sessions; opening one more first evicts the least recently active; default 100,000
+	MaxSessionResults int           // most results a session keeps; past it the lowest seq's is dropped; default 1,024
+	MaxSessionBytes   int           // most bytes of values a session's kept results hold, dropped as above; default 1 MiB
+	// MaxSessionMemory bounds the memory of the whole table, values and an
+	// estimate of the overheads; past it the least recently active
+	// sessions are evicted. Default 256 MiB, and at least what one session
+	// may hold.
+	MaxSessionMemory int64
+
 	fresh    int // items an index gathers before sorting them; default defaultFresh (tests set less)
 	hashBits int // tests only: keep this many low bits of each hash (0: all), so that keys clash; at most 9 (see table)
 }
@@ -61,6 +110,13 @@ type Store struct {
 	every    lockSet // every stripe, in order
 	retain   bool    // see Retain
 	fresh    int     // see Options.fresh
+	// sessions is the client-session table (see the package doc). Only
+	// stamped batches lock it: once, and once more for every session op
+	// (twice for an OpSeq whose write is applied).
+	sessions struct {
+		sync.Mutex
+		t sessionTable
+	}
 }
 
 // stripe owns the keys that hash to it.
@@ -210,6 +266,7 @@ func New(opt Options) *Store {
 	for i := range s.stripes {
 		s.stripes[i].resetLocked(s.freshOf(i))
 	}
+	s.sessions.t = newSessionTable(limitsOf(opt))
 	s.every = make(lockSet, n)
 	for i := range s.every {
 		s.every[i] = i

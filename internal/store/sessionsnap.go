@@ -1,0 +1,268 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// SessionsVersion is the version of the session table encoding that
+// Sessions writes.
+const SessionsVersion = 1
+
+// ErrBadSessions means an encoded session table could not be decoded: it
+// is damaged, or from an unknown version.
+var ErrBadSessions = errors.New("store: malformed session table")
+
+// The session table, as Sessions encodes it:
+//
+//	+---------+-------+---------+----------------+----------------------+
+//	| version | clock | last id | count uvarint  | count x session      |
+//	+---------+-------+---------+----------------+----------------------+
+//	  1 byte    8 B     8 B
+//
+// version is SessionsVersion; clock is the session clock, an int64 (Unix
+// nanoseconds), and last id the last client id issued, 0 for none; the
+// fixed-size integers are big-endian, and the uvarints as in
+// encoding/binary. The sessions come from the least to the most recently
+// active, each:
+//
+//	+----+--------+---------------+------------------+---------------------+
+//	| id | active | floor uvarint | results uvarint  | results x result    |
+//	+----+--------+---------------+------------------+---------------------+
+//	  8 B  8 B
+//
+// with active, the clock when it was last used, an int64. Its kept results
+// come in ascending seq, each:
+//
+//	+-------------+-------+-----+-----+-------------------------------+
+//	| seq uvarint | flags | err | int | val len uvarint, val          |
+//	+-------------+-------+-----+-----+-------------------------------+
+//	                1 B     1 B   8 B   only if flags has resultVal
+//
+// flags has resultDone, resultFound and resultVal (Val is not nil, maybe
+// empty); err is 0 for none, else the place of Result.Err in resultErrs;
+// int is Result.Int. Nothing follows the last session. RestoreSessions
+// refuses a table that breaks the invariants of sessionTable and session:
+// ids are not 0, unique, and at most last id; active times at most the
+// clock and in order; seqs ascending, at least their session's floor and
+// below 2^64-1.
+
+// The flags of a kept result.
+const (
+	resultDone  = 1 << 0
+	resultFound = 1 << 1
+	resultVal   = 1 << 2
+)
+
+// resultErrs are the errors a kept result may hold: the ones writes fail
+// with. An error's code in the encoding is its place here.
+var resultErrs = [...]error{nil, ErrNotInteger, ErrOverflow, ErrTooLarge}
+
+// Sessions returns the session table, encoded as drawn above, in a new
+// slice. It may be called from any goroutine; to be consistent with a
+// Snapshot, call both on the apply thread between two batches.
+func (s *Store) Sessions() []byte {
+	s.sessions.Lock()
+	defer s.sessions.Unlock()
+	return s.sessions.t.appendTo(nil)
+}
+
+// RestoreSessions replaces the session table with b, one that Sessions
+// encoded. If the table is over the bounds of the store's Options, session
+// ops bring it back within them as they come. A damaged b returns an error
+// wrapping ErrBadSessions and changes nothing. The store does not retain
+// b. Call it between two batches, as Sessions.
+func (s *Store) RestoreSessions(b []byte) error {
+	s.sessions.Lock()
+	defer s.sessions.Unlock()
+	t, err := decodeTable(b, s.sessions.t.lim)
+	if err != nil {
+		return err
+	}
+	s.sessions.t = t
+	return nil
+}
+
+// appendTo appends the table's encoding to b.
+func (t *sessionTable) appendTo(b []byte) []byte {
+	b = append(b, SessionsVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.clock))
+	b = binary.BigEndian.AppendUint64(b, t.lastID)
+	b = binary.AppendUvarint(b, uint64(len(t.byID)))
+	for ss := t.head; ss != nil; ss = ss.next {
+		b = binary.BigEndian.AppendUint64(b, ss.id)
+		b = binary.BigEndian.AppendUint64(b, uint64(ss.active))
+		b = binary.AppendUvarint(b, ss.floor)
+		b = binary.AppendUvarint(b, uint64(len(ss.results)))
+		for _, k := range ss.results {
+			b = appendKept(b, k)
+		}
+	}
+	return b
+}
+
+// appendKept appends the encoding of k to b.
+func appendKept(b []byte, k kept) []byte {
+	var flags byte
+	if k.res.Done {
+		flags |= resultDone
+	}
+	if k.res.Found {
+		flags |= resultFound
+	}
+	if k.res.Val != nil {
+		flags |= resultVal
+	}
+	b = binary.AppendUvarint(b, k.seq)
+	b = append(b, flags, errCode(k.res.Err))
+	b = binary.BigEndian.AppendUint64(b, uint64(k.res.Int))
+	if k.res.Val != nil {
+		b = binary.AppendUvarint(b, uint64(len(k.res.Val)))
+		b = append(b, k.res.Val...)
+	}
+	return b
+}
+
+// errCode returns err's code in the encoding.
+func errCode(err error) byte {
+	for i, e := range resultErrs {
+		if e == err {
+			return byte(i)
+		}
+	}
+	panic(fmt.Sprintf("store: a session kept a result with error %v, which resultErrs lacks", err))
+}
+
+// decodeTable decodes a session table that appendTo encoded, with bounds
+// lim.
+func decodeTable(b []byte, lim sessionLimits) (sessionTable, error) {
+	d := decoder{b: b, size: len(b)}
+	if v := d.byte(); d.err == nil && v != SessionsVersion {
+		return sessionTable{}, fmt.Errorf("%w: version %d, not %d", ErrBadSessions, v, SessionsVersion)
+	}
+	t := newSessionTable(lim)
+	t.clock = int64(d.uint64())
+	t.lastID = d.uint64()
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ { // each session takes bytes: the loop ends with b
+		if ss := d.session(); d.err == nil {
+			d.err = t.admit(ss)
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("bytes after the last session: %d", len(d.b))
+	}
+	return t, d.err
+}
+
+// admit adds ss to t as its most recently active session, or returns an
+// error wrapping ErrBadSessions if that would break t's invariants.
+func (t *sessionTable) admit(ss *session) error {
+	switch {
+	case ss.id == 0 || ss.id > t.lastID:
+		return fmt.Errorf("%w: client id %d is 0 or above the last one issued, %d", ErrBadSessions, ss.id, t.lastID)
+	case t.byID[ss.id] != nil:
+		return fmt.Errorf("%w: client id %d is there twice", ErrBadSessions, ss.id)
+	case ss.active > t.clock || (t.tail != nil && ss.active < t.tail.active):
+		return fmt.Errorf("%w: client %d: active time %d is past the clock, %d, or before the previous session's", ErrBadSessions, ss.id, ss.active, t.clock)
+	}
+	t.byID[ss.id] = ss
+	t.mem += sessionCost + int64(len(ss.results))*resultCost + int64(ss.bytes)
+	t.pushBack(ss)
+	return nil
+}
+
+// decoder reads an encoded session table of size bytes. Its methods
+// return zero values once it has failed, and it keeps the first error.
+type decoder struct {
+	b    []byte // what is left to read
+	size int
+	err  error
+}
+
+func (d *decoder) fail(format string, a ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: at byte %d: %s", ErrBadSessions, d.size-len(d.b), fmt.Sprintf(format, a...))
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uint64() uint64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.fail("truncated")
+		return 0
+	}
+	x := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return x
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	x, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad or truncated varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return x
+}
+
+// bytes returns a copy of the next n bytes.
+func (d *decoder) bytes(n uint64) []byte {
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.fail("a value of %d bytes overruns the table", n)
+		return nil
+	}
+	v := append(make([]byte, 0, n), d.b[:n]...)
+	d.b = d.b[n:]
+	return v
+}
+
+// session decodes one session, checking its results.
+func (d *decoder) session() *session {
+	ss := &session{id: d.uint64(), active: int64(d.uint64()), floor: d.uvarint()}
+	n := d.uvarint()
+	for j := uint64(0); j < n && d.err == nil; j++ { // each result takes bytes
+		k := d.kept()
+		switch {
+		case d.err != nil:
+		case k.seq < ss.floor || k.seq == math.MaxUint64:
+			d.fail("client %d: seq %d is below the floor, %d, or 2^64-1", ss.id, k.seq, ss.floor)
+		case len(ss.results) > 0 && k.seq <= ss.results[len(ss.results)-1].seq:
+			d.fail("client %d: seq %d is out of order", ss.id, k.seq)
+		}
+		ss.results = append(ss.results, k)
+		ss.bytes += len(k.res.Val)
+	}
+	return ss
+}
+
+// kept decodes one kept result.
+func (d *decoder) kept() kept {
+	k := kept{seq: d.uvarint()}
+	flags, code := d.byte(), d.byte()
+	k.res.Int = int64(d.uint64())
+	if flags&^(resultDone|resultFound|resultVal) != 0 || int(code) >= len(resultErrs) {
+		d.fail("result flags %#x or error code %d unknown", flags, code)
+		return kept{}
+	}
+	k.res.Done, k.res.Found, k.res.Err = flags&resultDone != 0, flags&resultFound != 0, resultErrs[code]
+	if flags&resultVal != 0 {
+		k.res.Val = d.bytes(d.uvarint())
+	}
+	return k
+}
