@@ -347,6 +347,28 @@ func TestClusterMembership(t *testing.T) {
 	}
 }
 
+// TestClusterNoLeader stops two of three members: the third, once it knows
+// no leader, fails writes and reads with ErrNoLeader after LeaderWait,
+// rather than making them wait for ever.
+func TestClusterNoLeader(t *testing.T) {
+	c := newCluster(t, 3, seedtest.Seed(t))
+	c.set("k", "0")
+	left := c.leader()
+	c.stop((left + 1) % 3)
+	c.stop((left + 2) % 3)
+	for deadline := time.Now().Add(10 * time.Second); c.rs[left].Leader() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the member left alone still knows a leader after 10 s")
+		}
+	}
+	if err := c.setAt(left, 10*time.Second, "k", "1"); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("a write with no leader = %v, want ErrNoLeader", err)
+	}
+	if _, err := c.read(left, "k"); !errors.Is(err, ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read with no leader = %v, want ErrNoLeader before the caller's deadline", err)
+	}
+}
+
 // TestClusterNoQuorum isolates the leader of three members: it cannot
 // commit, so its writes end with ErrOutcomeUnknown or ErrNotLeader once it
 // steps down (CheckQuorum), never with a success; the majority elects a

@@ -26,6 +26,7 @@ type loop struct {
 	unled    []*readWait                 // no read-index request made for them yet (none can be while no leader is known)
 	lead     uint64                      // the leader raft last reported, or raft.None
 	ticks    uint64                      // raft ticks since start, for reissueTicks
+	unledAt  time.Time                   // when this member last knew no leader, if it knows none now
 	props    []*proposal                 // held: see proposeHeld
 	held     int                         // their batches' bytes
 	resps    []raftpb.Message            // storage threads' responses that send took, not yet stepped
@@ -54,7 +55,7 @@ func (r *Replica) start() error {
 			return errorf("starting raft: %w", err)
 		}
 	}
-	l := &loop{r: r, rn: rn, reads: make(map[uint64][]*readWait), out: make(map[uint64][]raftpb.Message)}
+	l := &loop{r: r, rn: rn, reads: make(map[uint64][]*readWait), out: make(map[uint64][]raftpb.Message), unledAt: time.Now()}
 	r.wg.Add(3)
 	go func() { defer r.wg.Done(); l.run() }()
 	go func() { defer r.wg.Done(); r.appendLoop() }()
@@ -122,6 +123,24 @@ func (l *loop) tick() {
 	if l.ticks%reissueTicks == 0 {
 		l.requeueReads()
 	}
+	if !l.unledAt.IsZero() && time.Since(l.unledAt) > l.r.opt.LeaderWait {
+		l.failUnled()
+	}
+}
+
+// failUnled fails, with ErrNoLeader, the writes and reads that have waited
+// for a leader longer than Options.LeaderWait: nothing was proposed for
+// them, and their clients may try another member.
+func (l *loop) failUnled() {
+	l.finish(ErrNoLeader)
+	clear(l.props)
+	l.props, l.held = l.props[:0], 0
+	l.requeueReads()
+	for _, w := range l.unled {
+		w.err = ErrNoLeader
+		close(w.done)
+	}
+	l.unled = nil
 }
 
 // requeueReads moves the reads whose read-index request is unanswered back
@@ -410,6 +429,10 @@ func (l *loop) leaderChanged(lead uint64) {
 	l.lead = lead
 	l.r.lead.Store(lead)
 	l.requeueReads()
+	l.unledAt = time.Time{}
+	if lead == raft.None {
+		l.unledAt = time.Now()
+	}
 }
 
 // send hands m to a storage thread. While c is full it takes the storage

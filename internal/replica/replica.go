@@ -66,6 +66,10 @@ type Options struct {
 	// campaigns; a leader sends heartbeats every HeartbeatTicks (default 1).
 	TickInterval                  time.Duration
 	ElectionTicks, HeartbeatTicks int
+	// LeaderWait is how long writes and reads wait while this member knows
+	// no leader before they fail with ErrNoLeader; default two election
+	// timeouts.
+	LeaderWait time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +96,8 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.TickInterval, 100*time.Millisecond)
 	setDefault(&o.ElectionTicks, 10)
 	setDefault(&o.HeartbeatTicks, 1)
+	setDefault(&o.LeaderWait, 2*time.Duration(o.ElectionTicks)*o.TickInterval)
+	setDefault(&o.LeaderWait, 2*time.Duration(o.ElectionTicks)*o.TickInterval)
 	return o
 }
 

@@ -23,7 +23,7 @@ func errorReply(err error) string {
 	case errors.Is(err, replica.ErrNotLeader):
 		return "READONLY You can't write against a replica: this member does not lead its group; send writes to the leader"
 	case errors.Is(err, replica.ErrNoLeader):
-		return "TRYAGAIN the group has no leader at the moment (an election is running, or this member is cut off); try again"
+		return "CLUSTERDOWN The cluster is down: the group has no leader at the moment (an election is running, or this member is cut off from a majority); try again"
 	case errors.Is(err, replica.ErrOutcomeUnknown):
 		return "ERR " + err.Error() + "; read the key back before retrying"
 	default:
