@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/flintkv/flint/client"
 )
@@ -42,6 +43,11 @@ func (b *clientBackend) probe(ctx context.Context, w workload) error {
 	return nil
 }
 
+// batchTimeout bounds how long one batch may wait for its replies: the
+// client retries a server that went away until its caller's deadline, and
+// a benchmark whose server is gone should fail, not wait for it.
+const batchTimeout = 10 * time.Second
+
 // clientExec runs one worker's batches.
 type clientExec struct {
 	b       *client.Batch
@@ -67,6 +73,8 @@ func (e *clientExec) exec(ctx context.Context, ops []op, res []string) error {
 			e.b.Set(o.key, o.value)
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	defer cancel()
 	replies, err := e.b.Exec(ctx)
 	if err != nil {
 		return err
