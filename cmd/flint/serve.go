@@ -9,6 +9,7 @@ import (
 	_ "net/http/pprof" // registers the profiling handlers served by --pprof
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -43,8 +44,13 @@ func serve(args []string) int {
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections, with no reply to writes still waiting (for disk space, say)")
+	id := fs.Uint64("id", 0, "this member's id in a replicated group (with --initial-members)")
+	members := fs.String("initial-members", "", "the group's first members, the same list on each: id=host:port@peerport,...\n(host:port is where clients connect; peerport, or peerhost:peerport, where members do)")
+	secret := fs.String("cluster-secret", "", "the secret members of a group share to recognize each other (default: $FLINT_CLUSTER_SECRET)")
+	tick := fs.Duration("raft-tick", 100*time.Millisecond, "raft's clock tick in a replicated group")
+	electionTicks := fs.Int("election-ticks", 10, "ticks without a leader before a follower campaigns (a random 1x to 2x of it)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol: a single node, or, with --id and\n--initial-members, a member of a replicated group.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
@@ -75,10 +81,15 @@ func serve(args []string) int {
 	if cfg.RequirePass == "" {
 		cfg.RequirePass = os.Getenv("FLINT_PASSWORD")
 	}
+	cluster, err := clusterConfig(fs, &cfg, *id, *members, *secret, *tick, *electionTicks)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := node.Run(ctx, node.Config{Dir: *dir, Server: cfg, HugePages: *hugePages, Pprof: *pprofAddr,
-		ShutdownTimeout: *shutdownTimeout, Logger: cfg.Logger,
+	err = node.Run(ctx, node.Config{Dir: *dir, Server: cfg, HugePages: *hugePages, Pprof: *pprofAddr,
+		ShutdownTimeout: *shutdownTimeout, Logger: cfg.Logger, Cluster: cluster,
 		Replica: replica.Options{NoSync: *fsync == "never", Preallocate: true,
 			SnapshotEntries: *snapEntries, SnapshotBytes: *snapBytes, SegmentSize: *segBytes,
 			Store: store.Options{Stripes: *stripes, MaxValue: cfg.MaxBulk}}})
@@ -113,4 +124,39 @@ func validate(cfg server.Config) error {
 		return errors.New("--output-timeout must be positive and --idle-timeout not negative")
 	}
 	return nil
+}
+
+// clusterConfig returns the group a replicated member belongs to, from its
+// flags, or nil for a single node. The member listens for clients at its
+// own entry's address unless --addr says otherwise.
+func clusterConfig(fs *flag.FlagSet, cfg *server.Config, id uint64, members, secret string, tick time.Duration, electionTicks int) (*node.ClusterConfig, error) {
+	if members == "" {
+		if id != 0 {
+			return nil, errors.New("--id needs --initial-members")
+		}
+		return nil, nil
+	}
+	ms, err := node.ParseMembers(members)
+	if err != nil {
+		return nil, fmt.Errorf("--initial-members: %v", err)
+	}
+	i := slices.IndexFunc(ms, func(m node.Member) bool { return m.ID == id })
+	if i < 0 {
+		return nil, fmt.Errorf("--id %d is not among --initial-members", id)
+	}
+	if secret == "" {
+		secret = os.Getenv("FLINT_CLUSTER_SECRET")
+	}
+	if secret == "" {
+		return nil, errors.New("a replicated group needs --cluster-secret (or $FLINT_CLUSTER_SECRET), the same on every member")
+	}
+	if tick <= 0 || electionTicks < 2 {
+		return nil, errors.New("--raft-tick must be positive and --election-ticks at least 2")
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "addr" })
+	if !explicit {
+		cfg.Addr = ms[i].Client
+	}
+	return &node.ClusterConfig{ID: id, Members: ms, Secret: []byte(secret), TickInterval: tick, ElectionTicks: electionTicks}, nil
 }

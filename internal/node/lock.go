@@ -20,21 +20,12 @@ import (
 // says so, once, and tries again every retryLock.
 func lockDir(dir string, logger *slog.Logger) (*os.File, error) {
 	var f *os.File
-	logged := false
 	err := vfs.RetryNoSpace(func() (err error) {
 		if err = vfs.MkdirAll(vfs.OS, dir); err == nil {
 			f, err = os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
 		}
 		return err
-	}, func(err error) bool {
-		if !logged {
-			logger.Error("the disk is full: the node cannot start serving until space is freed, "+
-				"as it must make its data directory first", "dir", dir, "err", err)
-			logged = true
-		}
-		time.Sleep(retryLock)
-		return true
-	})
+	}, waitForSpace(logger, dir, "make its data directory"))
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +37,22 @@ func lockDir(dir string, logger *slog.Logger) (*os.File, error) {
 		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
 	}
 	return f, nil
+}
+
+// waitForSpace returns what a write that must be made before the node can
+// serve calls when it finds the disk full: it says so once, naming what
+// it must write, and waits retryLock before the write is tried again.
+func waitForSpace(logger *slog.Logger, dir, what string) func(error) bool {
+	logged := false
+	return func(err error) bool {
+		if !logged {
+			logger.Error("the disk is full: the node cannot start serving until space is freed, "+
+				"as it must "+what+" first", "dir", dir, "err", err)
+			logged = true
+		}
+		time.Sleep(retryLock)
+		return true
+	}
 }
 
 // retryLock is how often lockDir tries again to make a data directory on a

@@ -31,6 +31,7 @@ import (
 	"github.com/flintkv/flint/internal/hugepage"
 	"github.com/flintkv/flint/internal/replica"
 	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/vfs"
 )
 
 // Config is a node's configuration, as `flint serve` parses it.
@@ -42,6 +43,7 @@ type Config struct {
 	Pprof           string          // serve Go profiles on this address; empty: off
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	Cluster         *ClusterConfig // nil: a single node, a group of one voter
 }
 
 // ErrFailed is returned by Run when the node stopped because it could no
@@ -68,16 +70,65 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
 	}
 	defer lock.Close()
+	if err := vfs.RetryNoSpace(func() error { return claimDir(cfg.Dir, cfg.identity()) },
+		waitForSpace(log, cfg.Dir, "record whose data directory it is")); err != nil {
+		return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
+	}
 	opt := cfg.Replica
 	opt.Dir, opt.Logger, opt.PauseGC, opt.HoldProcessor = cfg.Dir, log, pauseGC, !opt.NoSync
+	if cfg.Cluster == nil {
+		rep, err := replica.Open(opt)
+		if err != nil {
+			return fmt.Errorf("cannot open the data directory %s: %w", cfg.Dir, err)
+		}
+		if opt.HoldProcessor {
+			addLogProcessor() // after Open: recovery's threads use the default
+		}
+		return serve(ctx, server.New(cfg.Server, rep), rep, cfg.ShutdownTimeout, log)
+	}
+	return runMember(ctx, cfg, opt)
+}
+
+// identity is whose data directory cfg.Dir must be.
+func (cfg *Config) identity() identity {
+	if cfg.Cluster == nil {
+		return identity{cluster: 0, member: 1}
+	}
+	return identity{cluster: clusterID(cfg.Cluster.Members), member: cfg.Cluster.ID}
+}
+
+// runMember runs a node that is a member of a replicated group: the
+// transport starts first, so that the replica hears its peers as soon as
+// it is open; the replica is then the server's backend, and the transport
+// stops after both.
+func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
+	c := cfg.Cluster
+	h := &router{group: 1}
+	t, err := startTransport(c, h, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	opt.ID, opt.Group, opt.Peers, opt.TickInterval, opt.ElectionTicks = c.ID, 1, t, c.TickInterval, c.ElectionTicks
+	opt.Members = make(map[uint64][]byte)
+	for _, m := range c.Members {
+		opt.Voters = append(opt.Voters, m.ID)
+		opt.Members[m.ID] = m.info()
+	}
 	rep, err := replica.Open(opt)
 	if err != nil {
 		return fmt.Errorf("cannot open the data directory %s: %w", cfg.Dir, err)
 	}
+	h.r.Store(rep)
 	if opt.HoldProcessor {
-		addLogProcessor() // after Open: recovery's threads use the default
+		addLogProcessor()
 	}
-	return serve(ctx, server.New(cfg.Server, rep), rep, cfg.ShutdownTimeout, log)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go followMembers(fctx, t, rep, c.ID)
+	cfg.Logger.Info("member of a replicated group", "member", c.ID, "cluster", fmt.Sprintf("%016x", clusterID(c.Members)),
+		"members", len(c.Members))
+	return serve(ctx, server.New(cfg.Server, member{Replica: rep, self: c.ID}), rep, cfg.ShutdownTimeout, cfg.Logger)
 }
 
 // gcPause counts the loads in progress (see pauseGC).

@@ -375,3 +375,11 @@ func membersOf(sections []snap.Section) (map[uint64][]byte, error) {
 	}
 	return map[uint64][]byte{}, nil
 }
+
+// MemberInfo returns what is known of member id (see Members), or nil. The
+// slice must not be modified. It is cheap: no copy is made.
+func (r *Replica) MemberInfo(id uint64) []byte {
+	r.membersMu.Lock()
+	defer r.membersMu.Unlock()
+	return r.members[id]
+}

@@ -23,6 +23,9 @@ var adminCommands = []*command{
 	{name: "flushall", arity: -1, flags: "write", run: (*conn).flushdb},
 	{name: "save", arity: 1, flags: "admin noscript", run: (*conn).save},
 	{name: "bgsave", arity: -1, flags: "admin noscript", run: (*conn).bgsave},
+	{name: "cluster", arity: -2, flags: "loading stale", run: (*conn).clusterCmd},
+	{name: "readonly", arity: 1, flags: "loading stale fast", run: (*conn).readonlyCmd},
+	{name: "readwrite", arity: 1, flags: "loading stale fast", run: (*conn).readwriteCmd},
 }
 
 // Snapshotter is implemented by a Backend that can write a snapshot of its

@@ -94,6 +94,7 @@ func (c *conn) exec(args [][]byte) {
 		c.errArity(cmd.name)
 	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
 		c.err("NOAUTH Authentication required.")
+	case c.redirect(cmd, args):
 	case cmd.deferrable && c.batch.Len() > 0:
 		c.deferRead(cmd, args)
 	default:

@@ -62,9 +62,12 @@ type conn struct {
 	applied      func(i int, res store.Result)
 	barrierOK    bool // ReadBarrier succeeded after the last input arrived
 
-	proto  protocol.Version
-	authed bool
-	quit   bool // close after sending the replies so far
+	proto protocol.Version
+	// readonly is set by READONLY: a follower serves this connection's
+	// reads rather than redirecting them to the leader.
+	readonly bool
+	authed   bool
+	quit     bool // close after sending the replies so far
 
 	// Per-batch counters, added to the server's stats once per batch.
 	commands, hits, misses int64

@@ -139,6 +139,7 @@ var ErrServerClosed = errors.New("server: closed")
 type Server struct {
 	cfg     Config
 	kv      Backend
+	cluster Cluster // kv, if it is a member of a replicated group
 	log     *slog.Logger
 	passSum [sha256.Size]byte
 	start   time.Time
@@ -180,6 +181,7 @@ func New(cfg Config, kv Backend) *Server {
 	s := &Server{cfg: cfg, kv: kv, log: cfg.Logger, start: time.Now(),
 		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.cluster, _ = kv.(Cluster)
 	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
 	s.mu.conns = make(map[int64]*conn)
 	return s

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flintkv/flint/internal/proctest"
+)
+
+// group is a replicated group of `flint serve` processes on loopback.
+type group struct {
+	t       *testing.T
+	members string   // the --initial-members list
+	addrs   []string // client addresses, by member index
+	dirs    []string
+	cmds    []*exec.Cmd
+	logs    []*proctest.Buffer
+}
+
+func startGroup(t *testing.T, n int) *group {
+	g := &group{t: t}
+	var list []string
+	for i := range n {
+		addr, peer := proctest.FreeAddr(t), proctest.FreeAddr(t)
+		g.addrs = append(g.addrs, addr)
+		g.dirs = append(g.dirs, filepath.Join(t.TempDir(), fmt.Sprint("m", i+1)))
+		list = append(list, fmt.Sprintf("%d=%s@%s", i+1, addr, peer))
+	}
+	g.members = strings.Join(list, ",")
+	g.cmds, g.logs = make([]*exec.Cmd, n), make([]*proctest.Buffer, n)
+	for i := range n {
+		g.start(i)
+	}
+	t.Cleanup(func() {
+		for i, c := range g.cmds {
+			if c != nil && c.ProcessState == nil {
+				c.Process.Kill()
+				c.Wait()
+			}
+			if t.Failed() {
+				t.Logf("member %d's logs:\n%s", i+1, g.logs[i])
+			}
+		}
+	})
+	return g
+}
+
+// start starts member i on its data directory.
+func (g *group) start(i int) {
+	g.logs[i] = &proctest.Buffer{}
+	c := exec.Command(flintBin, "serve", "--id", fmt.Sprint(i+1), "--initial-members", g.members,
+		"--cluster-secret", "test-secret", "--dir", g.dirs[i], "--raft-tick", "20ms", "--huge-pages=false")
+	c.Stderr = g.logs[i]
+	if err := c.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	g.cmds[i] = c
+}
+
+// kill kills member i with SIGKILL.
+func (g *group) kill(i int) {
+	g.cmds[i].Process.Signal(syscall.SIGKILL)
+	g.cmds[i].Wait()
+}
+
+// leader returns the index of the member that leads, once every live
+// member's CLUSTER SLOTS names it as master and it believes it leads.
+func (g *group) leader(ctx context.Context) int {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		masters := map[string]bool{}
+		for i, addr := range g.addrs {
+			if g.cmds[i].ProcessState == nil {
+				masters[g.master(ctx, addr)] = true
+			}
+		}
+		if len(masters) != 1 {
+			continue
+		}
+		for i, addr := range g.addrs {
+			if masters[addr] && g.cmds[i].ProcessState == nil && g.leads(ctx, addr) {
+				return i
+			}
+		}
+	}
+	g.t.Fatal("the live members did not agree on a leader within 30 s")
+	return -1
+}
+
+// master returns the master that the member at addr names, or "".
+func (g *group) master(ctx context.Context, addr string) string {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient asks, deprecated or not
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil || len(slots) != 1 || len(slots[0].Nodes) == 0 {
+		return ""
+	}
+	return slots[0].Nodes[0].Addr
+}
+
+// leads reports whether the member at addr believes it leads.
+func (g *group) leads(ctx context.Context, addr string) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient asks, deprecated or not
+	slots, err := c.ClusterSlots(ctx).Result()
+	info, ierr := c.ClusterInfo(ctx).Result()
+	return err == nil && ierr == nil && len(slots) == 1 && len(slots[0].Nodes) > 0 &&
+		slots[0].Nodes[0].Addr == addr && strings.Contains(info, "cluster_state:ok")
+}
+
+// TestReplicatedGroup runs three members as processes and writes to them
+// through go-redis's ClusterClient, which finds the leader with CLUSTER
+// SLOTS and follows MOVED: the leader is killed with SIGKILL midway, the
+// client goes on with the new leader, the old one restarts and catches
+// up, and every acknowledged write reads back from every member (READONLY
+// reads, through the leader's read index).
+func TestReplicatedGroup(t *testing.T) {
+	g := startGroup(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// go-redis gives each node's client ClusterOptions.MaxRetries too, and
+	// retries a dead node's dial DialerRetries times per try: a dead leader
+	// then holds a command for MaxRetries x DialerRetries dials before the
+	// cluster client looks elsewhere. MaxRedirects bounds the cluster's own
+	// tries, which reload the slots.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: g.addrs, MaxRedirects: 50, MaxRetries: 1, DialerRetries: 1,
+		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	defer cc.Close()
+	set := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := cc.Set(ctx, fmt.Sprint("k", i), fmt.Sprint(i), 0).Err(); err != nil {
+				t.Fatalf("SET k%d: %v", i, err)
+			}
+		}
+	}
+	start := time.Now()
+	set(0, 50)
+	old := g.leader(ctx)
+	t.Logf("%v: 50 writes; member %d leads; killing it", time.Since(start), old+1)
+	g.kill(old)
+	t.Logf("%v: member %d leads now", time.Since(start), g.leader(ctx)+1)
+
+	cc.ReloadState(ctx)
+	set(50, 100)
+	t.Logf("%v: 50 more writes; restarting member %d", time.Since(start), old+1)
+	g.start(old)
+	for i, addr := range g.addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
+			OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+		for k := range 100 {
+			v, err := c.Get(ctx, fmt.Sprint("k", k)).Result()
+			if err != nil || v != fmt.Sprint(k) {
+				t.Fatalf("member %d: k%d = %q (%v)", i+1, k, v, err)
+			}
+		}
+		c.Close()
+		t.Logf("%v: member %d holds every write", time.Since(start), i+1)
+	}
+	// A follower without READONLY redirects to the leader.
+	lead := g.leader(ctx)
+	follower := (lead + 1) % 3
+	c := redis.NewClient(&redis.Options{Addr: g.addrs[follower], MaxRetries: -1})
+	defer c.Close()
+	if err := c.Get(ctx, "k1").Err(); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") || !strings.HasSuffix(err.Error(), g.addrs[lead]) {
+		t.Fatalf("GET at a follower = %v, want MOVED to %s", err, g.addrs[lead])
+	}
+}

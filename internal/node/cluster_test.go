@@ -1,0 +1,55 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseMembers(t *testing.T) {
+	ms, err := ParseMembers("1=127.0.0.1:6001@7001, 2=10.0.0.2:6001@10.0.0.9:7001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Member{{1, "127.0.0.1:6001", "127.0.0.1:7001"}, {2, "10.0.0.2:6001", "10.0.0.9:7001"}}
+	if len(ms) != 2 || ms[0] != want[0] || ms[1] != want[1] {
+		t.Fatalf("ParseMembers = %+v, want %+v", ms, want)
+	}
+	for _, bad := range []string{"", "1", "1=a:1", "0=a:1@2", "x=a:1@2", "1=a@2", "1=a:1@b:c:d", "1=a:1@2,1=b:1@2", "2147483648=a:1@2"} {
+		if _, err := ParseMembers(bad); err == nil {
+			t.Errorf("ParseMembers(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestClaimDir checks that a data directory is one member's: a new one is
+// claimed, the same member may use it again, and another member, another
+// cluster, or a single node is refused, as is a damaged IDENTITY.
+func TestClaimDir(t *testing.T) {
+	dir := t.TempDir()
+	me := identity{cluster: 0xabc, member: 2}
+	if err := claimDir(dir, me); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimDir(dir, me); err != nil {
+		t.Fatalf("the same member again: %v", err)
+	}
+	for _, other := range []identity{{0xabc, 3}, {0xdef, 2}, {0, 1}} {
+		if err := claimDir(dir, other); err == nil || !strings.Contains(err.Error(), "member 2's of cluster") {
+			t.Errorf("%v on member 2's directory: %v", other, err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "IDENTITY"), []byte("garbage"), 0o644)
+	if err := claimDir(dir, me); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a damaged IDENTITY: %v", err)
+	}
+	old := t.TempDir() // a single node's directory from before identities
+	os.Mkdir(filepath.Join(old, "snap"), 0o755)
+	if err := claimDir(old, me); err == nil || !strings.Contains(err.Error(), "single node") {
+		t.Errorf("a member on a single node's old directory: %v", err)
+	}
+	if err := claimDir(old, identity{0, 1}); err != nil {
+		t.Errorf("a single node on its old directory: %v", err)
+	}
+}

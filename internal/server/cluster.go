@@ -1,0 +1,182 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/slot"
+)
+
+// Cluster is implemented by a Backend that is one member of a replicated
+// group. The server then speaks Redis Cluster's protocol in the shape of
+// a cluster with one shard (as Redis-Raft and Dragonfly do): every slot,
+// 0 to 16383, belongs to the group, its leader is the shard's master and
+// the other members are its replicas. A command with keys sent to a member
+// that does not lead is answered -MOVED <slot> <leader's address>, unless
+// the connection sent READONLY and the command only reads: a follower then
+// serves it, still linearizably (read index through the leader).
+type Cluster interface {
+	// Redirect returns the client address of the member that leads, if
+	// one is known and it is not this member. It is called for every
+	// command with keys, so it must be cheap.
+	Redirect() (addr string, ok bool)
+	// ClusterView returns what the member knows of its group.
+	ClusterView() ClusterView
+}
+
+// ClusterView is what a member knows of its group at one moment.
+type ClusterView struct {
+	Self    uint64 // this member's id
+	Leader  uint64 // the leader's id, or 0 if none is known
+	Members []ClusterMember
+}
+
+// ClusterMember is one member of the group.
+type ClusterMember struct {
+	ID    uint64
+	Addr  string // its client address, host:port
+	Voter bool   // a voter, else a learner that is being caught up
+}
+
+// member returns the member with id, if the view has it.
+func (v ClusterView) member(id uint64) (ClusterMember, bool) {
+	for _, m := range v.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return ClusterMember{}, false
+}
+
+// nodeID is a member's Redis Cluster node id: 40 hex characters, from its
+// member id, the same on every member.
+func nodeID(id uint64) string { return fmt.Sprintf("%040x", id) }
+
+// redirect answers a command with keys at a member that does not lead, as
+// Redis Cluster does, and reports whether it did. A read on a READONLY
+// connection is served here; with no known leader, the command is left to
+// the backend, which waits for one (and then fails with CLUSTERDOWN).
+func (c *conn) redirect(cmd *command, args [][]byte) bool {
+	if c.srv.cluster == nil || cmd.first == 0 || (c.readonly && !cmd.write) {
+		return false
+	}
+	addr, ok := c.srv.cluster.Redirect()
+	if !ok {
+		return false
+	}
+	c.err(fmt.Sprintf("MOVED %d %s", slot.Of(args[cmd.first]), addr))
+	return true
+}
+
+// clusterCmd runs CLUSTER's subcommands.
+func (c *conn) clusterCmd(args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	if sub == "keyslot" {
+		if len(args) != 3 {
+			c.errArity("cluster|keyslot")
+			return
+		}
+		c.int(int64(slot.Of(args[2])))
+		return
+	}
+	if c.srv.cluster == nil {
+		c.err("ERR This instance has cluster support disabled")
+		return
+	}
+	v := c.srv.cluster.ClusterView()
+	switch sub {
+	case "myid":
+		c.bulkString(nodeID(v.Self))
+	case "slots":
+		c.clusterSlots(v)
+	case "nodes":
+		c.bulkString(clusterNodes(v))
+	case "info":
+		c.bulkString(clusterInfo(v))
+	default:
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", args[1]))
+	}
+}
+
+// clusterSlots replies to CLUSTER SLOTS: one range, 0-16383, with the
+// leader first and the other voters after it. With no known leader, this
+// member stands first: a client that sends it commands is answered
+// CLUSTERDOWN, which clients retry, until a leader is elected. (An empty
+// reply instead leaves some clients with no node for any slot.)
+func (c *conn) clusterSlots(v ClusterView) {
+	lead, ok := v.member(v.Leader)
+	if !ok {
+		if lead, ok = v.member(v.Self); !ok {
+			c.out = protocol.AppendArray(c.out, 0)
+			return
+		}
+	}
+	nodes := []ClusterMember{lead}
+	for _, m := range v.Members {
+		if m.ID != lead.ID && m.Voter {
+			nodes = append(nodes, m)
+		}
+	}
+	c.out = protocol.AppendArray(c.out, 1)
+	c.out = protocol.AppendArray(c.out, 2+len(nodes))
+	c.int(0)
+	c.int(slot.Count - 1)
+	for _, m := range nodes {
+		host, port := splitAddr(m.Addr)
+		c.out = protocol.AppendArray(c.out, 3)
+		c.bulkString(host)
+		c.int(int64(port))
+		c.bulkString(nodeID(m.ID))
+	}
+}
+
+// clusterNodes is CLUSTER NODES's text: one line per member, in Redis's
+// format (id, ip:port@cport, flags, master, ping, pong, epoch, link,
+// slots).
+func clusterNodes(v ClusterView) string {
+	var b strings.Builder
+	for _, m := range v.Members {
+		flags, master, slots := "slave", nodeID(v.Leader), ""
+		if m.ID == v.Leader {
+			flags, master, slots = "master", "-", fmt.Sprintf(" 0-%d", slot.Count-1)
+		}
+		if m.ID == v.Self {
+			flags = "myself," + flags
+		}
+		if v.Leader == 0 {
+			master = "-"
+		}
+		host, port := splitAddr(m.Addr)
+		fmt.Fprintf(&b, "%s %s:%d@%d %s %s 0 0 1 connected%s\n", nodeID(m.ID), host, port, port+10000, flags, master, slots)
+	}
+	return b.String()
+}
+
+// clusterInfo is CLUSTER INFO's text.
+func clusterInfo(v ClusterView) string {
+	state, assigned := "fail", 0
+	if v.Leader != 0 {
+		state, assigned = "ok", slot.Count
+	}
+	return fmt.Sprintf("cluster_state:%s\r\ncluster_slots_assigned:%d\r\ncluster_slots_ok:%d\r\ncluster_slots_pfail:0\r\n"+
+		"cluster_slots_fail:0\r\ncluster_known_nodes:%d\r\ncluster_size:1\r\ncluster_current_epoch:1\r\ncluster_my_epoch:1\r\n",
+		state, assigned, assigned, len(v.Members))
+}
+
+// splitAddr splits host:port; a malformed address gives port 0.
+func splitAddr(addr string) (string, int) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, 0
+	}
+	port, _ := strconv.Atoi(p)
+	return host, port
+}
+
+// readonly and readwrite set whether the connection's reads may be served
+// by a follower (READONLY, READWRITE).
+func (c *conn) readonlyCmd([][]byte)  { c.readonly = true; c.ok() }
+func (c *conn) readwriteCmd([][]byte) { c.readonly = false; c.ok() }
