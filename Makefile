@@ -11,13 +11,18 @@ FUZZ      := ./internal/protocol:FuzzParser ./internal/protocol:FuzzReader ./int
              ./internal/server:FuzzPrefetchAhead ./internal/transport:FuzzFrame \
              ./internal/transport:FuzzHandshake
 
-.PHONY: build run test lint unit fuzz bench clean
+.PHONY: build run cluster test lint unit fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flint
 
 run: build
 	./$(BIN) serve --addr $(ADDR) --dir ./data
+
+# A replicated group of three on loopback, each member a process; Ctrl-C
+# stops it, and running it again restarts the same group from ./cluster.
+cluster: build
+	./$(BIN) cluster up --nodes 3 --dir ./cluster
 
 test: lint unit fuzz
 

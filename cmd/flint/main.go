@@ -10,11 +10,12 @@ import (
 // subcommands maps each subcommand to its entry point, which gets the
 // arguments after the subcommand's name and returns the exit status.
 var subcommands = map[string]func(args []string) int{
-	"serve":  serve,
-	"cli":    cli,
-	"client": client,
-	"bench":  benchCmd,
-	"check":  checkCmd,
+	"serve":   serve,
+	"cli":     cli,
+	"client":  client,
+	"bench":   benchCmd,
+	"check":   checkCmd,
+	"cluster": clusterCmd,
 }
 
 const usage = `usage: flint <command> [flags]
@@ -25,6 +26,7 @@ commands:
   client   line-protocol client (PUT/SWAP/GET/DELETE/SCAN/STOP on stdin)
   bench    benchmark a server with the YCSB and cs6450 workloads
   check    check a server for linearizability violations and lost writes, under faults
+  cluster  run a replicated group on this machine (cluster up)
 
 Run 'flint <command> --help' for the flags of a command.
 `

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -172,5 +175,68 @@ func TestReplicatedGroup(t *testing.T) {
 	defer c.Close()
 	if err := c.Get(ctx, "k1").Err(); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") || !strings.HasSuffix(err.Error(), g.addrs[lead]) {
 		t.Fatalf("GET at a follower = %v, want MOVED to %s", err, g.addrs[lead])
+	}
+}
+
+// clusterUp starts `flint cluster up` on dir and returns it with its
+// members' client addresses, once it says they are up.
+func clusterUp(t *testing.T, dir string, nodes int) (*exec.Cmd, []string) {
+	c := exec.Command(flintBin, "cluster", "up", "--nodes", fmt.Sprint(nodes), "--dir", dir)
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c.ProcessState == nil {
+			c.Process.Kill()
+			c.Wait()
+		}
+	})
+	var addrs []string
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		f := strings.Fields(lines.Text())
+		if len(f) >= 2 && f[0] == "member" && strings.HasSuffix(f[1], ":") {
+			addrs = append(addrs, f[2])
+		}
+		if strings.Contains(lines.Text(), "members up") {
+			go io.Copy(io.Discard, out)
+			return c, addrs
+		}
+	}
+	t.Fatalf("flint cluster up ended before its members were up: %v", lines.Err())
+	return nil, nil
+}
+
+// TestClusterUp starts a cluster of three with `flint cluster up`, writes
+// to it, stops it with SIGINT (it exits 0), starts it again on the same
+// directory: the same addresses, and the write is there.
+func TestClusterUp(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	up, addrs := clusterUp(t, dir, 3)
+	if len(addrs) != 3 {
+		t.Fatalf("flint cluster up printed %v, want 3 addresses", addrs)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 50, MaxRetries: 1, DialerRetries: 1,
+		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	defer cc.Close()
+	if err := cc.Set(ctx, "greeting", "hello", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	up.Process.Signal(os.Interrupt)
+	if err := up.Wait(); err != nil {
+		t.Fatalf("flint cluster up after SIGINT: %v", err)
+	}
+	_, again := clusterUp(t, dir, 3)
+	if strings.Join(again, ",") != strings.Join(addrs, ",") {
+		t.Fatalf("restarted on %v, first on %v", again, addrs)
+	}
+	if v, err := cc.Get(ctx, "greeting").Result(); err != nil || v != "hello" {
+		t.Fatalf("greeting after a restart = %q (%v)", v, err)
 	}
 }
