@@ -168,6 +168,21 @@ func TestReplicatedGroup(t *testing.T) {
 		c.Close()
 		t.Logf("%v: member %d holds every write", time.Since(start), i+1)
 	}
+	// ROLE and INFO replication name the leader, as Redis shapes them.
+	lead0 := g.leader(ctx)
+	lc := redis.NewClient(&redis.Options{Addr: g.addrs[lead0]})
+	defer lc.Close()
+	role, err := lc.Do(ctx, "role").Slice()
+	if err != nil || len(role) != 3 || role[0] != "master" || len(role[2].([]any)) != 2 {
+		t.Fatalf("ROLE at the leader = %v (%v)", role, err)
+	}
+	fc := redis.NewClient(&redis.Options{Addr: g.addrs[(lead0+1)%3]})
+	defer fc.Close()
+	info, err := fc.Info(ctx, "replication").Result()
+	host, port, _ := strings.Cut(g.addrs[lead0], ":")
+	if err != nil || !strings.Contains(info, "role:slave") || !strings.Contains(info, "master_host:"+host+"\r\nmaster_port:"+port) {
+		t.Fatalf("INFO replication at a follower:\n%s (%v)", info, err)
+	}
 	// A follower without READONLY redirects to the leader.
 	lead := g.leader(ctx)
 	follower := (lead + 1) % 3

@@ -212,10 +212,13 @@ func (m member) ClusterView() server.ClusterView {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	st, err := m.Status(ctx)
+	if err == nil {
+		v.Term, v.Commit, v.Applied = st.Term, st.Commit, st.Applied
+	}
 	for id, info := range m.Members() {
 		client, _ := parseInfo(info)
 		voter := err == nil && (hasVoter(st.Config.Voters[0], id) || hasVoter(st.Config.Voters[1], id))
-		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: client, Voter: voter})
+		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: client, Voter: voter, Match: st.Progress[id].Match})
 	}
 	slices.SortFunc(v.Members, func(a, b server.ClusterMember) int { return cmp.Compare(a.ID, b.ID) })
 	return v

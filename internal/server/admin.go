@@ -24,6 +24,7 @@ var adminCommands = []*command{
 	{name: "save", arity: 1, flags: "admin noscript", run: (*conn).save},
 	{name: "bgsave", arity: -1, flags: "admin noscript", run: (*conn).bgsave},
 	{name: "cluster", arity: -2, flags: "loading stale", run: (*conn).clusterCmd},
+	{name: "role", arity: 1, flags: "loading stale fast", run: (*conn).roleCmd},
 	{name: "readonly", arity: 1, flags: "loading stale fast", run: (*conn).readonlyCmd},
 	{name: "readwrite", arity: 1, flags: "loading stale fast", run: (*conn).readwriteCmd},
 }
@@ -176,6 +177,7 @@ var infoSections = []struct {
 	{"clients", (*conn).infoClients},
 	{"memory", (*conn).infoMemory},
 	{"persistence", (*conn).infoPersistence},
+	{"replication", (*conn).infoReplication},
 	{"stats", (*conn).infoStats},
 	{"keyspace", (*conn).infoKeyspace},
 }

@@ -31,6 +31,9 @@ type Cluster interface {
 type ClusterView struct {
 	Self    uint64 // this member's id
 	Leader  uint64 // the leader's id, or 0 if none is known
+	Term    uint64 // raft's current term
+	Commit  uint64 // the commit index this member knows
+	Applied uint64 // the index of the last entry it applied
 	Members []ClusterMember
 }
 
@@ -39,6 +42,7 @@ type ClusterMember struct {
 	ID    uint64
 	Addr  string // its client address, host:port
 	Voter bool   // a voter, else a learner that is being caught up
+	Match uint64 // on the leader: the last index known to be in its log
 }
 
 // member returns the member with id, if the view has it.
@@ -180,3 +184,90 @@ func splitAddr(addr string) (string, int) {
 // by a follower (READONLY, READWRITE).
 func (c *conn) readonlyCmd([][]byte)  { c.readonly = true; c.ok() }
 func (c *conn) readwriteCmd([][]byte) { c.readonly = false; c.ok() }
+
+// roleCmd replies to ROLE as Redis shapes it: on the leader, "master", its
+// applied index (as the replication offset) and each other member's host,
+// port and match index; on a follower, "slave", the leader's host and
+// port, "connected" (or "connect" with no leader known) and its applied
+// index. A single node is a master with no replicas.
+func (c *conn) roleCmd([][]byte) {
+	if c.srv.cluster == nil {
+		c.out = protocol.AppendArray(c.out, 3)
+		c.bulkString("master")
+		c.int(0)
+		c.out = protocol.AppendArray(c.out, 0)
+		return
+	}
+	v := c.srv.cluster.ClusterView()
+	if v.Leader == v.Self {
+		c.out = protocol.AppendArray(c.out, 3)
+		c.bulkString("master")
+		c.int(int64(v.Applied))
+		c.out = protocol.AppendArray(c.out, len(v.Members)-1)
+		for _, m := range v.Members {
+			if m.ID != v.Self {
+				host, port := splitAddr(m.Addr)
+				c.out = protocol.AppendArray(c.out, 3)
+				c.bulkString(host)
+				c.bulkString(strconv.Itoa(port))
+				c.bulkString(strconv.FormatUint(m.Match, 10))
+			}
+		}
+		return
+	}
+	lead, known := v.member(v.Leader)
+	host, port := splitAddr(lead.Addr)
+	state := "connected"
+	if !known {
+		state = "connect"
+	}
+	c.out = protocol.AppendArray(c.out, 5)
+	c.bulkString("slave")
+	c.bulkString(host)
+	c.int(int64(port))
+	c.bulkString(state)
+	c.int(int64(v.Applied))
+}
+
+// infoReplication writes INFO's replication section: Redis's fields
+// (role, the master's address on a replica, connected_slaves and one slaveN
+// line per other member on the master), then Flint's own (the member and
+// leader ids, the raft term, commit and applied indexes, each member's
+// match index and lag on the leader).
+func (c *conn) infoReplication(b *strings.Builder) {
+	if c.srv.cluster == nil {
+		b.WriteString("role:master\r\nconnected_slaves:0\r\n")
+		return
+	}
+	v := c.srv.cluster.ClusterView()
+	if v.Leader == v.Self {
+		fmt.Fprintf(b, "role:master\r\nconnected_slaves:%d\r\n", len(v.Members)-1)
+		n := 0
+		for _, m := range v.Members {
+			if m.ID != v.Self {
+				host, port := splitAddr(m.Addr)
+				fmt.Fprintf(b, "slave%d:ip=%s,port=%d,state=online,offset=%d,lag=%d,member=%d,voter=%d\r\n",
+					n, host, port, m.Match, v.Commit-min(v.Commit, m.Match), m.ID, b2i(m.Voter))
+				n++
+			}
+		}
+	} else {
+		lead, known := v.member(v.Leader)
+		host, port := splitAddr(lead.Addr)
+		status := "up"
+		if !known {
+			status = "down"
+		}
+		fmt.Fprintf(b, "role:slave\r\nmaster_host:%s\r\nmaster_port:%d\r\nmaster_link_status:%s\r\nslave_repl_offset:%d\r\n",
+			host, port, status, v.Applied)
+	}
+	fmt.Fprintf(b, "flint_member:%d\r\nflint_leader:%d\r\nflint_term:%d\r\nflint_commit_index:%d\r\nflint_applied_index:%d\r\nflint_members:%d\r\n",
+		v.Self, v.Leader, v.Term, v.Commit, v.Applied, len(v.Members))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
