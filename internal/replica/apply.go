@@ -54,8 +54,9 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 			return err
 		}
 	case len(e.Data) > 0:
+		at := store.Stamp{Index: e.Index, Time: entryTime(e.Data)}
 		err := eachProposal(e.Data, func(id uint64, batch []byte) error {
-			return r.applyBatch(r.waiters.take(id), batch)
+			return r.applyBatch(r.waiters.take(id), batch, at)
 		})
 		if err != nil {
 			return errorf("entry %d (term %d) cannot be applied: %w; the log is damaged, or was written by a newer version of Flint: run that version, or restore the data directory from a backup", e.Index, e.Term, err)
@@ -70,12 +71,12 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 
 // applyBatch applies one batch, calling its caller's done after each entry,
 // and completes the caller, if one waits.
-func (r *Replica) applyBatch(p *proposal, batch []byte) error {
+func (r *Replica) applyBatch(p *proposal, batch []byte, at store.Stamp) error {
 	if p == nil { // proposed before a restart, or its caller gave up
-		return r.Store().ApplyBatch(batch, nil)
+		return r.Store().ApplyBatchAt(batch, at, nil)
 	}
 	n := 0
-	err := r.Store().ApplyBatch(batch, func(i int, res store.Result) {
+	err := r.Store().ApplyBatchAt(batch, at, func(i int, res store.Result) {
 		n++
 		if p.done != nil {
 			p.done(i, res)

@@ -21,16 +21,21 @@ type loop struct {
 	r        *Replica
 	rn       *raft.RawNode
 	nextRead uint64
-	reads    map[uint64][]*readWait      // read-index requests raft has not answered
-	ready    []readGroup                 // answered, waiting for the store to apply up to index
-	unled    []*readWait                 // no read-index request made for them yet (none can be while no leader is known)
-	lead     uint64                      // the leader raft last reported, or raft.None
-	ticks    uint64                      // raft ticks since start, for reissueTicks
-	unledAt  time.Time                   // when this member last knew no leader, if it knows none now
-	props    []*proposal                 // held: see proposeHeld
-	held     int                         // their batches' bytes
-	resps    []raftpb.Message            // storage threads' responses that send took, not yet stepped
-	out      map[uint64][]raftpb.Message // messages to other members, by member, until flushed
+	reads    map[uint64][]*readWait // read-index requests raft has not answered
+	ready    []readGroup            // answered, waiting for the store to apply up to index
+	unled    []*readWait            // no read-index request made for them yet (none can be while no leader is known)
+	lead     uint64                 // the leader raft last reported, or raft.None
+	ticks    uint64                 // raft ticks since start, for reissueTicks
+	// While this member knows no leader, every LeaderWait (at sweptAt) the
+	// writes and reads that were waiting at the last sweep fail: the first
+	// staleProps of props and staleReads of unled.
+	unled0                 bool
+	sweptAt                time.Time
+	staleProps, staleReads int
+	props                  []*proposal                 // held: see proposeHeld
+	held                   int                         // their batches' bytes
+	resps                  []raftpb.Message            // storage threads' responses that send took, not yet stepped
+	out                    map[uint64][]raftpb.Message // messages to other members, by member, until flushed
 }
 
 // readGroup is the reads that one read-index request serves.
@@ -55,7 +60,7 @@ func (r *Replica) start() error {
 			return errorf("starting raft: %w", err)
 		}
 	}
-	l := &loop{r: r, rn: rn, reads: make(map[uint64][]*readWait), out: make(map[uint64][]raftpb.Message), unledAt: time.Now()}
+	l := &loop{r: r, rn: rn, reads: make(map[uint64][]*readWait), out: make(map[uint64][]raftpb.Message), unled0: true, sweptAt: time.Now()}
 	r.wg.Add(3)
 	go func() { defer r.wg.Done(); l.run() }()
 	go func() { defer r.wg.Done(); r.appendLoop() }()
@@ -123,24 +128,31 @@ func (l *loop) tick() {
 	if l.ticks%reissueTicks == 0 {
 		l.requeueReads()
 	}
-	if !l.unledAt.IsZero() && time.Since(l.unledAt) > l.r.opt.LeaderWait {
-		l.failUnled()
+	if l.unled0 && time.Since(l.sweptAt) >= l.r.opt.LeaderWait {
+		l.sweepUnled()
 	}
 }
 
-// failUnled fails, with ErrNoLeader, the writes and reads that have waited
-// for a leader longer than Options.LeaderWait: nothing was proposed for
-// them, and their clients may try another member.
-func (l *loop) failUnled() {
-	l.finish(ErrNoLeader)
-	clear(l.props)
-	l.props, l.held = l.props[:0], 0
+// sweepUnled fails, with ErrNoLeader, the writes and reads that were
+// waiting for a leader at the last sweep, one Options.LeaderWait ago:
+// nothing was proposed for them, and their clients may try another
+// member. So each waits between one and two LeaderWaits.
+func (l *loop) sweepUnled() {
+	for _, p := range l.props[:l.staleProps] {
+		l.held -= len(p.batch)
+		p.err = ErrNoLeader
+		close(p.applied)
+	}
+	n := copy(l.props, l.props[l.staleProps:])
+	clear(l.props[n:])
+	l.props = l.props[:n]
 	l.requeueReads()
-	for _, w := range l.unled {
+	for _, w := range l.unled[:min(l.staleReads, len(l.unled))] {
 		w.err = ErrNoLeader
 		close(w.done)
 	}
-	l.unled = nil
+	l.unled = l.unled[min(l.staleReads, len(l.unled)):]
+	l.staleProps, l.staleReads, l.sweptAt = len(l.props), len(l.unled), time.Now()
 }
 
 // requeueReads moves the reads whose read-index request is unanswered back
@@ -227,12 +239,11 @@ func (l *loop) propose() {
 	}
 	// Propose copies nothing: the entry keeps data, so it is new each time,
 	// and made its full size at once rather than grown.
-	need := 1 + binary.MaxVarintLen64
+	need := 9 + binary.MaxVarintLen64
 	for _, p := range l.props {
 		need += 2*binary.MaxVarintLen64 + len(p.batch)
 	}
-	data := append(make([]byte, 0, need), entryVersion)
-	data = binary.AppendUvarint(data, uint64(len(l.props)))
+	data := appendHeader(make([]byte, 0, need), time.Now().UnixNano(), len(l.props))
 	for _, p := range l.props {
 		data = appendProposal(data, p.id, p.batch)
 		p.batch = nil
@@ -429,10 +440,7 @@ func (l *loop) leaderChanged(lead uint64) {
 	l.lead = lead
 	l.r.lead.Store(lead)
 	l.requeueReads()
-	l.unledAt = time.Time{}
-	if lead == raft.None {
-		l.unledAt = time.Now()
-	}
+	l.unled0, l.sweptAt, l.staleProps, l.staleReads = lead == raft.None, time.Now(), 0, 0
 }
 
 // send hands m to a storage thread. While c is full it takes the storage

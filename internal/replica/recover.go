@@ -127,8 +127,19 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 	if err == nil && (meta.Index != info.Index || meta.Term != info.Term) {
 		err = fmt.Errorf("snapshot %s: its header says index %d term %d", info.Name, meta.Index, meta.Term)
 	}
+	for _, s := range meta.Sections {
+		if err == nil && s.Name == sessionsSection {
+			err = st.RestoreSessions(s.Data)
+		}
+	}
 	return st, meta, err
 }
+
+// sessionsSection is the snapshot section that holds the store's client
+// sessions (store.Sessions), taken on the apply thread with the store's
+// view, so that exactly-once retries survive a restart and reach a member
+// that installs the snapshot.
+const sessionsSection = "sessions"
 
 // withAdvice tells the operator what to do about a damaged newest snapshot.
 func withAdvice(err error, snaps []snap.Info) error {
