@@ -183,6 +183,15 @@ func TestReplicatedGroup(t *testing.T) {
 	if err != nil || !strings.Contains(info, "role:slave") || !strings.Contains(info, "master_host:"+host+"\r\nmaster_port:"+port) {
 		t.Fatalf("INFO replication at a follower:\n%s (%v)", info, err)
 	}
+	shards, err := lc.ClusterShards(ctx).Result()
+	if err != nil || len(shards) != 1 || len(shards[0].Nodes) != 3 || shards[0].Slots[0].End != 16383 {
+		t.Fatalf("CLUSTER SHARDS = %+v (%v)", shards, err)
+	}
+	for _, n := range shards[0].Nodes {
+		if (n.Role == "master") != (fmt.Sprintf("%s:%d", n.IP, n.Port) == g.addrs[lead0]) {
+			t.Fatalf("CLUSTER SHARDS names %s:%d %s; the leader is %s", n.IP, n.Port, n.Role, g.addrs[lead0])
+		}
+	}
 	// A follower without READONLY redirects to the leader.
 	lead := g.leader(ctx)
 	follower := (lead + 1) % 3

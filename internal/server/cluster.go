@@ -96,6 +96,8 @@ func (c *conn) clusterCmd(args [][]byte) {
 		c.bulkString(nodeID(v.Self))
 	case "slots":
 		c.clusterSlots(v)
+	case "shards":
+		c.clusterShards(v)
 	case "nodes":
 		c.bulkString(clusterNodes(v))
 	case "info":
@@ -134,6 +136,51 @@ func (c *conn) clusterSlots(v ClusterView) {
 		c.bulkString(host)
 		c.int(int64(port))
 		c.bulkString(nodeID(m.ID))
+	}
+}
+
+// clusterShards replies to CLUSTER SHARDS as Redis 7 does: one shard, with
+// the slot range 0-16383 and every member as a node (a map of id, port,
+// ip, endpoint, role, replication-offset and health; maps are flat arrays
+// in RESP2). The leader is the master; a member that knows no leader calls
+// itself master, as CLUSTER SLOTS does.
+func (c *conn) clusterShards(v ClusterView) {
+	master := v.Leader
+	if master == 0 {
+		master = v.Self
+	}
+	c.out = protocol.AppendArray(c.out, 1)
+	c.out = protocol.AppendMap(c.out, 2, c.proto)
+	c.bulkString("slots")
+	c.out = protocol.AppendArray(c.out, 2)
+	c.int(0)
+	c.int(slot.Count - 1)
+	c.bulkString("nodes")
+	c.out = protocol.AppendArray(c.out, len(v.Members))
+	for _, m := range v.Members {
+		host, port := splitAddr(m.Addr)
+		role, health, offset := "replica", "online", m.Match
+		if m.ID == master {
+			role = "master"
+		}
+		if m.ID == v.Self {
+			offset = v.Applied
+		}
+		c.out = protocol.AppendMap(c.out, 7, c.proto)
+		c.bulkString("id")
+		c.bulkString(nodeID(m.ID))
+		c.bulkString("port")
+		c.int(int64(port))
+		c.bulkString("ip")
+		c.bulkString(host)
+		c.bulkString("endpoint")
+		c.bulkString(host)
+		c.bulkString("role")
+		c.bulkString(role)
+		c.bulkString("replication-offset")
+		c.int(int64(offset))
+		c.bulkString("health")
+		c.bulkString(health)
 	}
 }
 
