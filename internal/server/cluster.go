@@ -64,7 +64,7 @@ func nodeID(id uint64) string { return fmt.Sprintf("%040x", id) }
 // connection is served here; with no known leader, the command is left to
 // the backend, which waits for one (and then fails with CLUSTERDOWN).
 func (c *conn) redirect(cmd *command, args [][]byte) bool {
-	if c.srv.cluster == nil || cmd.first == 0 || (c.readonly && !cmd.write) {
+	if c.srv.cluster == nil || cmd.first == 0 || cmd.first >= len(args) || (c.readonly && !cmd.write) {
 		return false
 	}
 	addr, ok := c.srv.cluster.Redirect()

@@ -84,8 +84,13 @@ func replySet(c *conn, res store.Result) {
 // only when it holds one command, and a command too long for the backend is
 // refused alone, not with the writes pipelined before it.
 func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
-	if c.batch.Len() > 0 && len(c.batch.Bytes())+store.AddSize(args...) > maxBatchBytes {
+	if c.batch.Len() > 0 && len(c.batch.Bytes())+store.AddSize(args...)+seqSize(c.seq) > maxBatchBytes {
 		c.commit()
+	}
+	if c.seq != nil { // FLINT.SEQ: its OpSeq goes right before the write
+		c.batch.Add(store.OpSeq, 0, c.seq...)
+		c.replies = append(c.replies, nil)
+		c.seq = nil
 	}
 	c.batch.Add(op, flags, args...)
 	c.replies = append(c.replies, reply)
@@ -152,6 +157,11 @@ func (c *conn) sendLate() {
 // writeApplied is Apply's done callback: write i has taken effect. It
 // replies to it and runs the reads that came before the next write.
 func (c *conn) writeApplied(i int, res store.Result) {
+	if c.replies[i] == nil { // an OpSeq: its write replies for it
+		c.replied = i + 1
+		c.runDeferred(i + 1)
+		return
+	}
 	if res.Err != nil {
 		c.writeErr(res.Err)
 	} else {
@@ -269,7 +279,9 @@ func (c *conn) prefetchAhead(in []byte) int {
 func (c *conn) failBatch(n int, err error) {
 	msg := errorReply(err)
 	for i := c.replied; i < n; i++ {
-		c.err(msg)
+		if c.replies[i] != nil { // not an OpSeq
+			c.err(msg)
+		}
 		c.runDeferred(i + 1)
 	}
 }

@@ -66,8 +66,11 @@ type conn struct {
 	// readonly is set by READONLY: a follower serves this connection's
 	// reads rather than redirecting them to the leader.
 	readonly bool
-	authed   bool
-	quit     bool // close after sending the replies so far
+	// seq, set by FLINT.SEQ while its command runs, is the OpSeq's
+	// arguments that write puts before the command's entry.
+	seq    [][]byte
+	authed bool
+	quit   bool // close after sending the replies so far
 
 	// Per-batch counters, added to the server's stats once per batch.
 	commands, hits, misses int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -47,5 +48,56 @@ func TestPipelinesThroughRaft(t *testing.T) {
 		if v := mget.Val(); v[0] != fmt.Sprint(round, "-", 49) || v[1] != fmt.Sprint(50*(round+1)) {
 			t.Fatalf("round %d: MGET = %v", round, v)
 		}
+	}
+}
+
+// TestSessions runs writes in a client session through a replica: a write
+// sent again with the same sequence number is answered from the session,
+// not applied again, also within one pipeline; an unknown session and a
+// read in FLINT.SEQ are refused.
+func TestSessions(t *testing.T) {
+	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	srv := servertest.StartBackend(t, server.Config{}, r)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	id, err := c.Do(ctx, "flint.session").Int64()
+	if err != nil || id <= 0 {
+		t.Fatalf("FLINT.SESSION = %d (%v)", id, err)
+	}
+	seq := func(n int, args ...any) *redis.Cmd {
+		return c.Do(ctx, append([]any{"flint.seq", id, n, 1}, args...)...)
+	}
+	for i, want := range []int64{1, 1, 1} { // the same write, sent three times
+		if got, err := seq(1, "incr", "n").Int64(); err != nil || got != want {
+			t.Fatalf("send %d of INCR seq 1 = %d (%v), want %d", i+1, got, err, want)
+		}
+	}
+	if got, err := seq(2, "incr", "n").Int64(); err != nil || got != 2 {
+		t.Fatalf("INCR seq 2 = %d (%v), want 2", got, err)
+	}
+	p := c.Pipeline() // a retry in the same pipeline as its first send
+	p.Do(ctx, "flint.seq", id, 3, 1, "incr", "n")
+	p.Do(ctx, "flint.seq", id, 3, 1, "incr", "n")
+	p.Get(ctx, "n")
+	cmds, err := p.Exec(ctx)
+	if err != nil || cmds[0].(*redis.Cmd).Val() != int64(3) || cmds[1].(*redis.Cmd).Val() != int64(3) || cmds[2].(*redis.StringCmd).Val() != "3" {
+		t.Fatalf("pipeline = %v (%v)", cmds, err)
+	}
+	if err := c.Do(ctx, "flint.seq", 12345, 1, 1, "set", "a", "b").Err(); err == nil || !strings.HasPrefix(err.Error(), "SESSIONEXPIRED") {
+		t.Fatalf("a write in an unknown session = %v, want SESSIONEXPIRED", err)
+	}
+	if err := seq(4, "get", "n").Err(); err == nil || !strings.Contains(err.Error(), "runs a write command") {
+		t.Fatalf("FLINT.SEQ GET = %v", err)
+	}
+	if err := seq(4, "set", "k").Err(); err == nil || !strings.Contains(err.Error(), "wrong number of arguments") {
+		t.Fatalf("FLINT.SEQ SET with one argument = %v", err)
+	}
+	if v, err := c.Get(ctx, "n").Result(); err != nil || v != "3" {
+		t.Fatalf("n = %q (%v), want 3: each INCR once", v, err)
 	}
 }
