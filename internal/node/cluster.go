@@ -208,7 +208,7 @@ func (m member) Redirect() (string, bool) {
 
 // ClusterView returns the members, with raft's view of who votes.
 func (m member) ClusterView() server.ClusterView {
-	v := server.ClusterView{Self: m.self, Leader: m.Leader()}
+	v := server.ClusterView{Self: m.self, Leader: m.Leader(), Dropped: m.DroppedMessages()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	st, err := m.Status(ctx)

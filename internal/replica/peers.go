@@ -48,6 +48,10 @@ func (r *Replica) Receive(from, group uint64, msgs []raftpb.Message) {
 	}
 }
 
+// DroppedMessages returns how many messages from other members Receive
+// dropped because the raft loop was that far behind.
+func (r *Replica) DroppedMessages() int64 { return r.stats.dropped.Load() }
+
 // Unreachable is the transport saying that messages to member to were
 // dropped (transport.Handler): raft then probes it rather than streaming.
 func (r *Replica) Unreachable(to, group uint64) {

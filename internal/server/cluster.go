@@ -34,6 +34,7 @@ type ClusterView struct {
 	Term    uint64 // raft's current term
 	Commit  uint64 // the commit index this member knows
 	Applied uint64 // the index of the last entry it applied
+	Dropped int64  // peers' messages dropped for a full queue, since start
 	Members []ClusterMember
 }
 
@@ -308,8 +309,8 @@ func (c *conn) infoReplication(b *strings.Builder) {
 		fmt.Fprintf(b, "role:slave\r\nmaster_host:%s\r\nmaster_port:%d\r\nmaster_link_status:%s\r\nslave_repl_offset:%d\r\n",
 			host, port, status, v.Applied)
 	}
-	fmt.Fprintf(b, "flint_member:%d\r\nflint_leader:%d\r\nflint_term:%d\r\nflint_commit_index:%d\r\nflint_applied_index:%d\r\nflint_members:%d\r\n",
-		v.Self, v.Leader, v.Term, v.Commit, v.Applied, len(v.Members))
+	fmt.Fprintf(b, "flint_member:%d\r\nflint_leader:%d\r\nflint_term:%d\r\nflint_commit_index:%d\r\nflint_applied_index:%d\r\nflint_members:%d\r\nflint_peer_messages_dropped:%d\r\n",
+		v.Self, v.Leader, v.Term, v.Commit, v.Applied, len(v.Members), v.Dropped)
 }
 
 func b2i(b bool) int {
