@@ -141,18 +141,7 @@ func (r *Replica) change(ctx context.Context, typ raftpb.ConfChangeType, id uint
 	if err := r.sendConf(ctx, &confPropose{p: p, cc: cc}); err != nil {
 		return err
 	}
-	select {
-	case <-p.applied:
-		return p.err
-	case <-r.exited:
-		return r.stoppedWith(p.applied, &p.err)
-	case <-ctx.Done():
-		if r.waiters.take(p.id) != nil {
-			return gaveUp(ErrOutcomeUnknown, ctx.Err())
-		}
-		<-p.applied
-		return p.err
-	}
+	return r.await(ctx, p) // p is proposed: giving up takes it from waiters
 }
 
 // sendConf hands c to the raft loop and waits for it to be proposed.

@@ -322,6 +322,12 @@ func (r *Replica) Apply(ctx context.Context, batch []byte, done func(i int, res 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return r.await(ctx, p)
+}
+
+// await waits until p is applied or refused, the replica stops, or ctx
+// ends, when the caller gives p up (see abandon).
+func (r *Replica) await(ctx context.Context, p *proposal) error {
 	select {
 	case <-p.applied:
 		return p.err

@@ -19,14 +19,7 @@ import (
 // reads and writes: each read sees exactly the writes before it, though the
 // reads run on the apply thread, between the writes of one proposal.
 func TestPipelinesThroughRaft(t *testing.T) {
-	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	srv := servertest.StartBackend(t, server.Config{}, r)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer c.Close()
+	c := startReplica(t)
 	ctx := context.Background()
 	for round := range 20 {
 		p := c.Pipeline()
@@ -56,14 +49,7 @@ func TestPipelinesThroughRaft(t *testing.T) {
 // not applied again, also within one pipeline; an unknown session and a
 // read in FLINT.SEQ are refused.
 func TestSessions(t *testing.T) {
-	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	srv := servertest.StartBackend(t, server.Config{}, r)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer c.Close()
+	c := startReplica(t)
 	ctx := context.Background()
 	id, err := c.Do(ctx, "flint.session").Int64()
 	if err != nil || id <= 0 {
@@ -100,4 +86,18 @@ func TestSessions(t *testing.T) {
 	if v, err := c.Get(ctx, "n").Result(); err != nil || v != "3" {
 		t.Fatalf("n = %q (%v), want 3: each INCR once", v, err)
 	}
+}
+
+// startReplica serves a replica of one voter on an in-memory filesystem,
+// and returns a client of it; both end with the test.
+func startReplica(t *testing.T) *redis.Client {
+	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	srv := servertest.StartBackend(t, server.Config{}, r)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
