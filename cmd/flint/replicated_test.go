@@ -264,3 +264,66 @@ func TestClusterUp(t *testing.T) {
 		t.Fatalf("greeting after a restart = %q (%v)", v, err)
 	}
 }
+
+// TestMembershipOnline adds a fourth member to a running group of three
+// (started with --join, added with FLINT.MEMBER ADD at the leader), reads
+// a write there, then removes an original member, which exits, and the
+// group of three left goes on taking writes.
+func TestMembershipOnline(t *testing.T) {
+	g := startGroup(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lead := g.leader(ctx)
+	lc := redis.NewClient(&redis.Options{Addr: g.addrs[lead]})
+	defer lc.Close()
+	if err := lc.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	addr, peer := proctest.FreeAddr(t), proctest.FreeAddr(t)
+	logs := &proctest.Buffer{}
+	joiner := exec.Command(flintBin, "serve", "--id", "4", "--initial-members", g.members, "--join", addr+"@"+peer,
+		"--cluster-secret", "test-secret", "--dir", filepath.Join(t.TempDir(), "m4"), "--raft-tick", "20ms", "--huge-pages=false")
+	joiner.Stderr = logs
+	if err := joiner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		joiner.Process.Kill()
+		joiner.Wait()
+		if t.Failed() {
+			t.Logf("member 4's logs:\n%s", logs)
+		}
+	}()
+	if err := lc.Do(ctx, "flint.member", "add", 4, addr+"@"+peer).Err(); err != nil {
+		t.Fatalf("FLINT.MEMBER ADD: %v", err)
+	}
+	c4 := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	defer c4.Close()
+	if v, err := c4.Get(ctx, "before").Result(); err != nil || v != "1" {
+		t.Fatalf("the new member: before = %q (%v)", v, err)
+	}
+	gone := (lead + 1) % 3
+	if err := lc.Do(ctx, "flint.member", "remove", gone+1).Err(); err != nil {
+		t.Fatalf("FLINT.MEMBER REMOVE: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- g.cmds[gone].Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(g.logs[gone].String(), "removed from its group") {
+			t.Fatalf("the removed member exited with %v; logs:\n%s", err, g.logs[gone])
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the removed member did not exit")
+	}
+	if err := lc.Set(ctx, "after", "2", 0).Err(); err != nil {
+		t.Fatalf("a write after the removal: %v", err)
+	}
+	if v, err := c4.Get(ctx, "after").Result(); err != nil || v != "2" {
+		t.Fatalf("the new member: after = %q (%v)", v, err)
+	}
+	if err := lc.Do(ctx, "flint.member", "add", 5, "bad").Err(); err == nil {
+		t.Fatal("FLINT.MEMBER ADD with a bad address succeeded")
+	}
+}

@@ -46,6 +46,7 @@ func serve(args []string) int {
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections, with no reply to writes still waiting (for disk space, say)")
 	id := fs.Uint64("id", 0, "this member's id in a replicated group (with --initial-members)")
 	members := fs.String("initial-members", "", "the group's first members, the same list on each: id=host:port@peerport,...\n(host:port is where clients connect; peerport, or peerhost:peerport, where members do)")
+	join := fs.String("join", "", "join the group of --initial-members as a new member (with a new --id), reachable at\nclient-host:port@peerport; the leader adds it with FLINT.MEMBER ADD id client-host:port@peerport")
 	secret := fs.String("cluster-secret", "", "the secret members of a group share to recognize each other (default: $FLINT_CLUSTER_SECRET)")
 	tick := fs.Duration("raft-tick", 100*time.Millisecond, "raft's clock tick in a replicated group")
 	electionTicks := fs.Int("election-ticks", 10, "ticks without a leader before a follower campaigns (a random 1x to 2x of it)")
@@ -81,7 +82,7 @@ func serve(args []string) int {
 	if cfg.RequirePass == "" {
 		cfg.RequirePass = os.Getenv("FLINT_PASSWORD")
 	}
-	cluster, err := clusterConfig(fs, &cfg, *id, *members, *secret, *tick, *electionTicks)
+	cluster, err := clusterConfig(fs, &cfg, *id, *members, *join, *secret, *tick, *electionTicks)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
 		return 2
@@ -129,10 +130,10 @@ func validate(cfg server.Config) error {
 // clusterConfig returns the group a replicated member belongs to, from its
 // flags, or nil for a single node. The member listens for clients at its
 // own entry's address unless --addr says otherwise.
-func clusterConfig(fs *flag.FlagSet, cfg *server.Config, id uint64, members, secret string, tick time.Duration, electionTicks int) (*node.ClusterConfig, error) {
+func clusterConfig(fs *flag.FlagSet, cfg *server.Config, id uint64, members, join, secret string, tick time.Duration, electionTicks int) (*node.ClusterConfig, error) {
 	if members == "" {
-		if id != 0 {
-			return nil, errors.New("--id needs --initial-members")
+		if id != 0 || join != "" {
+			return nil, errors.New("--id and --join need --initial-members")
 		}
 		return nil, nil
 	}
@@ -140,9 +141,22 @@ func clusterConfig(fs *flag.FlagSet, cfg *server.Config, id uint64, members, sec
 	if err != nil {
 		return nil, fmt.Errorf("--initial-members: %v", err)
 	}
+	var me node.Member
+	var joining *node.Member
 	i := slices.IndexFunc(ms, func(m node.Member) bool { return m.ID == id })
-	if i < 0 {
-		return nil, fmt.Errorf("--id %d is not among --initial-members", id)
+	switch {
+	case join != "" && i >= 0:
+		return nil, fmt.Errorf("--join needs a new --id: %d is one of --initial-members", id)
+	case join != "":
+		j, err := node.ParseMembers(fmt.Sprintf("%d=%s", id, join))
+		if err != nil {
+			return nil, fmt.Errorf("--join: %v", err)
+		}
+		me, joining = j[0], &j[0]
+	case i < 0:
+		return nil, fmt.Errorf("--id %d is not among --initial-members (a new member joins with --join)", id)
+	default:
+		me = ms[i]
 	}
 	if secret == "" {
 		secret = os.Getenv("FLINT_CLUSTER_SECRET")
@@ -156,7 +170,7 @@ func clusterConfig(fs *flag.FlagSet, cfg *server.Config, id uint64, members, sec
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "addr" })
 	if !explicit {
-		cfg.Addr = ms[i].Client
+		cfg.Addr = me.Client
 	}
-	return &node.ClusterConfig{ID: id, Members: ms, Secret: []byte(secret), TickInterval: tick, ElectionTicks: electionTicks}, nil
+	return &node.ClusterConfig{ID: id, Members: ms, Join: joining, Secret: []byte(secret), TickInterval: tick, ElectionTicks: electionTicks}, nil
 }

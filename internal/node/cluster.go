@@ -27,7 +27,11 @@ import (
 type ClusterConfig struct {
 	ID      uint64   // this member's id, never reused
 	Members []Member // the group's first members, the same list on each
-	Secret  []byte   // the cluster secret that peers prove they know
+	// Join, if set, is this member's addresses when it joins the group
+	// as a new member (not one of Members): it waits to be added (FLINT.MEMBER
+	// ADD at the leader), and learns the group from the leader's snapshot.
+	Join   *Member
+	Secret []byte // the cluster secret that peers prove they know
 	// Raft's clock (see replica.Options); zero values take its defaults.
 	TickInterval  time.Duration
 	ElectionTicks int
@@ -104,6 +108,9 @@ func clusterID(ms []Member) uint64 {
 
 // self returns this member's entry of the first members.
 func (c *ClusterConfig) self() (Member, error) {
+	if c.Join != nil {
+		return *c.Join, nil
+	}
 	i := slices.IndexFunc(c.Members, func(m Member) bool { return m.ID == c.ID })
 	if i < 0 {
 		return Member{}, fmt.Errorf("member %d is not among the members %v", c.ID, c.Members)
@@ -188,6 +195,18 @@ func followMembers(ctx context.Context, t *transport.Transport, rep *replica.Rep
 		}
 	}
 }
+
+// AddMember adds member id, with its client@peer addresses, to the group
+// (server.Membership): as a learner, caught up, then promoted.
+func (m member) AddMember(ctx context.Context, id uint64, addrs string) error {
+	if _, err := ParseMembers(fmt.Sprintf("%d=%s", id, addrs)); err != nil {
+		return err
+	}
+	return m.Replica.AddMember(ctx, id, []byte(addrs))
+}
+
+// RemoveMember removes member id from the group.
+func (m member) RemoveMember(ctx context.Context, id uint64) error { return m.Remove(ctx, id) }
 
 // member is the backend of a node that is a member of a replicated group:
 // the replica, and what the server's Cluster interface asks of it.

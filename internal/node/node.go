@@ -110,10 +110,13 @@ func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
 	}
 	defer t.Close()
 	opt.ID, opt.Group, opt.Peers, opt.TickInterval, opt.ElectionTicks = c.ID, 1, t, c.TickInterval, c.ElectionTicks
-	opt.Members = make(map[uint64][]byte)
+	opt.Members, opt.Join = make(map[uint64][]byte), c.Join != nil
 	for _, m := range c.Members {
 		opt.Voters = append(opt.Voters, m.ID)
 		opt.Members[m.ID] = m.info()
+		if c.Join != nil {
+			t.SetPeer(m.ID, m.Peer) // whom it hears from until it has the group's members
+		}
 	}
 	rep, err := replica.Open(opt)
 	if err != nil {

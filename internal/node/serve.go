@@ -27,6 +27,9 @@ func serve(ctx context.Context, srv *server.Server, rep *replica.Replica, timeou
 	case err := <-errc:
 		return fmt.Errorf("node: serving clients: %w", err)
 	case <-rep.Dead():
+		if errors.Is(rep.Err(), replica.ErrRemoved) {
+			return fmt.Errorf("node: stopping: %w; its data directory may be wiped", rep.Err())
+		}
 		return fmt.Errorf("%w: %w", ErrFailed, rep.Err())
 	case <-ctx.Done():
 	}

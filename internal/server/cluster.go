@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flintkv/flint/internal/protocol"
 	"github.com/flintkv/flint/internal/slot"
@@ -318,4 +320,59 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Membership is implemented by a Backend whose group's members can be
+// changed online, at its leader.
+type Membership interface {
+	// AddMember adds member id, reachable at addrs (client@peer), and
+	// returns once it is a voter.
+	AddMember(ctx context.Context, id uint64, addrs string) error
+	RemoveMember(ctx context.Context, id uint64) error
+	TransferLeadership(ctx context.Context, id uint64) error
+}
+
+// memberTimeout bounds one FLINT.MEMBER change.
+const memberTimeout = time.Minute
+
+// memberCmd is FLINT.MEMBER ADD id client@peer | REMOVE id | TRANSFER id,
+// at the leader: add a member (as a learner, caught up, then promoted),
+// remove one (it stops), or hand leadership to one.
+func (c *conn) memberCmd(args [][]byte) {
+	ms, ok := c.srv.kv.(Membership)
+	if !ok {
+		c.err("ERR this server is not a member of a replicated group")
+		return
+	}
+	sub := strings.ToLower(string(args[1]))
+	want := map[string]int{"add": 4, "remove": 3, "transfer": 3}[sub]
+	if want == 0 {
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s': FLINT.MEMBER ADD id client@peer | REMOVE id | TRANSFER id", args[1]))
+		return
+	}
+	if len(args) != want {
+		c.errArity("flint.member|" + sub)
+		return
+	}
+	id, err := strconv.ParseUint(string(args[2]), 10, 64)
+	if err != nil || id == 0 {
+		c.err("ERR the member id must be a positive integer")
+		return
+	}
+	c.commit()
+	ctx, cancel := context.WithTimeout(c.srv.ctx, memberTimeout)
+	defer cancel()
+	switch sub {
+	case "add":
+		err = ms.AddMember(ctx, id, string(args[3]))
+	case "remove":
+		err = ms.RemoveMember(ctx, id)
+	default:
+		err = ms.TransferLeadership(ctx, id)
+	}
+	if err != nil {
+		c.writeErr(err)
+		return
+	}
+	c.ok()
 }
