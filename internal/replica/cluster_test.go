@@ -325,6 +325,9 @@ func TestClusterMembership(t *testing.T) {
 		t.Fatal("the removed member did not stop")
 	}
 	c.stop(gone)
+	if err := c.rs[c.leader()].AddLearner(ctx, uint64(gone+1), []byte("again")); !errors.Is(err, ErrIDTaken) {
+		t.Fatalf("adding removed member %d again = %v, want ErrIDTaken", gone+1, err)
+	}
 	if err := c.rs[c.leader()].TransferLeadership(ctx, 4); err != nil {
 		t.Fatal(err)
 	}

@@ -57,9 +57,25 @@ type confPropose struct {
 	transfer uint64
 }
 
+// ErrIDTaken refuses to add a member under an id that is, or was, a
+// member's: a member id is never reused, since raft would take a new
+// member with an old id for the old one, log and vote included.
+var ErrIDTaken = errors.New("replica: that member id is, or was, a member's; a new member takes a new id")
+
+// retired is the info a removed member leaves behind in the members'
+// table, so that its id is never reused; Members and MemberInfo skip it.
+const retired = "\x00retired"
+
 // AddLearner proposes adding member id, with info, as a learner, and
-// returns once the change is applied here. Errors are Apply's.
+// returns once the change is applied here. Errors are Apply's, and
+// ErrIDTaken.
 func (r *Replica) AddLearner(ctx context.Context, id uint64, info []byte) error {
+	r.membersMu.Lock()
+	_, taken := r.members[id]
+	r.membersMu.Unlock()
+	if taken {
+		return ErrIDTaken
+	}
 	return r.change(ctx, raftpb.ConfChangeAddLearnerNode, id, info)
 }
 
@@ -243,7 +259,7 @@ func (r *Replica) recordMembers(cc raftpb.ConfChangeV2, info []byte) {
 	for _, c := range cc.Changes {
 		switch c.Type {
 		case raftpb.ConfChangeRemoveNode:
-			delete(m, c.NodeID)
+			m[c.NodeID] = []byte(retired)
 		default:
 			if len(info) > 0 {
 				m[c.NodeID] = info
@@ -265,7 +281,9 @@ func (r *Replica) setMembers(m map[uint64][]byte) {
 func (r *Replica) Members() map[uint64][]byte {
 	r.membersMu.Lock()
 	defer r.membersMu.Unlock()
-	return maps.Clone(r.members)
+	m := maps.Clone(r.members)
+	maps.DeleteFunc(m, func(_ uint64, info []byte) bool { return string(info) == retired })
+	return m
 }
 
 // decodeConfChange decodes a configuration change entry of either type.
@@ -312,7 +330,8 @@ func (r *Replica) Status(ctx context.Context) (raft.Status, error) {
 	}
 }
 
-// membersSection is the snapshot section that holds the members' info:
+// membersSection is the snapshot section that holds the members' info,
+// and the ids of removed members (with the info "\x00retired"):
 //
 //	count uvarint, then count x (member id uvarint, info length uvarint, info)
 const membersSection = "members"
@@ -370,5 +389,8 @@ func membersOf(sections []snap.Section) (map[uint64][]byte, error) {
 func (r *Replica) MemberInfo(id uint64) []byte {
 	r.membersMu.Lock()
 	defer r.membersMu.Unlock()
-	return r.members[id]
+	if info := r.members[id]; string(info) != retired {
+		return info
+	}
+	return nil
 }
