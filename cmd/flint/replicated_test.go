@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,15 @@ func (g *group) start(i int) {
 		g.t.Fatal(err)
 	}
 	g.cmds[i] = c
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", g.addrs[i]); err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("member %d does not listen on %s after 20 s", i+1, g.addrs[i])
+		}
+	}
 }
 
 // kill kills member i with SIGKILL.
@@ -286,6 +296,15 @@ func TestMembershipOnline(t *testing.T) {
 	joiner.Stderr = logs
 	if err := joiner.Start(); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member 4 does not listen on %s after 20 s", addr)
+		}
 	}
 	defer func() {
 		joiner.Process.Kill()

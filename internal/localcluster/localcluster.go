@@ -69,7 +69,13 @@ func Up(ctx context.Context, cfg Config) error {
 		m := &member{cmd: c, done: make(chan struct{})}
 		procs = append(procs, m)
 		go func() { c.Wait(); close(m.done); exits <- i }()
+	}
+	for i, m := range procs {
 		client, _, _ := strings.Cut(strings.SplitN(ids[i], "=", 2)[1], "@")
+		if !listening(client, m.done) {
+			fmt.Fprintf(cfg.Stdout, "member %d is not listening on %s; see %s\n", i+1, client, logName(cfg.Dir, i))
+			continue
+		}
 		fmt.Fprintf(cfg.Stdout, "member %d: %s (log: %s)\n", i+1, client, logName(cfg.Dir, i))
 	}
 	fmt.Fprintf(cfg.Stdout, "%d members up; Ctrl-C stops them\n", len(ids))
@@ -160,6 +166,28 @@ func start(cfg Config, l layout, i int) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("localcluster: starting member %d: %w", i+1, err)
 	}
 	return c, nil
+}
+
+// startTimeout bounds how long a member may take to listen for clients
+// (recovering a large data directory takes longer; it is then reported,
+// and still runs).
+const startTimeout = 30 * time.Second
+
+// listening waits until addr accepts connections, and reports whether it
+// did before startTimeout, or before the member exited (done).
+func listening(addr string, done <-chan struct{}) bool {
+	for deadline := time.Now().Add(startTimeout); time.Now().Before(deadline); {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return true
+		}
+		select {
+		case <-done:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return false
 }
 
 // stopTimeout is how long stopAll waits for members to shut down.
