@@ -87,7 +87,7 @@
 // as they are.
 //
 // If the server answers a write with SESSIONEXPIRED (the session went
-// unused for longer than the server keeps it, ten minutes by default), the
+// unused for longer than the store's session TTL, ten minutes by default), the
 // write fails with ErrUnknownOutcome wrapping the *ReplyError: an earlier
 // send of it may have applied, and the reply that would say so went with
 // the session. It is not sent again under a new number. The next write

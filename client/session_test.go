@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,96 +30,15 @@ func startReplica(t *testing.T) string {
 	return servertest.StartBackend(t, server.Config{}, r).Addr
 }
 
-// cuttingProxy forwards connections to addr, and cuts a connection after
-// the server answered a request holding an INCR, dropping the reply, as
-// long as cut says to: the INCR has taken effect and the client cannot
-// know it.
-type cuttingProxy struct {
-	addr  string
-	cut   func() bool
-	cuts  atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func startCuttingProxy(t *testing.T, to string, cut func() bool) *cuttingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	p := &cuttingProxy{addr: ln.Addr().String(), cut: cut}
-	p.wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			sc, err := net.Dial("tcp", to)
-			if err != nil {
-				nc.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, nc, sc)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(nc, sc) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-// pipe forwards one connection both ways, cutting it as cuttingProxy says.
-func (p *cuttingProxy) pipe(nc, sc net.Conn) {
-	defer nc.Close()
-	defer sc.Close()
-	var armed atomic.Bool
-	p.wg.Go(func() {
-		defer sc.Close()
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := nc.Read(buf)
-			if err != nil {
-				return
-			}
-			if bytes.Contains(buf[:n], []byte("INCR")) && p.cut() {
-				armed.Store(true)
-			}
-			if _, err := sc.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-	})
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := sc.Read(buf)
-		if err != nil {
-			return
-		}
-		if armed.Load() { // the reply came: the INCR took effect
-			p.cuts.Add(1)
-			return
-		}
-		if _, err := nc.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
 // TestSessionResendAfterCut sends INCRs through a proxy that drops the
 // connection after the server ran every other one: with sessions the client
 // sends each again, with the same sequence number, and each counts once.
 func TestSessionResendAfterCut(t *testing.T) {
 	var incrs atomic.Int64
-	p := startCuttingProxy(t, startReplica(t), func() bool { return incrs.Add(1)%2 == 1 })
-	c, err := client.New(p.addr, client.WithSessions(), client.WithPoolSize(1))
+	p := resptest.StartCutProxy(t, startReplica(t), func(req []byte) bool {
+		return bytes.Contains(req, []byte("INCR")) && incrs.Add(1)%2 == 1
+	})
+	c, err := client.New(p.Addr, client.WithSessions(), client.WithPoolSize(1))
 	must(t, err)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -132,12 +50,12 @@ func TestSessionResendAfterCut(t *testing.T) {
 			t.Fatalf("INCR %d = %d (%v), want %d", i+1, n, err, i+1)
 		}
 	}
-	if p.cuts.Load() < calls/2 {
-		t.Fatalf("the proxy cut %d connections, want %d: the test did not test resends", p.cuts.Load(), calls/2)
+	if p.Cuts() < calls/2 {
+		t.Fatalf("the proxy cut %d connections, want %d: the test did not test resends", p.Cuts(), calls/2)
 	}
 
 	// Without sessions the same cut is an unknown outcome, not resent.
-	plain, err := client.New(p.addr, client.WithPoolSize(1))
+	plain, err := client.New(p.Addr, client.WithPoolSize(1))
 	must(t, err)
 	defer plain.Close()
 	incrs.Store(0)
