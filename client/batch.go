@@ -79,5 +79,5 @@ func (b *Batch) Exec(ctx context.Context) ([]Value, error) {
 	if len(req.ends) == 0 {
 		return nil, nil
 	}
-	return b.c.exec(ctx, req)
+	return b.c.call(ctx, req)
 }

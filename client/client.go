@@ -46,6 +46,7 @@ type options struct {
 	dialTimeout time.Duration
 	protocol    int
 	seeds       []string // New's address, then WithSeeds's
+	sessions    bool
 }
 
 // Defaults of the options.
@@ -66,6 +67,12 @@ func WithSeeds(addrs ...string) Option {
 	return func(o *options) { o.seeds = append(o.seeds, addrs...) }
 }
 
+// WithSessions makes the Client send its writes in a client session, so
+// that a write it sends again after its connection broke takes effect once
+// (see Sessions in the package doc). A server without sessions (Redis, a
+// Flint without the replicated log) gets its writes as they are.
+func WithSessions() Option { return func(o *options) { o.sessions = true } }
+
 // WithPoolSize sets how many connections the Client keeps to each member
 // and spreads calls over (default 2). More connections let the server use
 // more cores; fewer let more calls share each write.
@@ -83,6 +90,7 @@ func WithProtocol(version int) Option { return func(o *options) { o.protocol = v
 // at once.
 type Client struct {
 	opts   options
+	sess   sessions
 	closed atomic.Bool
 	wg     sync.WaitGroup // the reader and writer of every connection ever opened
 
@@ -123,6 +131,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 			o.poolSize, o.dialTimeout, o.protocol)
 	}
 	c := &Client{opts: o}
+	c.sess.open = make(chan struct{}, 1)
 	c.mu.byAddr = make(map[string]*pool)
 	for _, a := range o.seeds { // no other goroutine has c yet
 		if c.mu.byAddr[a] == nil {
@@ -176,7 +185,7 @@ func (c *Client) Close() error {
 // one runs a single encoded command and returns its reply, with an error
 // reply returned as a *ReplyError.
 func (c *Client) one(ctx context.Context, cmd []byte) (Value, error) {
-	replies, err := c.exec(ctx, request{cmd: cmd})
+	replies, err := c.call(ctx, request{cmd: cmd})
 	if err != nil {
 		return Value{}, err
 	}

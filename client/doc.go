@@ -57,14 +57,54 @@
 //
 //   - A read (GET, MGET, EXISTS, STRLEN, RANGE, DBSIZE, PING, ECHO) whose
 //     outcome is unknown is sent again, like a refused one.
-//   - A write (any other command) whose outcome is unknown is never sent
-//     again: the call fails with ErrUnknownOutcome, and the caller, who
-//     knows whether the write may apply twice, decides. (Sessions will make
-//     resent writes take effect once; until then nothing resends them.)
+//   - With WithSessions, a write whose outcome is unknown is sent again
+//     with the same sequence number (see Sessions), which makes the server
+//     answer it from the reply it kept if it ran it already: it takes
+//     effect once.
+//   - Without sessions, a write (any other command) whose outcome is
+//     unknown is never sent again: the call fails with ErrUnknownOutcome,
+//     and the caller, who knows whether the write may apply twice, decides.
 //
 // In a Batch, the commands a member refuses are sent again, in order, and
 // each reply still takes its command's place; a batch that holds a write
-// is not resent after its connection broke.
+// is not resent after its connection broke, unless the Client has a
+// session.
+//
+// # Sessions
+//
+// With WithSessions the Client opens a client session (FLINT.SESSION) on
+// its first write and sends every write command (SET, SETNX, GETSET, SWAP,
+// CAS, MSET, MSETNX, DEL, INCR, DECR, INCRBY, DECRBY, APPEND, FLUSHDB,
+// FLUSHALL, in calls and in a Batch alike) as
+//
+//	FLINT.SEQ <client id> <seq> <lowest unacknowledged> <command> [arg ...]
+//
+// Each write gets the next sequence number, 1 first. The lowest
+// unacknowledged number is the least of the numbers whose calls have not
+// returned, concurrent calls included, so the server drops a kept reply
+// only once no call can send its write again. A call that ends, by its
+// context or otherwise, gives its number up. Reads and other commands go
+// as they are.
+//
+// If the server answers a write with SESSIONEXPIRED (the session went
+// unused for longer than the store's session TTL, ten minutes by default), the
+// write fails with ErrUnknownOutcome wrapping the *ReplyError: an earlier
+// send of it may have applied, and the reply that would say so went with
+// the session. It is not sent again under a new number. The next write
+// opens a new session.
+//
+// A server that does not know FLINT.SESSION (Redis, an older Flint) or
+// has no replicated log to keep sessions in (a Flint store used without
+// raft) answers it with an error; the Client then sends writes as they
+// are, and the rules without sessions hold.
+//
+// Sessions are an option rather than the default: opening one is a write
+// that goes through the leader's log, each session holds replies in the
+// replicated state of every member until they are acknowledged or the
+// session expires, and each write carries about forty bytes more. A
+// Client that only reads, or whose writes are safe to apply twice, or
+// that wants to decide itself about a write of unknown outcome, need not
+// pay for that.
 //
 // # Errors
 //
@@ -82,7 +122,8 @@
 //   - ErrUnknownOutcome: the request was written, or may have been, and then
 //     the connection broke, the Client was closed or the context ended. The
 //     command may or may not have taken effect; a retry of a non-idempotent
-//     command may apply it twice.
+//     command may apply it twice. With sessions, a write fails so only when
+//     its context ended, the Client was closed, or its session expired.
 //   - The context's error, wrapped (errors.Is(err, context.DeadlineExceeded)
 //     works), together with ErrUnknownOutcome if the request had been taken
 //     for writing, or else with the last error before the context ended. A

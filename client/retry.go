@@ -167,8 +167,9 @@ func (rt *retrier) commands() []byte {
 // resendable reports whether the pending commands may be sent again after
 // an attempt failed with err: the context has not ended, the Client is
 // open, no server refused the connection for good, and the commands were
-// not sent or are all reads. A write whose outcome is unknown is never
-// sent again: it may have taken effect.
+// not sent or are all reads or session commands. A write outside a
+// session whose outcome is unknown is never sent again: it may have taken
+// effect.
 func (rt *retrier) resendable(ctx context.Context, err error) bool {
 	switch {
 	case ctx.Err() != nil, errors.Is(err, ErrClosed), refusedHandshake(err):
@@ -186,10 +187,17 @@ var readOnly = map[string]bool{
 	"DBSIZE": true, "PING": true, "ECHO": true,
 }
 
-// reads reports whether every pending command is a read.
+// sessionCommands may be sent again too: FLINT.SEQ because the server
+// answers a number it applied already with the reply it kept, and
+// FLINT.SESSION because a session opened twice leaves one unused, which
+// expires.
+var sessionCommands = map[string]bool{"FLINT.SEQ": true, "FLINT.SESSION": true}
+
+// reads reports whether every pending command is a read, or a session
+// command, so that it may be sent again whatever its outcome.
 func (rt *retrier) reads() bool {
 	for _, i := range rt.pending {
-		if !readOnly[commandName(rt.req.command(i))] {
+		if name := commandName(rt.req.command(i)); !readOnly[name] && !sessionCommands[name] {
 			return false
 		}
 	}

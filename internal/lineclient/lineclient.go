@@ -29,16 +29,19 @@
 // sees a slow response, not a client that exits. Connect waits for a member
 // to accept a connection, and each command is sent until it is answered:
 // the Go client follows MOVED and retries refusals and failures (see
-// package client), waiting up to about a second between tries, and Run
-// sends again, after such a wait, a write whose connection broke after it
-// was sent, which the Go client leaves to its caller because the write may
-// have taken effect.
+// package client), waiting up to about a second between tries.
 //
-// Until sessions make resent writes take effect once, such a write may
-// therefore take effect twice: each send takes effect at most once, and the
-// response printed is that of the send that was answered (a PUT that took
-// effect twice reports found, its own value being there). Reads are sent
-// again freely. A server's error reply other than a refusal (a wrong
+// Connect makes a client with sessions (client.WithSessions), so a write
+// whose connection broke after it was sent is sent again, with the same
+// sequence number, and takes effect once: the response printed is that of
+// its one effect. Reads are sent again freely. Two cases remain where a
+// write may take effect twice, and Run then sends it again after a wait all
+// the same, since the harness wants an answer: a server without sessions
+// (Redis, or a Flint store without the replicated log), where each send
+// takes effect at most once; and a write whose session expired while it
+// was being sent again (after ten minutes of a session unused, by
+// default). A PUT that took effect twice reports found, its own value
+// being there. A server's error reply other than a refusal (a wrong
 // password, an out-of-memory error) ends the run.
 package lineclient
 
@@ -56,7 +59,8 @@ import (
 )
 
 // Connect returns a client of the members at addrs (host:port each, at
-// least one), as client.New with client.WithSeeds makes it, once one of them
+// least one), as client.New with client.WithSeeds and client.WithSessions
+// makes it, once one of them
 // accepts a connection. Until then it tries them all again after waits of
 // up to about a second, and says so once on diag. It fails if a server
 // refuses the connection, such as for a wrong password, or if ctx ends.
@@ -64,7 +68,7 @@ func Connect(ctx context.Context, addrs []string, diag io.Writer, opts ...client
 	if len(addrs) == 0 {
 		return nil, errors.New("lineclient: no server address")
 	}
-	opts = append(slices.Clip(opts), client.WithSeeds(addrs[1:]...))
+	opts = append(slices.Clip(opts), client.WithSeeds(addrs[1:]...), client.WithSessions())
 	wait := backoff.Default()
 	for said := false; ; said = true {
 		c, err := client.New(addrs[0], opts...)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/lineclient"
+	"github.com/flintkv/flint/internal/replica"
 	"github.com/flintkv/flint/internal/resptest"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
+	"github.com/flintkv/flint/internal/vfs"
 )
 
 // runInput runs input against a fresh server and returns stdout and stderr.
@@ -219,4 +222,37 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestResentWriteOnce runs writes against a replicated server through a
+// proxy that drops the reply to the first PUT and the first SWAP after the
+// server ran them: the client sends them again in its session, and each
+// takes effect once (twice, PUT would report found and SWAP its own value).
+func TestResentWriteOnce(t *testing.T) {
+	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	srv := servertest.StartBackend(t, server.Config{}, r)
+	var mu sync.Mutex
+	cut := map[string]bool{}
+	p := resptest.StartCutProxy(t, srv.Addr, func(req []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range []string{"SET", "SWAP"} {
+			if bytes.Contains(req, []byte(w)) && !cut[w] {
+				cut[w] = true
+				return true
+			}
+		}
+		return false
+	})
+	out, diag, err := runOn(t, []string{p.Addr}, "PUT k v\nSWAP k w\nGET k\n")
+	if want := "PUT k not_found\nSWAP k v\nGET k w\nSTOP\n"; err != nil || out != want || diag != "" {
+		t.Fatalf("Run = %v, output %q, diagnostics %q; want output %q", err, out, diag, want)
+	}
+	if p.Cuts() != 2 {
+		t.Fatalf("the proxy cut %d connections, want 2", p.Cuts())
+	}
 }

@@ -1,0 +1,185 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/replica"
+	"github.com/flintkv/flint/internal/resptest"
+	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/server/servertest"
+	"github.com/flintkv/flint/internal/vfs"
+)
+
+// startReplica serves a one-member replicated group, which has sessions,
+// and returns its address.
+func startReplica(t *testing.T) string {
+	t.Helper()
+	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	t.Cleanup(func() { r.Close() })
+	return servertest.StartBackend(t, server.Config{}, r).Addr
+}
+
+// TestSessionResendAfterCut sends INCRs through a proxy that drops the
+// connection after the server ran every other one: with sessions the client
+// sends each again, with the same sequence number, and each counts once.
+func TestSessionResendAfterCut(t *testing.T) {
+	var incrs atomic.Int64
+	p := resptest.StartCutProxy(t, startReplica(t), func(req []byte) bool {
+		return bytes.Contains(req, []byte("INCR")) && incrs.Add(1)%2 == 1
+	})
+	c, err := client.New(p.Addr, client.WithSessions(), client.WithPoolSize(1))
+	must(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const calls = 10
+	for i := range calls {
+		n, err := c.Incr(ctx, "n")
+		if err != nil || n != int64(i+1) {
+			t.Fatalf("INCR %d = %d (%v), want %d", i+1, n, err, i+1)
+		}
+	}
+	if p.Cuts() < calls/2 {
+		t.Fatalf("the proxy cut %d connections, want %d: the test did not test resends", p.Cuts(), calls/2)
+	}
+
+	// Without sessions the same cut is an unknown outcome, not resent.
+	plain, err := client.New(p.Addr, client.WithPoolSize(1))
+	must(t, err)
+	defer plain.Close()
+	incrs.Store(0)
+	if _, err := plain.Incr(ctx, "n"); !errors.Is(err, client.ErrUnknownOutcome) {
+		t.Fatalf("INCR cut without sessions: %v, want ErrUnknownOutcome", err)
+	}
+}
+
+// TestSessionConcurrentWrites runs writes from many goroutines in one
+// session, singly and in batches: each lowest-unacknowledged number sent
+// must be right, or the server refuses writes as acknowledged already.
+func TestSessionConcurrentWrites(t *testing.T) {
+	c, err := client.New(startReplica(t), client.WithSessions())
+	must(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const workers, rounds = 32, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for range rounds {
+				if w%4 == 0 {
+					b := c.Batch()
+					b.Incr("n")
+					b.Get("n")
+					b.Set("k", []byte("v"))
+					vs, err := b.Exec(ctx)
+					if err == nil && (vs[0].IsError() || vs[2].IsError()) {
+						err = errors.New(string(vs[0].Str) + string(vs[2].Str))
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				if _, err := c.Incr(ctx, "n"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	v, err := c.Get(ctx, "n")
+	if err != nil || string(v) != strconv.Itoa(workers*rounds) {
+		t.Fatalf("n = %s (%v), want %d", v, err, workers*rounds)
+	}
+}
+
+// TestSessionExpired: a write answered SESSIONEXPIRED fails as of unknown
+// outcome and is not resent; the next write opens a new session. Reads go
+// as they are.
+func TestSessionExpired(t *testing.T) {
+	var mu sync.Mutex
+	var opens int
+	var got []string
+	srv := resptest.Start(t, func(args []string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, strings.Join(args, " "))
+		switch strings.ToUpper(args[0]) {
+		case "FLINT.SESSION":
+			opens++
+			return resptest.Int(int64(opens))
+		case "FLINT.SEQ":
+			if args[1] == "1" {
+				return resptest.Err("SESSIONEXPIRED the client session expired or is unknown; open a new one with FLINT.SESSION")
+			}
+			return "+OK\r\n"
+		case "GET":
+			return resptest.Bulk("v")
+		}
+		return resptest.Err("ERR unknown command '" + args[0] + "'")
+	})
+	c, err := client.New(srv.Addr, client.WithSessions(), client.WithPoolSize(1))
+	must(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	err = c.Set(ctx, "a", []byte("1"))
+	if rerr, ok := errors.AsType[*client.ReplyError](err); !errors.Is(err, client.ErrUnknownOutcome) || !ok || rerr.Code() != "SESSIONEXPIRED" {
+		t.Fatalf("SET in an expired session: %v, want ErrUnknownOutcome and SESSIONEXPIRED", err)
+	}
+	must(t, c.Set(ctx, "b", []byte("2")))
+	if _, err := c.Get(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"CLUSTER SLOTS", "FLINT.SESSION", "FLINT.SEQ 1 1 1 SET a 1", "FLINT.SESSION", "FLINT.SEQ 2 1 1 SET b 2", "GET b"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("server got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestSessionsUnknown: a server that does not know FLINT.SESSION gets the
+// writes as they are.
+func TestSessionsUnknown(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := resptest.Start(t, func(args []string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, strings.Join(args, " "))
+		if strings.ToUpper(args[0]) == "SET" {
+			return "+OK\r\n"
+		}
+		return resptest.Err("ERR unknown command '" + args[0] + "', with args beginning with: ")
+	})
+	c, err := client.New(srv.Addr, client.WithSessions())
+	must(t, err)
+	defer c.Close()
+	for range 2 {
+		must(t, c.Set(context.Background(), "a", []byte("1")))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "CLUSTER SLOTS|FLINT.SESSION|SET a 1|SET a 1"; strings.Join(got, "|") != want {
+		t.Fatalf("server got %q, want %q", strings.Join(got, "|"), want)
+	}
+}
