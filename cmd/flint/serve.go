@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	_ "net/http/pprof" // registers the profiling handlers served by --pprof
 	"os"
 	"os/signal"
@@ -44,12 +45,8 @@ func serve(args []string) int {
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (default: off)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections, with no reply to writes still waiting (for disk space, say)")
-	id := fs.Uint64("id", 0, "this member's id in a replicated group (with --initial-members)")
-	members := fs.String("initial-members", "", "the group's first members, the same list on each: id=host:port@peerport,...\n(host:port is where clients connect; peerport, or peerhost:peerport, where members do)")
-	join := fs.String("join", "", "join the group of --initial-members as a new member (with a new --id), reachable at\nclient-host:port@peerport; the leader adds it with FLINT.MEMBER ADD id client-host:port@peerport")
-	secret := fs.String("cluster-secret", "", "the secret members of a group share to recognize each other (default: $FLINT_CLUSTER_SECRET)")
-	tick := fs.Duration("raft-tick", 100*time.Millisecond, "raft's clock tick in a replicated group")
-	electionTicks := fs.Int("election-ticks", 10, "ticks without a leader before a follower campaigns (a random 1x to 2x of it)")
+	var cf clusterFlags
+	cf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol: a single node, or, with --id and\n--initial-members, a member of a replicated group.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -82,7 +79,7 @@ func serve(args []string) int {
 	if cfg.RequirePass == "" {
 		cfg.RequirePass = os.Getenv("FLINT_PASSWORD")
 	}
-	cluster, err := clusterConfig(fs, &cfg, *id, *members, *join, *secret, *tick, *electionTicks)
+	cluster, err := cf.config(fs, &cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
 		return 2
@@ -127,50 +124,75 @@ func validate(cfg server.Config) error {
 	return nil
 }
 
-// clusterConfig returns the group a replicated member belongs to, from its
+// clusterFlags are serve's flags for a member of a replicated group.
+type clusterFlags struct {
+	id                                uint64
+	members, join, peerListen, secret string
+	tick                              time.Duration
+	electionTicks                     int
+}
+
+func (f *clusterFlags) register(fs *flag.FlagSet) {
+	fs.Uint64Var(&f.id, "id", 0, "this member's id in a replicated group (with --initial-members)")
+	fs.StringVar(&f.members, "initial-members", "", "the group's first members, the same list on each: id=host:port@peerport,...\n(host:port is where clients connect; peerport, or peerhost:peerport, where members do)")
+	fs.StringVar(&f.join, "join", "", "join the group of --initial-members as a new member (with a new --id), reachable at\nclient-host:port@peerport; the leader adds it with FLINT.MEMBER ADD id client-host:port@peerport")
+	fs.StringVar(&f.peerListen, "peer-listen", "", "where to listen for peers, when it differs from the peer address the group knows\nthis member by (behind a proxy or NAT; default: that address)")
+	fs.StringVar(&f.secret, "cluster-secret", "", "the secret members of a group share to recognize each other (default: $FLINT_CLUSTER_SECRET)")
+	fs.DurationVar(&f.tick, "raft-tick", 100*time.Millisecond, "raft's clock tick in a replicated group")
+	fs.IntVar(&f.electionTicks, "election-ticks", 10, "ticks without a leader before a follower campaigns (a random 1x to 2x of it)")
+}
+
+// config returns the group a replicated member belongs to, from its
 // flags, or nil for a single node. The member listens for clients at its
 // own entry's address unless --addr says otherwise.
-func clusterConfig(fs *flag.FlagSet, cfg *server.Config, id uint64, members, join, secret string, tick time.Duration, electionTicks int) (*node.ClusterConfig, error) {
-	if members == "" {
-		if id != 0 || join != "" {
-			return nil, errors.New("--id and --join need --initial-members")
+func (f *clusterFlags) config(fs *flag.FlagSet, cfg *server.Config) (*node.ClusterConfig, error) {
+	if f.members == "" {
+		if f.id != 0 || f.join != "" || f.peerListen != "" {
+			return nil, errors.New("--id, --join and --peer-listen need --initial-members")
 		}
 		return nil, nil
 	}
-	ms, err := node.ParseMembers(members)
+	ms, err := node.ParseMembers(f.members)
 	if err != nil {
 		return nil, fmt.Errorf("--initial-members: %v", err)
 	}
 	var me node.Member
 	var joining *node.Member
-	i := slices.IndexFunc(ms, func(m node.Member) bool { return m.ID == id })
+	i := slices.IndexFunc(ms, func(m node.Member) bool { return m.ID == f.id })
 	switch {
-	case join != "" && i >= 0:
-		return nil, fmt.Errorf("--join needs a new --id: %d is one of --initial-members", id)
-	case join != "":
-		j, err := node.ParseMembers(fmt.Sprintf("%d=%s", id, join))
+	case f.join != "" && i >= 0:
+		return nil, fmt.Errorf("--join needs a new --id: %d is one of --initial-members", f.id)
+	case f.join != "":
+		j, err := node.ParseMembers(fmt.Sprintf("%d=%s", f.id, f.join))
 		if err != nil {
 			return nil, fmt.Errorf("--join: %v", err)
 		}
 		me, joining = j[0], &j[0]
 	case i < 0:
-		return nil, fmt.Errorf("--id %d is not among --initial-members (a new member joins with --join)", id)
+		return nil, fmt.Errorf("--id %d is not among --initial-members (a new member joins with --join)", f.id)
 	default:
 		me = ms[i]
 	}
+	secret := f.secret
 	if secret == "" {
 		secret = os.Getenv("FLINT_CLUSTER_SECRET")
 	}
 	if secret == "" {
 		return nil, errors.New("a replicated group needs --cluster-secret (or $FLINT_CLUSTER_SECRET), the same on every member")
 	}
-	if tick <= 0 || electionTicks < 2 {
+	if f.tick <= 0 || f.electionTicks < 2 {
 		return nil, errors.New("--raft-tick must be positive and --election-ticks at least 2")
 	}
 	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "addr" })
+	fs.Visit(func(fl *flag.Flag) { explicit = explicit || fl.Name == "addr" })
 	if !explicit {
 		cfg.Addr = me.Client
 	}
-	return &node.ClusterConfig{ID: id, Members: ms, Join: joining, Secret: []byte(secret), TickInterval: tick, ElectionTicks: electionTicks}, nil
+	if f.peerListen != "" {
+		if _, _, err := net.SplitHostPort(f.peerListen); err != nil {
+			return nil, fmt.Errorf("--peer-listen: %v", err)
+		}
+	}
+	return &node.ClusterConfig{ID: f.id, Members: ms, Join: joining, PeerListen: f.peerListen, Secret: []byte(secret),
+		TickInterval: f.tick, ElectionTicks: f.electionTicks}, nil
 }

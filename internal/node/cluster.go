@@ -30,8 +30,12 @@ type ClusterConfig struct {
 	// Join, if set, is this member's addresses when it joins the group
 	// as a new member (not one of Members): it waits to be added (FLINT.MEMBER
 	// ADD at the leader), and learns the group from the leader's snapshot.
-	Join   *Member
-	Secret []byte // the cluster secret that peers prove they know
+	Join *Member
+	// PeerListen, if set, is where the member listens for peers, when that
+	// differs from the peer address the group knows it by (its entry's
+	// Peer): behind a proxy or a NAT.
+	PeerListen string
+	Secret     []byte // the cluster secret that peers prove they know
 	// Raft's clock (see replica.Options); zero values take its defaults.
 	TickInterval  time.Duration
 	ElectionTicks int
@@ -157,12 +161,16 @@ func startTransport(c *ClusterConfig, h *router, log *slog.Logger) (*transport.T
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", me.Peer)
+	listen := me.Peer
+	if c.PeerListen != "" {
+		listen = c.PeerListen
+	}
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("listening for peers: %w", err)
 	}
 	t, err := transport.New(transport.Config{NodeID: c.ID, ClusterID: clusterID(c.Members), Secret: c.Secret,
-		Listener: ln, Handler: h, Logger: log})
+		Listener: ln, Advertise: me.Peer, Handler: h, Logger: log})
 	if err != nil {
 		ln.Close()
 		return nil, err

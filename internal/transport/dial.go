@@ -32,7 +32,7 @@ func (t *Transport) dial(ctx context.Context, addr string, to uint64, kind byte)
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	r := &frameReader{r: bufio.NewReaderSize(c, readBufferSize), max: maxHandshakeFrame}
 	hs := handshake{r: r, w: c, secret: t.cfg.Secret}
-	h := hello{version: version, kind: kind, cluster: t.cfg.ClusterID, from: t.cfg.NodeID, to: to, nonce: newNonce()}
+	h := hello{version: version, kind: kind, cluster: t.cfg.ClusterID, from: t.cfg.NodeID, to: to, nonce: newNonce(), addr: t.cfg.Advertise}
 	if err := hs.client(h); err != nil {
 		if errors.Is(err, ErrAuth) {
 			hs.send(typeStatus, []byte(err.Error())) // tell the server why, if it listens
@@ -103,6 +103,7 @@ func (t *Transport) serveConn(c net.Conn) {
 		}
 		return
 	}
+	t.learn(h.from, h.addr)
 	switch h.kind {
 	case kindMessages:
 		t.receiveMessages(c, r, h.from)

@@ -40,7 +40,7 @@
 // neither encrypts nor protects the stream after the handshake from an
 // attacker on the network path: that needs TLS.
 //
-// # Format, version 1
+// # Format, version 2
 //
 // Both directions of every connection are a sequence of frames. Integers are
 // little-endian.
@@ -61,9 +61,9 @@
 // A connection starts with the handshake; C is the calling node, S the one
 // called:
 //
-//	C->S type 1, hello:     "FLNTPEER" (8 bytes), version uint32 (1), kind (1 byte: 1 messages, 2 snapshot),
+//	C->S type 1, hello:     "FLNTPEER" (8 bytes), version uint32 (2), kind (1 byte: 1 messages, 2 snapshot),
 //	                        cluster uint64, from uint64 (C's node id), to uint64 (the node id C means to reach),
-//	                        nonce (32 random bytes)
+//	                        nonce (32 random bytes), addr length (1 byte), addr (C's peer address, may be empty)
 //	S->C type 2, challenge: nonce (32 random bytes), HMAC-SHA256(secret, "flint peer server proof v1\x00" ‖ hello ‖ S's nonce)
 //	C->S type 3, proof:     HMAC-SHA256(secret, "flint peer client proof v1\x00" ‖ hello ‖ S's nonce)
 //	S->C type 4, status:    empty: accepted
@@ -75,7 +75,11 @@
 // that it did not choose. Either side that refuses sends a status frame
 // whose payload is the reason as text, then closes. The frame header and
 // the hello's magic and version are the same in every version, so that a
-// node can tell a peer of another version why it is refused.
+// node can tell a peer of another version why it is refused. Once C is
+// authenticated, S connects back to C at addr if it knows no address for
+// C (SetPeer): a member that joins a group knows only the members it was
+// started with until the group's state reaches it, and must be able to
+// answer a leader added since.
 //
 // On a messages connection, after the handshake, only C writes:
 //

@@ -17,7 +17,7 @@ import (
 // from; messages and hellos that decode encode back to what decodes the
 // same.
 func FuzzFrame(f *testing.F) {
-	good := hello{version: version, kind: kindMessages, cluster: 1, from: 2, to: 3}
+	good := hello{version: version, kind: kindMessages, cluster: 1, from: 2, to: 3, addr: "127.0.0.1:7001"}
 	msgs := []raftpb.Message{msg(1, []byte("data")), snapMsg(), {Type: raftpb.MsgHeartbeat}}
 	stream, _ := appendMessages(appendFrame(nil, typeHello, 0, good.encode()), 5, msgs, math.MaxInt32)
 	f.Add(stream)
@@ -25,7 +25,7 @@ func FuzzFrame(f *testing.F) {
 	f.Add(appendFrame(nil, typeMessages, 1, []byte{3, 8, 1, 16}))
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Add(good.encode())
-	f.Add(stream[2*headerSize+helloLen:]) // a messages frame's payload
+	f.Add(stream[2*headerSize+len(good.encode()):]) // a messages frame's payload
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src := bytes.NewReader(data)
 		r := &frameReader{r: src, max: 1 << 20}

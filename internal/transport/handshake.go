@@ -13,11 +13,12 @@ import (
 // The handshake's constants (see the package doc).
 const (
 	magic    = "FLNTPEER"
-	version  = 1
+	version  = 2
 	nonceLen = 32
 	macLen   = sha256.Size
+	maxAddr  = 255 // the longest address a hello carries
 
-	helloLen     = len(magic) + 4 + 1 + 3*8 + nonceLen
+	helloFixed   = len(magic) + 4 + 1 + 3*8 + nonceLen // a hello without its address
 	challengeLen = nonceLen + macLen
 )
 
@@ -40,17 +41,20 @@ type hello struct {
 	kind              byte
 	cluster, from, to uint64
 	nonce             [nonceLen]byte
+	addr              string // the caller's peer address, as its group knows it; may be empty
 }
 
 // encode returns h's payload.
 func (h *hello) encode() []byte {
-	b := append(make([]byte, 0, helloLen), magic...)
+	b := append(make([]byte, 0, helloFixed+1+len(h.addr)), magic...)
 	b = binary.LittleEndian.AppendUint32(b, h.version)
 	b = append(b, h.kind)
 	b = binary.LittleEndian.AppendUint64(b, h.cluster)
 	b = binary.LittleEndian.AppendUint64(b, h.from)
 	b = binary.LittleEndian.AppendUint64(b, h.to)
-	return append(b, h.nonce[:]...)
+	b = append(b, h.nonce[:]...)
+	b = append(b, byte(len(h.addr)))
+	return append(b, h.addr...)
 }
 
 // decodeHello decodes a hello's payload. Its magic and version come first
@@ -63,9 +67,10 @@ func decodeHello(p []byte) (hello, error) {
 	if h.version = binary.LittleEndian.Uint32(p[len(magic):]); h.version != version {
 		return h, fmt.Errorf("%w: protocol version %d, this node speaks %d", ErrHandshake, h.version, version)
 	}
-	if len(p) != helloLen {
-		return h, fmt.Errorf("%w: hello of %d bytes, want %d", ErrMalformed, len(p), helloLen)
+	if len(p) < helloFixed+1 || len(p) != helloFixed+1+int(p[helloFixed]) {
+		return h, fmt.Errorf("%w: hello of %d bytes, want %d and its address", ErrMalformed, len(p), helloFixed+1)
 	}
+	h.addr = string(p[helloFixed+1:])
 	p = p[len(magic)+4:]
 	h.kind = p[0]
 	h.cluster = binary.LittleEndian.Uint64(p[1:])
@@ -211,4 +216,25 @@ func statusText(p []byte) string {
 		p = p[:maxStatusText]
 	}
 	return string(bytes.ToValidUTF8(p, []byte("?")))
+}
+
+// ReadCaller reads the first frame of a connection a node opened, its
+// hello, and returns the frame as it came and the calling node's id, for a
+// relay between nodes (such as flint check's partitioning proxies) that
+// decides by the caller what to do with the connection and, to let it
+// through, writes the frame on and copies the rest both ways. It
+// authenticates nothing: the node called still checks the hello and the
+// caller's proof.
+func ReadCaller(r io.Reader) (frame []byte, from uint64, err error) {
+	fr := &frameReader{r: r, max: maxHandshakeFrame}
+	hs := handshake{r: fr}
+	hp, err := hs.expect(typeHello, -1)
+	if err != nil {
+		return nil, 0, err
+	}
+	h, err := decodeHello(hp)
+	if err != nil {
+		return nil, 0, err
+	}
+	return appendFrame(nil, typeHello, 0, hp), h.from, nil
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"net"
 	"testing"
@@ -91,4 +92,24 @@ func (hs *handshake) unchecked(h hello) error {
 		return err
 	}
 	return hs.accepted()
+}
+
+// TestReadCaller reads a hello as a relay would: the caller's id and the
+// frame unchanged, and an error for anything but a hello.
+func TestReadCaller(t *testing.T) {
+	h := hello{version: version, kind: kindMessages, cluster: cluster, from: 7, to: 2, nonce: newNonce()}
+	sent := appendFrame(nil, typeHello, 0, h.encode())
+	frame, from, err := ReadCaller(bytes.NewReader(append(bytes.Clone(sent), "rest"...)))
+	if err != nil || from != 7 || !bytes.Equal(frame, sent) {
+		t.Fatalf("ReadCaller = %x, %d, %v; want the hello and 7", frame, from, err)
+	}
+	for name, bad := range map[string][]byte{
+		"proof first": appendFrame(nil, typeProof, 0, make([]byte, macLen)),
+		"bad magic":   appendFrame(nil, typeHello, 0, []byte("GET / HTTP/1.1\r\n")),
+		"cut":         sent[:len(sent)-1],
+	} {
+		if _, _, err := ReadCaller(bytes.NewReader(bad)); err == nil {
+			t.Errorf("%s: ReadCaller succeeded", name)
+		}
+	}
 }

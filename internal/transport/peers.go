@@ -13,6 +13,10 @@ import (
 func (t *Transport) SetPeer(node uint64, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.setPeerLocked(node, addr)
+}
+
+func (t *Transport) setPeerLocked(node uint64, addr string) {
 	if p := t.mu.peers[node]; p != nil {
 		p.setAddr(addr)
 		return
@@ -20,6 +24,24 @@ func (t *Transport) SetPeer(node uint64, addr string) {
 	p := newPeer(t, node, addr)
 	if t.spawnLocked(p.run) {
 		t.mu.peers[node] = p
+	}
+}
+
+// learn connects to node at addr, the address its hello gave, if no peer
+// is set for it: a node that joins a group knows only the members it was
+// started with until it learns the others from the group, and must be
+// able to answer a leader added since. SetPeer and RemovePeer, which
+// follow the group's configuration, override what is learned. Only
+// authenticated peers are learned from.
+func (t *Transport) learn(node uint64, addr string) {
+	if addr == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.peers[node] == nil {
+		t.log.Info("learned a peer's address from its connection", "peer", node, "addr", addr)
+		t.setPeerLocked(node, addr)
 	}
 }
 

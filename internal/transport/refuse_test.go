@@ -21,14 +21,14 @@ func TestGarbageRefused(t *testing.T) {
 	badCRC := appendFrame(nil, typeHello, 0, good.encode())
 	badCRC[headerSize+3] ^= 1
 	otherVersion := good
-	otherVersion.version = 2
+	otherVersion.version = 3
 	for _, c := range []struct {
 		name, send, logged string
 	}{
 		{"http", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "frame over the size limit"},
 		{"bad checksum", string(badCRC), "checksum mismatch"},
 		{"bad magic", string(appendFrame(nil, typeHello, 0, []byte("REDIS0011xxxxxxxxxxxx"))), "bad magic"},
-		{"other version", string(appendFrame(nil, typeHello, 0, otherVersion.encode())), "protocol version 2"},
+		{"other version", string(appendFrame(nil, typeHello, 0, otherVersion.encode())), "protocol version 3"},
 		{"proof first", string(appendFrame(nil, typeProof, 0, make([]byte, macLen))), "malformed frame"},
 		{"cut short", string(badCRC[:10]), "unexpected EOF"},
 	} {

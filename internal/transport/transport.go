@@ -63,8 +63,12 @@ type Config struct {
 	Secret []byte
 	// Listener is where peer connections arrive; Close closes it.
 	Listener net.Listener
-	Handler  Handler
-	Logger   *slog.Logger // nil discards
+	// Advertise is this node's peer address as its peers know it, which
+	// its hellos carry, so that a peer that knows no address for it can
+	// answer (see SetPeer); empty: none is sent. At most 255 bytes.
+	Advertise string
+	Handler   Handler
+	Logger    *slog.Logger // nil discards
 	// MaxFrameBytes is the largest frame payload accepted after
 	// authentication, and the largest this node writes: default 1 GiB (one
 	// raft entry can be about 520 MiB). Before authentication the limit is
@@ -141,6 +145,9 @@ func New(cfg Config) (*Transport, error) {
 
 // fill checks c and sets the defaults of its zero fields.
 func (c *Config) fill() error {
+	if len(c.Advertise) > maxAddr {
+		return fmt.Errorf("transport: advertised address of %d bytes, the limit is %d", len(c.Advertise), maxAddr)
+	}
 	switch {
 	case c.NodeID == 0:
 		return fmt.Errorf("%w: node id 0", ErrConfig)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,6 +38,36 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if s := nodes[0].status(2); !s.Connected || s.Sent != 4 || s.Dropped != 0 || s.Addr != nodes[1].addr {
 		t.Errorf("node 1's status of node 2: %+v", s)
+	}
+}
+
+// TestLearnsCallersAddress: a node that knows no address for a peer learns
+// the one the peer's hello gives once the peer is authenticated, so it can
+// answer; one that knows an address keeps it.
+func TestLearnsCallersAddress(t *testing.T) {
+	checkGoroutines(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	advertised := l.Addr().String()
+	l.Close()
+	a := startNode(t, 1, advertised, func(c *Config) { c.Advertise = advertised })
+	b := startNode(t, 2, "")
+	a.SetPeer(2, b.addr)
+	sendUntil(t, a, 2, 1, msg(1, []byte("hello")), func() bool { return len(b.h.messages(1, 1)) > 0 })
+	waitConnected(t, b, 1, true)
+	if s := b.status(1); s.Addr != advertised {
+		t.Errorf("node 2's address of node 1 is %q, want the advertised %q", s.Addr, advertised)
+	}
+	sendUntil(t, b, 1, 1, msg(2, []byte("answer")), func() bool { return len(a.h.messages(2, 1)) > 0 })
+
+	b.SetPeer(1, "127.0.0.1:1") // set explicitly: a hello does not override it
+	a.RemovePeer(2)
+	a.SetPeer(2, b.addr)
+	sendUntil(t, a, 2, 1, msg(3, nil), func() bool { return len(b.h.messages(1, 1)) > 1 })
+	if s := b.status(1); s.Addr != "127.0.0.1:1" {
+		t.Errorf("node 2's address of node 1 is %q after SetPeer, want 127.0.0.1:1", s.Addr)
 	}
 }
 
