@@ -348,6 +348,18 @@ func TestClusterMembership(t *testing.T) {
 			t.Fatalf("member %d: voters %v (%v), want 3", i+1, st.Config.Voters, err)
 		}
 	}
+
+	// The leader removes itself: the call succeeds, the leader stops, and
+	// the two left elect another.
+	lead := c.leader()
+	if err := c.rs[lead].Remove(ctx, uint64(lead+1)); err != nil {
+		t.Fatalf("the leader removing itself: %v", err)
+	}
+	if !errors.Is(c.rs[lead].Err(), ErrRemoved) {
+		t.Fatalf("the removed leader: %v, want ErrRemoved", c.rs[lead].Err())
+	}
+	c.stop(lead)
+	c.set("after-leader-removed", "3")
 }
 
 // TestClusterNoLeader stops two of three members: the third, once it knows

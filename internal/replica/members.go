@@ -86,8 +86,23 @@ func (r *Replica) Promote(ctx context.Context, id uint64) error {
 
 // Remove proposes removing member id from the group. A removed member
 // stops (ErrRemoved); a removed leader steps down first.
+//
+// A leader that removes itself steps down as it applies the change, and
+// losing leadership fails its waiters (ErrOutcomeUnknown) before the
+// change's own waiter is answered; its stopping with ErrRemoved right
+// after is then the answer.
 func (r *Replica) Remove(ctx context.Context, id uint64) error {
-	return r.change(ctx, raftpb.ConfChangeRemoveNode, id, nil)
+	err := r.change(ctx, raftpb.ConfChangeRemoveNode, id, nil)
+	if id == r.id && errors.Is(err, ErrOutcomeUnknown) {
+		select {
+		case <-r.dead:
+			if errors.Is(r.Err(), ErrRemoved) {
+				return nil
+			}
+		case <-ctx.Done():
+		}
+	}
+	return err
 }
 
 // AddMember adds member id as a learner, waits until it has caught up with
