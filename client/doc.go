@@ -60,10 +60,12 @@
 //   - With WithSessions, a write whose outcome is unknown is sent again
 //     with the same sequence number (see Sessions), which makes the server
 //     answer it from the reply it kept if it ran it already: it takes
-//     effect once.
+//     effect once. So is one the server itself answers with an UNKNOWN
+//     error (its leader lost leadership before the write committed).
 //   - Without sessions, a write (any other command) whose outcome is
 //     unknown is never sent again: the call fails with ErrUnknownOutcome,
-//     and the caller, who knows whether the write may apply twice, decides.
+//     or returns the server's UNKNOWN error reply, and the caller, who
+//     knows whether the write may apply twice, decides.
 //
 // In a Batch, the commands a member refuses are sent again, in order, and
 // each reply still takes its command's place; a batch that holds a write

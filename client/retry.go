@@ -1,10 +1,10 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/flintkv/flint/internal/backoff"
@@ -46,7 +46,7 @@ func (c *Client) exec(ctx context.Context, req request) ([]Value, error) {
 	}
 	p := c.target.Load()
 	replies, err := p.send(ctx, req.cmd, req.len())
-	if err == nil && !slices.ContainsFunc(replies, refused) {
+	if err == nil && settled(req, replies) {
 		return replies, nil
 	}
 	rt := &retrier{c: c, req: req, replies: make([]Value, req.len()), seen: p, wait: backoff.Default()}
@@ -57,9 +57,34 @@ func (c *Client) exec(ctx context.Context, req request) ([]Value, error) {
 	return rt.run(ctx, p, replies, err)
 }
 
-// refused reports whether v is a refusal: a command the server did not run
-// and that may be sent again, there or elsewhere.
-func refused(v Value) bool { return v.IsError() && refusalOf(v.Str) != accepted }
+// settled reports whether every reply to req is final: none is a refusal
+// or a session write to send again (see classify).
+func settled(req request, replies []Value) bool {
+	for i, v := range replies {
+		if classify(v, req.command(i)) != accepted {
+			return false
+		}
+	}
+	return true
+}
+
+// classify returns how the client takes reply v to encoded command cmd: a
+// refusal (a command the server did not run, which may be sent again, there
+// or elsewhere); busy too for a write in a session (FLINT.SEQ) whose
+// outcome the server could not learn (UNKNOWN), since its session makes a
+// resend take effect once; else accepted, a final reply.
+func classify(v Value, cmd []byte) refusal {
+	if !v.IsError() {
+		return accepted
+	}
+	if r := refusalOf(v.Str); r != accepted {
+		return r
+	}
+	if bytes.HasPrefix(v.Str, []byte("UNKNOWN ")) && commandName(cmd) == "FLINT.SEQ" {
+		return busy
+	}
+	return accepted
+}
 
 // retrier carries one call through its attempts after the first.
 type retrier struct {
@@ -71,7 +96,11 @@ type retrier struct {
 	rotated bool    // the last attempt's pool was the member after the one before
 	moved   bool    // the last attempt's pool was named by a MOVED
 	last    error   // the last failure or refusal, for when the call gives up
-	wait    backoff.Backoff
+	// maybe is why an earlier attempt may have taken effect (a session's
+	// write resent after its outcome was unknown), or nil: a call that
+	// gives up after one must not say its commands were not sent.
+	maybe error
+	wait  backoff.Backoff
 }
 
 // run makes attempts until every command has its final reply or the call
@@ -84,6 +113,9 @@ func (rt *retrier) run(ctx context.Context, p *pool, replies []Value, err error)
 				return nil, rt.giveUp(err)
 			}
 			rt.last = err
+			if errors.Is(err, ErrUnknownOutcome) {
+				rt.maybe = err
+			}
 		} else if to = rt.sort(p, replies); len(rt.pending) == 0 {
 			return rt.replies, nil
 		}
@@ -101,10 +133,8 @@ func (rt *retrier) run(ctx context.Context, p *pool, replies []Value, err error)
 func (rt *retrier) sort(p *pool, replies []Value) (to *pool) {
 	kept, answered := rt.pending[:0], false // filtered in place: kept never passes the reading
 	for i, v := range replies {
-		cmd, r := rt.pending[i], accepted
-		if v.IsError() {
-			r = refusalOf(v.Str)
-		}
+		cmd := rt.pending[i]
+		r := classify(v, rt.req.command(cmd))
 		switch r {
 		case accepted:
 			rt.replies[cmd], answered = v, true
@@ -112,6 +142,10 @@ func (rt *retrier) sort(p *pool, replies []Value) (to *pool) {
 		case movedTo:
 			slot, addr, _ := parseMoved(v.Str)
 			to = rt.c.moved(slot, addr)
+		default:
+			if refusalOf(v.Str) == accepted { // UNKNOWN, to a session's write
+				rt.maybe = &ReplyError{Msg: string(v.Str)}
+			}
 		}
 		rt.last = &ReplyError{Msg: string(v.Str)}
 		kept = append(kept, cmd)
@@ -219,9 +253,16 @@ func commandName(cmd []byte) string {
 // last failure or refusal before it, which says why the call was still
 // trying. It adds nothing to an err that says the outcome is unknown: an
 // earlier "not sent" beside it would make a write that may have applied
-// look as if it never was sent.
+// look as if it never was sent. For the same reason, once an attempt may
+// have taken effect, the call's error is ErrUnknownOutcome, whatever
+// became of the attempts after it (a resend that could not connect, say).
 func (rt *retrier) giveUp(err error) error {
-	if rt.last == nil || errors.Is(err, ErrUnknownOutcome) {
+	switch {
+	case errors.Is(err, ErrUnknownOutcome):
+		return err
+	case rt.maybe != nil:
+		return fmt.Errorf("%w: an earlier attempt may have taken effect (%v), and then: %v", ErrUnknownOutcome, rt.maybe, err)
+	case rt.last == nil:
 		return err
 	}
 	return fmt.Errorf("%w; before that: %w", err, rt.last)

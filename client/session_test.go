@@ -183,3 +183,74 @@ func TestSessionsUnknown(t *testing.T) {
 		t.Fatalf("server got %q, want %q", strings.Join(got, "|"), want)
 	}
 }
+
+// TestSessionResendsUnknown answers a session's first INCR with the UNKNOWN
+// error a leader gives when it loses leadership before the write commits:
+// the client sends it again with the same sequence number; without a
+// session the reply is the caller's.
+func TestSessionResendsUnknown(t *testing.T) {
+	const unknown = "UNKNOWN replica: the write may or may not have taken effect: leadership was lost"
+	var seqs []string
+	n := 0
+	srv := resptest.Start(t, func(args []string) string {
+		switch strings.ToUpper(args[0]) {
+		case "FLINT.SESSION":
+			return resptest.Int(7)
+		case "FLINT.SEQ":
+			seqs = append(seqs, args[2])
+			if len(seqs) == 1 {
+				return resptest.Err(unknown)
+			}
+			n++
+			return resptest.Int(int64(n))
+		case "INCR":
+			return resptest.Err(unknown)
+		}
+		return resptest.Err("ERR unknown command")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(srv.Addr, client.WithSessions())
+	must(t, err)
+	defer c.Close()
+	if v, err := c.Incr(ctx, "n"); err != nil || v != 1 {
+		t.Fatalf("INCR in a session = %d, %v; want 1", v, err)
+	}
+	if len(seqs) != 2 || seqs[0] != seqs[1] {
+		t.Fatalf("FLINT.SEQ numbers sent %v, want the same one twice", seqs)
+	}
+	plain, err := client.New(srv.Addr)
+	must(t, err)
+	defer plain.Close()
+	var re *client.ReplyError
+	if _, err := plain.Incr(ctx, "n"); !errors.As(err, &re) || !strings.HasPrefix(re.Msg, "UNKNOWN") {
+		t.Fatalf("INCR without a session: %v, want the UNKNOWN reply", err)
+	}
+}
+
+// TestSessionGivesUpUnknown drops the connection under a session's write
+// and then stops the server, so that every resend fails to connect until
+// the call's deadline: the call must fail with ErrUnknownOutcome, since the
+// first attempt may have taken effect, and not say the write was not sent.
+func TestSessionGivesUpUnknown(t *testing.T) {
+	var srv *resptest.Server
+	srv = resptest.Start(t, func(args []string) string {
+		switch strings.ToUpper(args[0]) {
+		case "FLINT.SESSION":
+			return resptest.Int(7)
+		case "FLINT.SEQ":
+			go srv.Stop()
+			return resptest.Drop
+		}
+		return resptest.Err("ERR unknown command")
+	})
+	c, err := client.New(srv.Addr, client.WithSessions(), client.WithDialTimeout(100*time.Millisecond))
+	must(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = c.Incr(ctx, "n")
+	if !errors.Is(err, client.ErrUnknownOutcome) || errors.Is(err, client.ErrConnect) {
+		t.Fatalf("INCR = %v; want ErrUnknownOutcome, and not ErrConnect", err)
+	}
+}

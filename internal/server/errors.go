@@ -10,8 +10,9 @@ import (
 // errorReply is the one table from the errors of the store and the backend
 // to the error replies clients see (without the leading '-'). Errors of a
 // class that did not take effect say so, and what to do, in Redis's style;
-// one whose outcome is unknown says that too, since a client that retries
-// it without a session may apply it twice.
+// one whose outcome is unknown says that too, with a code of its own
+// (UNKNOWN), since a client that retries it without a session may apply it
+// twice, and one in a session resends it (FLINT.SEQ applies it once).
 func errorReply(err error) string {
 	switch {
 	case errors.Is(err, store.ErrNotInteger):
@@ -27,7 +28,7 @@ func errorReply(err error) string {
 	case errors.Is(err, store.ErrSessionExpired):
 		return "SESSIONEXPIRED the client session expired or is unknown; open a new one with FLINT.SESSION"
 	case errors.Is(err, replica.ErrOutcomeUnknown):
-		return "ERR " + err.Error() + "; read the key back before retrying"
+		return "UNKNOWN " + err.Error() + "; read the key back before retrying, or resend it in its session"
 	default:
 		return "ERR " + err.Error()
 	}
