@@ -20,6 +20,8 @@ func checkCmd(args []string) int {
 	var cfg check.Config
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.BoolVar(&cfg.Spawn, "spawn", false, "start flint serve from this binary on a free port and a fresh data directory (needed for --nemesis)")
+	fs.IntVar(&cfg.Nodes, "nodes", 0, "with --spawn, start a replicated group of this many members (1, 3, 5, 7 or 9), their peer\ntraffic through proxies the checker controls (0: one server, not replicated)")
+	fs.BoolVar(&cfg.Sessions, "sessions", false, "the clients write in sessions, as Flint's client can: a write whose outcome they did not\nlearn is sent again, and must take effect once")
 	fs.StringVar(&cfg.Addr, "addr", "", "server to check (host:port), unless --spawn")
 	spawnArgs := fs.String("spawn-args", "", "more flags for the spawned server, space-separated")
 	fs.IntVar(&cfg.Clients, "clients", check.DefaultClients, "concurrent clients, each one operation at a time")
@@ -29,7 +31,7 @@ func checkCmd(args []string) int {
 	fs.IntVar(&cfg.Ops, "ops", 0, "operations to record in all (0: no limit)")
 	mix := fs.String("mix", check.DefaultMix, "weights of the commands: get,set,swap,cas,del,incr,mset,mget,range; or seeds ("+check.SeedsMix+")")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", check.DefaultOpTimeout, "an operation without a reply by then has an unknown outcome")
-	nemesis := fs.String("nemesis", "none", "faults to inject, comma-separated: none, kill (kill -9 and restart), pause (SIGSTOP/SIGCONT)")
+	nemesis := fs.String("nemesis", "none", "faults to inject, comma-separated: none, kill (kill -9 and restart), pause (SIGSTOP/SIGCONT);\nwith --nodes 3 or more also kill-leader, partition (halves, the leader alone, a bridge,\none-way), membership (remove a member, add a new one), wipe (a member loses its data and\nrejoins as a new member)")
 	fs.DurationVar(&cfg.NemesisInterval, "nemesis-interval", check.DefaultNemesisInterval, "average time between faults")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the workload and the nemesis (0: a random one, printed)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", check.DefaultCheckTimeout, "time limit of the linearizability search; past it the result is UNKNOWN")
@@ -41,6 +43,7 @@ func checkCmd(args []string) int {
 			"for linearizability violations and lost writes. Exit status: 0 PASS, 1 FAIL or error,\n"+
 			"2 bad usage, 3 UNKNOWN (the search ran out of time). See docs/TESTING.md.\n\n"+
 			"examples:\n  flint check --spawn --conflict --nemesis kill,pause --duration 20s --out check-out\n"+
+			"  flint check --spawn --nodes 3 --conflict --nemesis partition,kill-leader --duration 30s\n"+
 			"  flint check --addr 127.0.0.1:7379 --clients 3\n  flint check --recheck check-out/history.json --out recheck-out\n\nflags:\n")
 		fs.PrintDefaults()
 	}

@@ -78,8 +78,24 @@ func TestParseMixAndNemesis(t *testing.T) {
 	if f, err := ParseNemesis("none"); err != nil || len(f) != 0 {
 		t.Errorf("ParseNemesis(none): %v, %v", f, err)
 	}
-	if _, err := ParseNemesis("partition"); !errors.Is(err, ErrConfig) {
-		t.Errorf("ParseNemesis(partition): %v, want ErrConfig", err)
+	if _, err := ParseNemesis("split-brain"); !errors.Is(err, ErrConfig) {
+		t.Errorf("ParseNemesis(split-brain): %v, want ErrConfig", err)
+	}
+	// Faults of a group need one; a group needs an odd size and --spawn.
+	part, _ := ParseNemesis("partition,kill-leader")
+	for _, bad := range []Config{
+		{Spawn: true, Nemesis: part},
+		{Spawn: true, Nodes: 1, Nemesis: part},
+		{Spawn: true, Nodes: 4},
+		{Spawn: true, Nodes: 11},
+		{Addr: "127.0.0.1:1", Nodes: 3},
+	} {
+		if _, err := bad.withDefaults(); !errors.Is(err, ErrConfig) {
+			t.Errorf("config %+v: %v, want ErrConfig", bad, err)
+		}
+	}
+	if _, err := (Config{Spawn: true, Nodes: 3, Nemesis: part}).withDefaults(); err != nil {
+		t.Errorf("a group of 3 with partitions: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,15 @@ type Config struct {
 	// Spawn starts `Binary serve` on a fresh data directory, which the
 	// nemesis may kill, restart and pause.
 	Spawn bool
+	// Nodes, with Spawn, starts a replicated group of that many members
+	// instead of one server: each a `Binary serve` process, their peer
+	// traffic through relays of the checker's, so that the nemesis can
+	// partition them too. 0: one server, not replicated.
+	Nodes int
+	// Sessions makes the clients write in sessions (client.WithSessions),
+	// so that a write whose outcome they did not learn is sent again and
+	// must take effect once.
+	Sessions bool
 	// Binary is the flint binary to spawn (default: the running one).
 	Binary string
 	// ServeArgs are more flags for the spawned server.
@@ -79,30 +89,57 @@ const (
 // Fault is a kind of fault the nemesis injects.
 type Fault string
 
-// The faults.
+// The faults. With Nodes, each strikes one member or the group's links;
+// see nemesis for the details.
 const (
-	// FaultKill is kill -9 and a restart on the same data directory.
+	// FaultKill is kill -9 and a restart on the same data directory (a
+	// member of a group stays down a while).
 	FaultKill Fault = "kill"
 	// FaultPause is SIGSTOP, then SIGCONT after up to twice OpTimeout.
 	FaultPause Fault = "pause"
+	// FaultKillLeader is FaultKill of the group's leader.
+	FaultKillLeader Fault = "kill-leader"
+	// FaultPartition cuts the links between members: halves, the leader
+	// alone, a bridge, or one way; then heals them.
+	FaultPartition Fault = "partition"
+	// FaultMembership removes a member and adds a new one, in either
+	// order.
+	FaultMembership Fault = "membership"
+	// FaultWipe kills a member and deletes its data; it rejoins as a new
+	// member.
+	FaultWipe Fault = "wipe"
 )
+
+// faults are every fault, in the order the usage lists them.
+var faults = []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMembership, FaultWipe}
+
+// groupOnly reports whether f needs a replicated group of at least three.
+func (f Fault) groupOnly() bool { return f != FaultKill && f != FaultPause }
 
 // ParseNemesis parses a comma-separated list of faults; "none" or "" is
 // none.
 func ParseNemesis(s string) ([]Fault, error) {
 	var fs []Fault
-	for f := range strings.SplitSeq(s, ",") {
-		switch Fault(strings.TrimSpace(f)) {
-		case "", "none":
-		case FaultKill:
-			fs = append(fs, FaultKill)
-		case FaultPause:
-			fs = append(fs, FaultPause)
+	for name := range strings.SplitSeq(s, ",") {
+		f := Fault(strings.TrimSpace(name))
+		switch {
+		case f == "" || f == "none":
+		case slices.Contains(faults, f):
+			fs = append(fs, f)
 		default:
-			return nil, fmt.Errorf("%w: unknown fault %q (want none, kill, pause)", ErrConfig, f)
+			return nil, fmt.Errorf("%w: unknown fault %q (want none, %s)", ErrConfig, name, faultNames())
 		}
 	}
 	return fs, nil
+}
+
+// faultNames lists the faults, comma-separated.
+func faultNames() string {
+	names := make([]string, len(faults))
+	for i, f := range faults {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Mix gives each command a weight: the clients draw commands in proportion.
@@ -180,6 +217,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: give --addr of a server, or --spawn to start one", ErrConfig)
 	case !c.Spawn && len(c.Nemesis) > 0:
 		return c, fmt.Errorf("%w: faults are injected only into a server the checker starts: add --spawn", ErrConfig)
+	case c.Nodes < 0 || c.Nodes > 9 || c.Nodes%2 == 0 && c.Nodes != 0:
+		return c, fmt.Errorf("%w: --nodes must be 1, 3, 5, 7 or 9 (or 0 for one server, not replicated)", ErrConfig)
+	case c.Nodes > 0 && !c.Spawn:
+		return c, fmt.Errorf("%w: --nodes starts a group: add --spawn", ErrConfig)
+	case c.Nodes < 3 && slices.ContainsFunc(c.Nemesis, Fault.groupOnly):
+		return c, fmt.Errorf("%w: faults %v need a replicated group: --nodes 3 or more", ErrConfig, c.Nemesis)
 	}
 	return c, nil
 }

@@ -1,8 +1,23 @@
 // Package check finds linearizability violations and lost writes in Flint
 // from recorded histories. It owns `flint check`: a workload of concurrent
 // clients, faults injected into a server it started itself (kill -9 and
-// restart, SIGSTOP/SIGCONT), the recording of every operation, and the
-// verdict, which porcupine reaches from the history alone.
+// restart, SIGSTOP/SIGCONT) or into the members of a replicated group it
+// started (also kills of the leader, partitions, membership changes and
+// wiped disks), the recording of every operation, and the verdict, which
+// porcupine reaches from the history alone.
+//
+// # A replicated group
+//
+// With Config.Nodes the checker starts a group of that many `flint serve`
+// processes on loopback. Each member's peers reach it through a relay in
+// the checker (relay.go): the group knows the member's peer address as
+// the relay's, and the member listens behind it (serve --peer-listen). The
+// relay reads each connection's first frame, the transport's hello, to
+// learn who calls, and drops the connections of callers the nemesis cut
+// off, so partitions (both ways or one way) need no privileges and never
+// touch the host's network. The clients know every member and follow the
+// group's MOVED replies to its leader; with Config.Sessions they write in
+// client sessions, so that a write they resend must take effect once.
 //
 // # What is checked
 //
@@ -56,8 +71,13 @@
 // op has either a "reply" or an "unknown" reason, never both. Replies are
 // JSON: null for a nil reply, a string for simple and bulk strings, a number
 // for integers, an array for arrays, and {"err": "message"} for an error
-// reply. Fault kinds are "kill" (SIGKILL; end is when the restarted server
-// accepted connections again), "pause" (SIGSTOP; end is SIGCONT) and
-// "final-kill" (the kill -9 and restart between the workload and the final
+// reply. A fault's kind is its name, followed, for a group, by what it
+// struck: "kill" (SIGKILL; end is when the restarted server accepted
+// connections again; a killed member of a group stays down after the end,
+// and "restart" is when the ones still down came back at the end of the
+// workload), "kill-leader 2, 1 down", "pause" (SIGSTOP; end is SIGCONT),
+// "partition halves [2] | [3 1]" (end is when it healed), "membership:
+// removed 2, added 4", "wipe 1, rejoined as 6", and "final-kill" (the kill
+// -9 and restart of every server between the workload and the final
 // reads).
 package check

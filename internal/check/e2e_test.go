@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,46 @@ func TestInjectedBugs(t *testing.T) {
 				t.Errorf("no lost write reported")
 			}
 			t.Logf("%d parts failed, %d lost writes", countFailed(res), len(res.lost))
+		})
+	}
+}
+
+// TestReplicatedGroup runs the check against replicated groups of real
+// processes under the faults of a group, as the checks of replication
+// must: 3 members with partitions and leader kills; 5 members with two
+// members down at once, one of them the leader; and 3 members under every
+// fault, the clients writing in sessions. Each must pass, with no
+// acknowledged write lost.
+func TestReplicatedGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs groups of flint serve for seconds")
+	}
+	bin := proctest.Build(t)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want []string // substrings that fault kinds must show, each in one
+	}{
+		{"3-partition-kill-leader", Config{Nodes: 3, Conflict: true, Duration: 8 * time.Second,
+			Nemesis: []Fault{FaultPartition, FaultKillLeader}, NemesisInterval: time.Second}, []string{"partition", "kill-leader"}},
+		{"5-two-down", Config{Nodes: 5, Conflict: true, Duration: 6 * time.Second,
+			Nemesis: []Fault{FaultKillLeader, FaultKill}, NemesisInterval: 700 * time.Millisecond}, []string{"kill-leader", ", 2 down"}},
+		{"3-every-fault-sessions", Config{Nodes: 3, Conflict: true, Sessions: true, Duration: 10 * time.Second,
+			Nemesis: faults, NemesisInterval: time.Second}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.OpTimeout = 500 * time.Millisecond
+			res := runCheck(t, bin, "", tc.cfg)
+			if res.Verdict != Pass || res.Err != nil || len(res.lost) > 0 {
+				t.Fatalf("%s (%v), %d lost writes; want PASS", res.Verdict, res.Err, len(res.lost))
+			}
+			kinds := faultKinds(res.history)
+			for _, w := range tc.want {
+				if !slices.ContainsFunc(kinds, func(k string) bool { return strings.Contains(k, w) }) {
+					t.Errorf("no fault %q among %q", w, kinds)
+				}
+			}
+			t.Logf("faults: %q", kinds)
 		})
 	}
 }

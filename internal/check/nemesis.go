@@ -5,21 +5,24 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
-// nemesis injects faults into a server the checker started, on a schedule
-// drawn from the seed: after a random wait of 0.5 to 1.5 intervals, one of
-// its faults, chosen at random, and again until the workload ends.
+// nemesis injects faults into the servers the checker started, on a
+// schedule drawn from the seed: after a random wait of 0.5 to 1.5
+// intervals, one of its faults, chosen at random, and again until the
+// workload ends. Config's Fault constants say what each fault does.
 //
-//   - kill: SIGKILL, then a restart on the same data directory after up to
-//     100 ms. The calls in flight when it strikes have unknown outcomes;
-//     calls made while the server is down are not sent at all.
-//   - pause: SIGSTOP, then SIGCONT after 0.1 to 2 operation timeouts, so that
-//     some calls merely wait and others time out with unknown outcomes (the
-//     server may still apply them when it continues).
+// Faults that take members down (kill, kill-leader) leave at most a
+// minority of a group down at once, so that the group can go on; the
+// others (partitions, pauses) may leave it without a majority for a
+// while, and it must then wait, not err.
 type nemesis struct {
-	srv      *server
+	cl       *cluster
 	faults   []Fault
 	interval time.Duration
 	pauseMax time.Duration // pauses last from pauseMax/20 to pauseMax
@@ -29,17 +32,22 @@ type nemesis struct {
 }
 
 // run injects faults until ctx ends. It returns with no fault under way:
-// the server is running and not paused. An error means the server did not
-// come back after a kill, or exited on its own.
+// every member is running, not paused, and not cut off. An error means a
+// member did not come back after a kill, exited on its own, or a
+// membership change failed.
 func (n *nemesis) run(ctx context.Context) error {
 	for {
 		wait := n.interval/2 + time.Duration(n.rng.Int64N(int64(n.interval)))
 		select {
 		case <-ctx.Done():
-			return n.srv.exited()
-		case <-n.srv.proc.exited:
-			return n.srv.exited()
+			return n.settle()
 		case <-time.After(wait):
+		}
+		if err := n.cl.restartDue(false); err != nil {
+			return err
+		}
+		if err := n.cl.exited(); err != nil {
+			return err
 		}
 		if err := n.inject(n.faults[n.rng.IntN(len(n.faults))]); err != nil {
 			return err
@@ -47,52 +55,244 @@ func (n *nemesis) run(ctx context.Context) error {
 	}
 }
 
-// inject injects fault f and waits until it is over, and records it.
-func (n *nemesis) inject(f Fault) error {
-	if err := n.srv.exited(); err != nil {
+// settle ends the faults still under way: it restarts the members that
+// are down.
+func (n *nemesis) settle() error {
+	start := n.rec.now()
+	down := len(n.cl.members) - len(n.cl.running())
+	if err := n.cl.restartDue(true); err != nil {
 		return err
 	}
+	if down > 0 {
+		n.record("restart", start)
+	}
+	return n.cl.exited()
+}
+
+// inject injects fault f, waits until it is over (a killed member of a
+// group stays down past that, until restartDue), and records it.
+func (n *nemesis) inject(f Fault) error {
 	start := n.rec.now()
+	kind := string(f)
+	var err error
 	switch f {
 	case FaultKill:
-		if err := n.srv.kill(); err != nil {
-			return err
-		}
-		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
-		if err := n.srv.start(); err != nil {
-			return fmt.Errorf("restart after kill -9: %w", err)
+		kind, err = n.kill(kind, n.pick(n.cl.running()))
+	case FaultKillLeader:
+		var lead *member
+		if lead, err = n.cl.leader(5 * time.Second); err == nil {
+			kind, err = n.kill(kind, lead)
 		}
 	case FaultPause:
-		if err := n.srv.pause(); err != nil {
-			return err
-		}
-		time.Sleep(n.pauseMax/20 + time.Duration(n.rng.Int64N(int64(n.pauseMax*19/20))))
-		if err := n.srv.resume(); err != nil {
-			return err
-		}
+		err = n.pause(n.pick(n.cl.running()))
+	case FaultPartition:
+		kind, err = n.partition()
+	case FaultMembership:
+		kind, err = n.membership()
+	case FaultWipe:
+		kind, err = n.wipe()
 	}
-	n.record(string(f), start)
+	if err != nil {
+		return fmt.Errorf("nemesis %s: %w", kind, err)
+	}
+	if kind != "" {
+		n.record(kind, start)
+	}
 	return nil
 }
 
-// finalKill kills the server with SIGKILL once the workload is over and
-// restarts it, so that the final reads show what survives a crash at a
-// quiet moment, when every write the server holds was acknowledged.
-func (n *nemesis) finalKill() error {
-	start := n.rec.now()
-	if err := n.srv.kill(); err != nil {
+// pick returns one of ms at random, or nil if there is none.
+func (n *nemesis) pick(ms []*member) *member {
+	if len(ms) == 0 {
+		return nil
+	}
+	return ms[n.rng.IntN(len(ms))]
+}
+
+// kill kills m with SIGKILL. A single server restarts after up to 100 ms;
+// a member of a group stays down for 0.5 to 1.5 intervals (restartDue),
+// unless that would leave a majority down: then it restarts at once. It
+// returns the fault's description: kind, and for a group, the member and
+// how many are down with it.
+func (n *nemesis) kill(kind string, m *member) (string, error) {
+	if m == nil {
+		return kind, nil
+	}
+	if err := m.srv.kill(); err != nil {
+		return kind, err
+	}
+	if !n.cl.replicated() {
+		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
+		return kind, m.srv.start()
+	}
+	down := len(n.cl.members) - len(n.cl.running()) + 1
+	if 2*down > len(n.cl.members) {
+		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
+		return fmt.Sprintf("%s %d, restarted at once", kind, m.id), m.srv.start()
+	}
+	m.down = time.Now().Add(n.interval/2 + time.Duration(n.rng.Int64N(int64(n.interval))))
+	return fmt.Sprintf("%s %d, %d down", kind, m.id, down), nil
+}
+
+// pause stops m with SIGSTOP and continues it with SIGCONT after
+// pauseMax/20 to pauseMax.
+func (n *nemesis) pause(m *member) error {
+	if m == nil {
+		return nil
+	}
+	if err := m.srv.pause(); err != nil {
 		return err
 	}
-	if err := n.srv.start(); err != nil {
-		return fmt.Errorf("restart after the final kill -9: %w", err)
+	time.Sleep(n.pauseMax/20 + time.Duration(n.rng.Int64N(int64(n.pauseMax*19/20))))
+	return m.srv.resume()
+}
+
+// finalKill kills every member with SIGKILL once the workload is over and
+// restarts them, so that the final reads show what survives a crash at a
+// quiet moment, when every write the servers hold was acknowledged.
+func (n *nemesis) finalKill() error {
+	start := n.rec.now()
+	for _, m := range n.cl.members {
+		if err := m.srv.kill(); err != nil {
+			return err
+		}
+	}
+	for _, m := range n.cl.members {
+		if err := m.srv.start(); err != nil {
+			return fmt.Errorf("member %d: restart after the final kill -9: %w", m.id, err)
+		}
 	}
 	n.record("final-kill", start)
 	return nil
 }
 
+// partition cuts the group's peer traffic in one of these shapes, for 0.5
+// to 1.5 intervals, then heals it:
+//
+//   - halves: a random minority and the majority cannot reach each other;
+//   - isolate-leader: the leader and the others cannot reach each other;
+//   - bridge: two halves cannot reach each other, but one member reaches
+//     both (and is the only way a leader can keep a majority);
+//   - one-way: one member (the leader half the time) hears no one, or no
+//     one hears it, while the other direction works.
+//
+// It returns the shape and its sides, for the log.
+func (n *nemesis) partition() (string, error) {
+	ids := make([]uint64, 0, len(n.cl.members))
+	for _, m := range n.cl.members {
+		ids = append(ids, m.id)
+	}
+	n.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	if n.rng.IntN(2) == 0 { // the leader first, for the shapes that single one out
+		if lead, err := n.cl.leader(2 * time.Second); err == nil {
+			i := slices.Index(ids, lead.id)
+			ids[0], ids[i] = ids[i], ids[0]
+		}
+	}
+	cut := map[[2]uint64]bool{}
+	sever := func(a, b []uint64, both bool) {
+		for _, x := range a {
+			for _, y := range b {
+				cut[[2]uint64{x, y}] = true
+				if both {
+					cut[[2]uint64{y, x}] = true
+				}
+			}
+		}
+	}
+	var shape string
+	switch n.rng.IntN(4) {
+	case 0:
+		k := 1 + n.rng.IntN((len(ids)-1)/2)
+		sever(ids[:k], ids[k:], true)
+		shape = fmt.Sprintf("halves %v | %v", ids[:k], ids[k:])
+	case 1:
+		lead, err := n.cl.leader(5 * time.Second)
+		if err != nil {
+			return "partition", err
+		}
+		i := slices.Index(ids, lead.id)
+		rest := slices.Delete(slices.Clone(ids), i, i+1)
+		sever([]uint64{lead.id}, rest, true)
+		shape = fmt.Sprintf("isolate-leader %d | %v", lead.id, rest)
+	case 2:
+		rest := ids[1:]
+		a, b := rest[:len(rest)/2], rest[len(rest)/2:]
+		sever(a, b, true)
+		shape = fmt.Sprintf("bridge %v | %d | %v", a, ids[0], b)
+	default:
+		if n.rng.IntN(2) == 0 {
+			sever(ids[1:], ids[:1], false)
+			shape = fmt.Sprintf("one-way: %d hears no one", ids[0])
+		} else {
+			sever(ids[:1], ids[1:], false)
+			shape = fmt.Sprintf("one-way: no one hears %d", ids[0])
+		}
+	}
+	n.cl.partition(cut)
+	time.Sleep(n.interval/2 + time.Duration(n.rng.Int64N(int64(n.interval))))
+	n.cl.partition(nil)
+	return "partition " + shape, nil
+}
+
+// membership changes the group's members online, one of two ways: it
+// removes a member and adds a new one (a member, once removed, never comes
+// back under its id), or adds a new one and then removes an old one. The
+// member removed may be the leader. Members that are down are restarted
+// first, so that the change has a majority.
+func (n *nemesis) membership() (string, error) {
+	if err := n.cl.restartDue(true); err != nil {
+		return "membership", err
+	}
+	old := n.pick(n.cl.members)
+	if n.rng.IntN(2) == 0 {
+		if err := n.cl.remove(old); err != nil {
+			return "membership", err
+		}
+		m, err := n.cl.join()
+		if err != nil {
+			return "membership", err
+		}
+		return fmt.Sprintf("membership: removed %d, added %d", old.id, m.id), nil
+	}
+	m, err := n.cl.join()
+	if err != nil {
+		return "membership", err
+	}
+	if err := n.cl.remove(old); err != nil {
+		return "membership", err
+	}
+	return fmt.Sprintf("membership: added %d, removed %d", m.id, old.id), nil
+}
+
+// wipe makes a member lose its disk: it is killed, its data directory
+// deleted, and, since a member id is never reused, the member is removed
+// and comes back as a new member that catches up from the others.
+func (n *nemesis) wipe() (string, error) {
+	if err := n.cl.restartDue(true); err != nil {
+		return "wipe", err
+	}
+	old := n.pick(n.cl.members)
+	if err := old.srv.kill(); err != nil {
+		return "wipe", err
+	}
+	old.down = time.Now().Add(time.Hour) // removed before it is due
+	if err := os.RemoveAll(filepath.Join(filepath.Dir(old.srv.log), "data")); err != nil {
+		return "wipe", err
+	}
+	if err := n.cl.remove(old); err != nil {
+		return "wipe", err
+	}
+	m, err := n.cl.join()
+	if err != nil {
+		return "wipe", err
+	}
+	return fmt.Sprintf("wipe %d, rejoined as %d", old.id, m.id), nil
+}
+
 func (n *nemesis) record(kind string, start int64) {
 	end := n.rec.now()
 	n.rec.addFault(faultSpan{Kind: kind, Start: start, End: end})
-	fmt.Fprintf(n.log, "nemesis: %s at %v, over after %v\n", kind,
+	fmt.Fprintf(n.log, "nemesis: %s at %v, over after %v\n", strings.TrimSpace(kind),
 		time.Duration(start).Round(time.Millisecond), time.Duration(end-start).Round(time.Millisecond))
 }

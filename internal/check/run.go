@@ -34,7 +34,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
-	r := &run{cfg: cfg, rec: newRecorder(), addr: cfg.Addr}
+	r := &run{cfg: cfg, rec: newRecorder(), addrs: []string{cfg.Addr}}
 	if err := r.setUp(); err != nil {
 		return nil, err
 	}
@@ -88,9 +88,9 @@ type run struct {
 	cfg     Config
 	rec     *recorder
 	layout  layout
-	addr    string
-	srv     *server // nil unless cfg.Spawn
-	dir     string  // the spawned server's directory: data and log
+	addrs   []string // the servers' client addresses
+	cl      *cluster // nil unless cfg.Spawn
+	dir     string   // the spawned servers' directory: data and logs
 	notSent atomic.Int64
 	passed  bool // whether the check passed, so the data directory can go
 }
@@ -124,24 +124,27 @@ func (r *run) setUp() error {
 			return fmt.Errorf("%w: finding this binary to spawn: %w", ErrServer, err)
 		}
 	}
-	r.srv, err = spawnServer(bin, r.dir, r.cfg.ServeArgs, r.cfg.ServerEnv)
+	r.cl, err = startCluster(r.cfg, bin, r.dir)
 	if err != nil {
 		r.cleanUp()
 		return err
 	}
-	r.addr = r.srv.addr
+	r.addrs = r.cl.addrs()
 	return nil
 }
 
-// cleanUp removes the server's directory unless it is in cfg.Out; there it
-// keeps the log, and the data too unless the check passed.
+// cleanUp removes the servers' directory unless it is in cfg.Out; there it
+// keeps the logs, and the data too unless the check passed.
 func (r *run) cleanUp() {
 	switch {
 	case r.dir == "":
 	case r.cfg.Out == "":
 		os.RemoveAll(r.dir)
 	case r.passed:
-		os.RemoveAll(filepath.Join(r.dir, "data"))
+		datas, _ := filepath.Glob(filepath.Join(r.dir, "*", "data"))
+		for _, d := range append(datas, filepath.Join(r.dir, "data")) {
+			os.RemoveAll(d)
+		}
 	}
 }
 
@@ -151,12 +154,12 @@ func (r *run) describe() string {
 	if c.Conflict {
 		keys = fmt.Sprintf("%d keys shared", c.Keys)
 	}
-	target := "server " + r.addr
+	target := "server " + r.addrs[0]
 	switch {
 	case c.Spawn && c.Out != "":
-		target = fmt.Sprintf("spawned server %s, log in %s", r.addr, filepath.Join(r.dir, "serve.log"))
+		target = fmt.Sprintf("%s, logs in %s", r.cl.describe(), r.dir)
 	case c.Spawn:
-		target = "spawned server " + r.addr
+		target = r.cl.describe()
 	}
 	nemesis := "none"
 	if len(c.Nemesis) > 0 {
@@ -166,25 +169,28 @@ func (r *run) describe() string {
 }
 
 // execute runs the workload and the nemesis, then the final crash (if the
-// nemesis kills) and the final reads, and stops the server.
+// nemesis kills) and the final reads, and stops the servers.
 func (r *run) execute(ctx context.Context) error {
 	var nem *nemesis
-	if r.srv != nil {
-		nem = &nemesis{srv: r.srv, faults: r.cfg.Nemesis, interval: r.cfg.NemesisInterval,
+	if r.cl != nil {
+		nem = &nemesis{cl: r.cl, faults: r.cfg.Nemesis, interval: r.cfg.NemesisInterval,
 			pauseMax: 2 * r.cfg.OpTimeout, rng: rand.New(rand.NewPCG(r.cfg.Seed, 1<<32)), rec: r.rec, log: r.cfg.Log}
 	}
 	err := r.workload(ctx, nem)
-	if err == nil && slices.Contains(r.cfg.Nemesis, FaultKill) {
+	if err == nil && slices.ContainsFunc(r.cfg.Nemesis, killing) {
 		err = nem.finalKill()
 	}
 	if err == nil {
 		err = r.finalReads()
 	}
-	if r.srv != nil {
-		err = errors.Join(err, r.srv.stop())
+	if r.cl != nil {
+		err = errors.Join(err, r.cl.stop())
 	}
 	return err
 }
+
+// killing reports whether f kills servers.
+func killing(f Fault) bool { return f == FaultKill || f == FaultKillLeader || f == FaultWipe }
 
 // workload runs the clients, and the nemesis if there is one, until the
 // duration is over or the operations are done.
@@ -198,7 +204,7 @@ func (r *run) workload(ctx context.Context, nem *nemesis) error {
 	defer stop()
 	sessions := make([]*session, r.cfg.Clients)
 	for c := range sessions {
-		s, err := newSession(r.addr, r.cfg.OpTimeout)
+		s, err := r.newSession()
 		if err != nil {
 			return fmt.Errorf("check: client %d: %w", c, err)
 		}
@@ -224,8 +230,8 @@ func (r *run) workload(ctx context.Context, nem *nemesis) error {
 	wg.Wait()
 	stop() // the operations may be done before the duration is over
 	err := <-nemErr
-	if err == nil && r.srv != nil {
-		err = r.srv.exited()
+	if err == nil && r.cl != nil {
+		err = r.cl.exited()
 	}
 	return err
 }
@@ -262,7 +268,7 @@ func (r *run) client(ctx context.Context, id int, s *session, gen *generator, bu
 // retrying each until it gets a reply (the server may have just
 // restarted).
 func (r *run) finalReads() error {
-	s, err := newSession(r.addr, r.cfg.OpTimeout)
+	s, err := r.newSession()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFinalRead, err)
 	}
@@ -284,4 +290,13 @@ func (r *run) finalReads() error {
 		}
 	}
 	return nil
+}
+
+// newSession returns a client of the servers, as the configuration asks.
+func (r *run) newSession() (*session, error) {
+	addrs := r.addrs
+	if r.cl != nil {
+		addrs = r.cl.addrs() // members change
+	}
+	return newSession(addrs, r.cfg.OpTimeout, r.cfg.Sessions)
 }

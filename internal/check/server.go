@@ -48,20 +48,35 @@ const (
 // connections. extra are more flags for serve; env is added to this
 // process's environment for it.
 func spawnServer(bin, dir string, extra, env []string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
-		return nil, fmt.Errorf("%w: finding a free port: %w", ErrServer, err)
+		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{
+	s := newServer(bin, dir, addr, extra, env)
+	return s, s.start()
+}
+
+// newServer returns the server `bin serve` listening on addr, with its
+// data in dir/data and its log in dir/serve.log, not yet started.
+func newServer(bin, dir, addr string, extra, env []string) *server {
+	return &server{
 		bin:  bin,
 		args: append([]string{"serve", "--addr", addr, "--dir", filepath.Join(dir, "data")}, extra...),
 		env:  append(os.Environ(), env...),
 		addr: addr,
 		log:  filepath.Join(dir, "serve.log"),
 	}
-	return s, s.start()
+}
+
+// freeAddr returns an address of 127.0.0.1 with a port that was free a
+// moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("%w: finding a free port: %w", ErrServer, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // start runs the server and waits until it accepts connections.

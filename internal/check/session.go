@@ -31,8 +31,15 @@ type session struct {
 	timeout time.Duration
 }
 
-func newSession(addr string, timeout time.Duration) (*session, error) {
-	c, err := client.New(addr, client.WithPoolSize(1), client.WithDialTimeout(timeout))
+// newSession connects to the first of addrs; the others are seeds: the
+// client turns to them when it fails, and follows MOVED between them. With
+// sessions, it writes in a session.
+func newSession(addrs []string, timeout time.Duration, sessions bool) (*session, error) {
+	opts := []client.Option{client.WithPoolSize(1), client.WithDialTimeout(timeout), client.WithSeeds(addrs[1:]...)}
+	if sessions {
+		opts = append(opts, client.WithSessions())
+	}
+	c, err := client.New(addrs[0], opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +62,7 @@ func (s *session) do(ctx context.Context, cmd []string) (reply, outcome, error) 
 		return fromValue(v), replied, nil
 	case errors.As(err, &re):
 		return errReply(re.Msg), replied, nil
-	case errors.Is(err, client.ErrConnect):
+	case errors.Is(err, client.ErrConnect) && !errors.Is(err, client.ErrUnknownOutcome):
 		return reply{}, notSent, err
 	}
 	// ErrUnknownOutcome, a deadline, or anything else: the command may
