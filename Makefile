@@ -11,7 +11,7 @@ FUZZ      := ./internal/protocol:FuzzParser ./internal/protocol:FuzzReader ./int
              ./internal/server:FuzzPrefetchAhead ./internal/transport:FuzzFrame \
              ./internal/transport:FuzzHandshake
 
-.PHONY: build run cluster test lint unit fuzz bench clean
+.PHONY: build run cluster clients test lint unit fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/flint
@@ -23,6 +23,12 @@ run: build
 # stops it, and running it again restarts the same group from ./cluster.
 cluster: build
 	./$(BIN) cluster up --nodes 3 --dir ./cluster
+
+# The Redis clients that cmd/flint's tests drive besides go-redis: redis-cli
+# (with apt-get) and redis-py (in bin/pyclients). Without them those tests
+# skip, but not in CI, which installs them first.
+clients:
+	scripts/install_clients.sh
 
 test: lint unit fuzz
 

@@ -20,26 +20,27 @@ import (
 )
 
 // group is a replicated group of `flint serve` processes on loopback.
+// Member i has id i+1; the first are the initial members, the others
+// joined (see join).
 type group struct {
 	t       *testing.T
 	members string   // the --initial-members list
+	initial int      // how many members it lists
 	addrs   []string // client addresses, by member index
+	peers   []string // peer addresses, by member index
 	dirs    []string
 	cmds    []*exec.Cmd
 	logs    []*proctest.Buffer
 }
 
 func startGroup(t *testing.T, n int) *group {
-	g := &group{t: t}
+	g := &group{t: t, initial: n}
 	var list []string
 	for i := range n {
-		addr, peer := proctest.FreeAddr(t), proctest.FreeAddr(t)
-		g.addrs = append(g.addrs, addr)
-		g.dirs = append(g.dirs, filepath.Join(t.TempDir(), fmt.Sprint("m", i+1)))
-		list = append(list, fmt.Sprintf("%d=%s@%s", i+1, addr, peer))
+		g.add()
+		list = append(list, fmt.Sprintf("%d=%s@%s", i+1, g.addrs[i], g.peers[i]))
 	}
 	g.members = strings.Join(list, ",")
-	g.cmds, g.logs = make([]*exec.Cmd, n), make([]*proctest.Buffer, n)
 	for i := range n {
 		g.start(i)
 	}
@@ -57,11 +58,37 @@ func startGroup(t *testing.T, n int) *group {
 	return g
 }
 
+// add gives the group one more member's addresses and data directory,
+// and returns its index; it is not started.
+func (g *group) add() int {
+	i := len(g.addrs)
+	g.addrs = append(g.addrs, proctest.FreeAddr(g.t))
+	g.peers = append(g.peers, proctest.FreeAddr(g.t))
+	g.dirs = append(g.dirs, filepath.Join(g.t.TempDir(), fmt.Sprint("m", i+1)))
+	g.cmds, g.logs = append(g.cmds, nil), append(g.logs, nil)
+	return i
+}
+
+// join starts a new member with --join and returns its index. It is not
+// in the group until the leader adds it (FLINT.MEMBER ADD id g.joinAddr(i)).
+func (g *group) join() int {
+	i := g.add()
+	g.start(i)
+	return i
+}
+
+// joinAddr is member i's client@peer address, as FLINT.MEMBER ADD takes it.
+func (g *group) joinAddr(i int) string { return g.addrs[i] + "@" + g.peers[i] }
+
 // start starts member i on its data directory.
 func (g *group) start(i int) {
 	g.logs[i] = &proctest.Buffer{}
-	c := exec.Command(flintBin, "serve", "--id", fmt.Sprint(i+1), "--initial-members", g.members,
-		"--cluster-secret", "test-secret", "--dir", g.dirs[i], "--raft-tick", "20ms", "--huge-pages=false")
+	args := []string{"serve", "--id", fmt.Sprint(i + 1), "--initial-members", g.members,
+		"--cluster-secret", "test-secret", "--dir", g.dirs[i], "--raft-tick", "20ms", "--huge-pages=false"}
+	if i >= g.initial {
+		args = append(args, "--join", g.joinAddr(i))
+	}
+	c := exec.Command(flintBin, args...)
 	c.Stderr = g.logs[i]
 	if err := c.Start(); err != nil {
 		g.t.Fatal(err)
@@ -76,6 +103,32 @@ func (g *group) start(i int) {
 			g.t.Fatalf("member %d does not listen on %s after 20 s", i+1, g.addrs[i])
 		}
 	}
+}
+
+// awaitRemoved waits until member i, removed from the group, exits as a
+// removed member does.
+func (g *group) awaitRemoved(i int) {
+	exited := make(chan error, 1)
+	go func() { exited <- g.cmds[i].Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(g.logs[i].String(), "removed from its group") {
+			g.t.Fatalf("removed member %d exited with %v; logs:\n%s", i+1, err, g.logs[i])
+		}
+	case <-time.After(20 * time.Second):
+		g.t.Fatalf("removed member %d did not exit within 20 s", i+1)
+	}
+}
+
+// live returns the client addresses of the members whose process runs.
+func (g *group) live() []string {
+	var addrs []string
+	for i, c := range g.cmds {
+		if c != nil && c.ProcessState == nil {
+			addrs = append(addrs, g.addrs[i])
+		}
+	}
+	return addrs
 }
 
 // kill kills member i with SIGKILL.
@@ -140,13 +193,7 @@ func TestReplicatedGroup(t *testing.T) {
 	g := startGroup(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	// go-redis gives each node's client ClusterOptions.MaxRetries too, and
-	// retries a dead node's dial DialerRetries times per try: a dead leader
-	// then holds a command for MaxRetries x DialerRetries dials before the
-	// cluster client looks elsewhere. MaxRedirects bounds the cluster's own
-	// tries, which reload the slots.
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: g.addrs, MaxRedirects: 50, MaxRetries: 1, DialerRetries: 1,
-		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	cc := clusterClient(g.addrs)
 	defer cc.Close()
 	set := func(from, to int) {
 		for i := from; i < to; i++ {
@@ -162,7 +209,6 @@ func TestReplicatedGroup(t *testing.T) {
 	g.kill(old)
 	t.Logf("%v: member %d leads now", time.Since(start), g.leader(ctx)+1)
 
-	cc.ReloadState(ctx)
 	set(50, 100)
 	t.Logf("%v: 50 more writes; restarting member %d", time.Since(start), old+1)
 	g.start(old)
@@ -256,8 +302,7 @@ func TestClusterUp(t *testing.T) {
 	if len(addrs) != 3 {
 		t.Fatalf("flint cluster up printed %v, want 3 addresses", addrs)
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 50, MaxRetries: 1, DialerRetries: 1,
-		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	cc := clusterClient(addrs)
 	defer cc.Close()
 	if err := cc.Set(ctx, "greeting", "hello", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -289,34 +334,11 @@ func TestMembershipOnline(t *testing.T) {
 	if err := lc.Set(ctx, "before", "1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	addr, peer := proctest.FreeAddr(t), proctest.FreeAddr(t)
-	logs := &proctest.Buffer{}
-	joiner := exec.Command(flintBin, "serve", "--id", "4", "--initial-members", g.members, "--join", addr+"@"+peer,
-		"--cluster-secret", "test-secret", "--dir", filepath.Join(t.TempDir(), "m4"), "--raft-tick", "20ms", "--huge-pages=false")
-	joiner.Stderr = logs
-	if err := joiner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			conn.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member 4 does not listen on %s after 20 s", addr)
-		}
-	}
-	defer func() {
-		joiner.Process.Kill()
-		joiner.Wait()
-		if t.Failed() {
-			t.Logf("member 4's logs:\n%s", logs)
-		}
-	}()
-	if err := lc.Do(ctx, "flint.member", "add", 4, addr+"@"+peer).Err(); err != nil {
+	m4 := g.join()
+	if err := lc.Do(ctx, "flint.member", "add", m4+1, g.joinAddr(m4)).Err(); err != nil {
 		t.Fatalf("FLINT.MEMBER ADD: %v", err)
 	}
-	c4 := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
+	c4 := redis.NewClient(&redis.Options{Addr: g.addrs[m4], MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
 		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
 	defer c4.Close()
 	if v, err := c4.Get(ctx, "before").Result(); err != nil || v != "1" {
@@ -326,16 +348,7 @@ func TestMembershipOnline(t *testing.T) {
 	if err := lc.Do(ctx, "flint.member", "remove", gone+1).Err(); err != nil {
 		t.Fatalf("FLINT.MEMBER REMOVE: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- g.cmds[gone].Wait() }()
-	select {
-	case err := <-exited:
-		if err == nil || !strings.Contains(g.logs[gone].String(), "removed from its group") {
-			t.Fatalf("the removed member exited with %v; logs:\n%s", err, g.logs[gone])
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the removed member did not exit")
-	}
+	g.awaitRemoved(gone)
 	if err := lc.Set(ctx, "after", "2", 0).Err(); err != nil {
 		t.Fatalf("a write after the removal: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/seedtest"
+	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/transport/transporttest"
 	"github.com/flintkv/flint/internal/vfs"
 )
@@ -350,13 +351,23 @@ func TestClusterMembership(t *testing.T) {
 	}
 
 	// The leader removes itself: the call succeeds, the leader stops, and
-	// the two left elect another.
+	// the two left elect another. Until it is closed, the former leader
+	// refuses writes and reads as a member that does not lead: it proposes
+	// nothing.
 	lead := c.leader()
 	if err := c.rs[lead].Remove(ctx, uint64(lead+1)); err != nil {
 		t.Fatalf("the leader removing itself: %v", err)
 	}
 	if !errors.Is(c.rs[lead].Err(), ErrRemoved) {
 		t.Fatalf("the removed leader: %v, want ErrRemoved", c.rs[lead].Err())
+	}
+	var b store.Batch
+	b.Add(store.OpSet, 0, []byte("k"), []byte("v"))
+	if err := c.rs[lead].Apply(ctx, b.Bytes(), func(int, store.Result) {}); !errors.Is(err, ErrNotLeader) || !errors.Is(err, ErrRemoved) {
+		t.Fatalf("a write at the removed leader: %v, want ErrNotLeader and ErrRemoved", err)
+	}
+	if err := c.rs[lead].ReadBarrier(ctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a read at the removed leader: %v, want ErrNotLeader", err)
 	}
 	c.stop(lead)
 	c.set("after-leader-removed", "3")

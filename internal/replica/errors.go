@@ -60,7 +60,20 @@ var (
 var (
 	errStopped        = fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrStopped)
 	errLeadershipLost = fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrLeadershipLost)
+	// errRemoved refuses a request at a member removed from its group,
+	// before it is proposed: the member no longer leads, nor ever will.
+	errRemoved = fmt.Errorf("%w: %w", ErrNotLeader, ErrRemoved)
 )
+
+// refusal is the error of a request that the replica, stopped with err,
+// refuses before proposing it: ErrNotLeader at a removed member, so that
+// its clients go to the group's leader, else errStopped.
+func refusal(err error) error {
+	if errors.Is(err, ErrRemoved) {
+		return errRemoved
+	}
+	return errStopped
+}
 
 // gaveUp is the error of a caller whose context ended: class says whether
 // its request was proposed (ErrOutcomeUnknown) or not (ErrNoLeader).

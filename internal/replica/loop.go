@@ -2,6 +2,7 @@ package replica
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -389,7 +390,15 @@ func (l *loop) step(msgs []raftpb.Message) {
 			l.queue(m)
 			continue
 		}
-		if err := l.rn.Step(m); err != nil {
+		err := l.rn.Step(m)
+		if errors.Is(err, raft.ErrStepPeerNotFound) {
+			// A storage thread's answer that comes after a configuration
+			// that removed this member: raft takes the member's own
+			// acknowledgement for a stranger's. Dropped, as etcd-raft's
+			// node drops responses from members it does not know.
+			continue
+		}
+		if err != nil {
 			l.r.fail(errorf("raft refused a local message: %w", err))
 			return
 		}

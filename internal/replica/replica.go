@@ -295,10 +295,11 @@ func (r *Replica) Store() *store.Store { return r.st.Load() }
 // once. Every other error matches one of the classes in errors.go. If ctx
 // ends first, Apply returns at once (the apply thread then calls done no
 // more), with ctx's error, wrapped with ErrOutcomeUnknown if the batch was
-// proposed. See server.Backend.
+// proposed. At a member removed from its group it fails with ErrNotLeader
+// (wrapping ErrRemoved): nothing is proposed there. See server.Backend.
 func (r *Replica) Apply(ctx context.Context, batch []byte, done func(i int, res store.Result)) error {
 	if err := r.Err(); err != nil {
-		return errStopped
+		return refusal(err)
 	}
 	if r.noSpace.Load() {
 		return ErrNoSpace
@@ -384,9 +385,12 @@ func (r *Replica) stoppedWith(done <-chan struct{}, err *error) error {
 // ReadBarrier returns once the store reflects every write committed before
 // the call: the group's commit index then, which this member learns from
 // the leader (raft's read index), is applied. With no leader it waits for
-// one until ctx ends; its errors are ErrNoLeader, with ctx's, or
-// errStopped.
+// one until ctx ends; its errors are ErrNoLeader, with ctx's, errStopped,
+// or ErrNotLeader at a member removed from its group.
 func (r *Replica) ReadBarrier(ctx context.Context) error {
+	if err := r.Err(); err != nil {
+		return refusal(err)
+	}
 	w := &readWait{done: make(chan struct{})}
 	select {
 	case r.readc <- w:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/replica"
 	"github.com/flintkv/flint/internal/slot"
 )
 
@@ -74,8 +76,43 @@ func (c *conn) redirect(cmd *command, args [][]byte) bool {
 	if !ok {
 		return false
 	}
-	c.err(fmt.Sprintf("MOVED %d %s", slot.Of(args[cmd.first]), addr))
+	c.err(moved(slot.Of(args[cmd.first]), addr))
 	return true
+}
+
+// moved is Redis Cluster's redirection of a command on a key of slot s to
+// the member at addr.
+func moved(s int, addr string) string { return fmt.Sprintf("MOVED %d %s", s, addr) }
+
+// noteSlot records, in a group, the slot of a write added to the batch
+// (of its first key; -1 for a write without keys), for refusedReply.
+func (c *conn) noteSlot(args [][]byte) {
+	if c.srv.cluster == nil {
+		return
+	}
+	s := int32(-1)
+	if len(args) > 0 {
+		s = int32(slot.Of(args[0]))
+	}
+	c.slots = append(c.slots, s)
+}
+
+// refusedReply is the reply to write i of the batch, which the backend
+// refused with err (msg is errorReply's). A write can pass redirect and
+// still reach a member that does not lead: one that led, or knew no
+// leader, when the write came, or one removed from the group. A Redis
+// Cluster node never answers it READONLY (redis-py's RedisCluster does
+// not retry that) but MOVED to the leader, as redirect would have; or,
+// with no leader known, CLUSTERDOWN, which cluster clients retry. A write
+// without keys keeps READONLY, as a Redis replica answers it.
+func (c *conn) refusedReply(err error, i int, msg string) string {
+	if c.srv.cluster == nil || !errors.Is(err, replica.ErrNotLeader) || c.slots[i] < 0 {
+		return msg
+	}
+	if addr, ok := c.srv.cluster.Redirect(); ok {
+		return moved(int(c.slots[i]), addr)
+	}
+	return errorReply(replica.ErrNoLeader)
 }
 
 // clusterCmd runs CLUSTER's subcommands.
@@ -111,10 +148,12 @@ func (c *conn) clusterCmd(args [][]byte) {
 }
 
 // clusterSlots replies to CLUSTER SLOTS: one range, 0-16383, with the
-// leader first and the other voters after it. With no known leader, this
-// member stands first: a client that sends it commands is answered
-// CLUSTERDOWN, which clients retry, until a leader is elected. (An empty
-// reply instead leaves some clients with no node for any slot.)
+// leader first and the other voters after it, each as Redis 7 gives a
+// node: ip, port, node id and a map of further networking metadata (empty:
+// Flint announces no hostnames). With no known leader, this member stands
+// first: a client that sends it commands is answered CLUSTERDOWN, which
+// clients retry, until a leader is elected. (An empty reply instead leaves
+// some clients with no node for any slot.)
 func (c *conn) clusterSlots(v ClusterView) {
 	lead, ok := v.member(v.Leader)
 	if !ok {
@@ -135,10 +174,11 @@ func (c *conn) clusterSlots(v ClusterView) {
 	c.int(slot.Count - 1)
 	for _, m := range nodes {
 		host, port := splitAddr(m.Addr)
-		c.out = protocol.AppendArray(c.out, 3)
+		c.out = protocol.AppendArray(c.out, 4)
 		c.bulkString(host)
 		c.int(int64(port))
 		c.bulkString(nodeID(m.ID))
+		c.out = protocol.AppendMap(c.out, 0, c.proto) // no hostname: no more networking metadata
 	}
 }
 

@@ -90,10 +90,12 @@ func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
 	if c.seq != nil { // FLINT.SEQ: its OpSeq goes right before the write
 		c.batch.Add(store.OpSeq, 0, c.seq...)
 		c.replies = append(c.replies, nil)
+		c.noteSlot(nil)
 		c.seq = nil
 	}
 	c.batch.Add(op, flags, args...)
 	c.replies = append(c.replies, reply)
+	c.noteSlot(args)
 	if c.batch.Len() >= maxBatchEntries || len(c.batch.Bytes()) >= maxBatchBytes {
 		c.commit()
 	}
@@ -131,7 +133,7 @@ func (c *conn) commit() {
 	if err != nil {
 		c.failBatch(n, err)
 	}
-	c.replies = c.replies[:0]
+	c.replies, c.slots = c.replies[:0], c.slots[:0]
 	clear(c.dargs) // let the input go
 	c.dargs, c.deferred, c.deferredKeys = c.dargs[:0], c.deferred[:0], 0
 }
@@ -280,7 +282,7 @@ func (c *conn) failBatch(n int, err error) {
 	msg := errorReply(err)
 	for i := c.replied; i < n; i++ {
 		if c.replies[i] != nil { // not an OpSeq
-			c.err(msg)
+			c.err(c.refusedReply(err, i, msg))
 		}
 		c.runDeferred(i + 1)
 	}

@@ -51,6 +51,7 @@ type conn struct {
 	// invariant on out.
 	batch        store.Batch
 	replies      []reply        // one per entry of batch
+	slots        []int32        // in a group, one per entry of batch: its key's slot, or -1
 	deferred     []deferredRead // in order
 	dargs        [][]byte       // the deferred reads' arguments, back to back
 	replied      int            // writes of the batch being applied that have replied
