@@ -19,4 +19,7 @@ const (
 	// applies it only after the next write: a later write can be overtaken
 	// by an earlier one.
 	Reorder Bug = "reorder"
+	// AckEarly makes a leader apply and acknowledge the writes it proposes
+	// once they are in its own log, before a majority has them.
+	AckEarly Bug = "ack-early"
 )
