@@ -22,4 +22,7 @@ const (
 	// AckEarly makes a leader apply and acknowledge the writes it proposes
 	// once they are in its own log, before a majority has them.
 	AckEarly Bug = "ack-early"
+	// StaleLeaderRead makes a member that has led answer reads from its own
+	// state at once, without a read index, until it hears of another leader.
+	StaleLeaderRead Bug = "stale-leader-read"
 )

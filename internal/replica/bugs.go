@@ -3,6 +3,7 @@ package replica
 import (
 	"encoding/binary"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/bugs"
@@ -154,4 +155,32 @@ func (r *Replica) appliedEarly(e *raftpb.Entry) bool {
 	same := r.early[0].term == e.Term
 	r.early = r.early[1:]
 	return same
+}
+
+// staleLeaderRead is the injected bug bugs.StaleLeaderRead, on the raft
+// loop: while this member has led and has heard of no other leader since
+// (l.led), even once CheckQuorum has made it step down, it completes the
+// reads waiting for a read index at once, from whatever it has applied. A
+// leader cut off from its peers so serves reads while the majority's new
+// leader takes writes. It exists to prove that flint check catches stale
+// reads; see package bugs. It reports whether it completed them.
+func (l *loop) staleLeaderRead() bool {
+	if !bugs.On(bugs.StaleLeaderRead) || !l.led {
+		return false
+	}
+	for _, w := range l.unled {
+		close(w.done)
+	}
+	clear(l.unled)
+	l.unled = l.unled[:0]
+	return true
+}
+
+// noteLeader keeps l.led for staleLeaderRead, as lead now leads: set once
+// this member leads, and cleared once another does, but not while none
+// does.
+func (l *loop) noteLeader(lead uint64) {
+	if bugs.On(bugs.StaleLeaderRead) {
+		l.led = lead == l.r.id || l.led && lead == raft.None
+	}
 }
