@@ -25,4 +25,7 @@ const (
 	// StaleLeaderRead makes a member that has led answer reads from its own
 	// state at once, without a read index, until it hears of another leader.
 	StaleLeaderRead Bug = "stale-leader-read"
+	// DoubleApply makes a client session apply a retried write again rather
+	// than answer it with the result it kept.
+	DoubleApply Bug = "double-apply"
 )
