@@ -19,4 +19,13 @@ const (
 	// applies it only after the next write: a later write can be overtaken
 	// by an earlier one.
 	Reorder Bug = "reorder"
+	// AckEarly makes a leader apply and acknowledge the writes it proposes
+	// once they are in its own log, before a majority has them.
+	AckEarly Bug = "ack-early"
+	// StaleLeaderRead makes a member that has led answer reads from its own
+	// state at once, without a read index, until it hears of another leader.
+	StaleLeaderRead Bug = "stale-leader-read"
+	// DoubleApply makes a client session apply a retried write again rather
+	// than answer it with the result it kept.
+	DoubleApply Bug = "double-apply"
 )

@@ -74,7 +74,7 @@ func (r *Replica) appendLoop() {
 		// is made, and damage to any but the last can be told from a torn
 		// write (see package wal).
 		if len(ents) > 0 || termOrVoteChanged(hs, saved) {
-			if !r.save(ents, hs) {
+			if !r.save(ents, hs) || !r.sendEarly(ents) {
 				return
 			}
 			if !raft.IsEmptyHardState(hs) {

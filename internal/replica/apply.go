@@ -4,6 +4,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -19,6 +20,13 @@ func (r *Replica) applyLoop() {
 			continue
 		case <-r.dead:
 			return
+		}
+		if bugs.On(bugs.AckEarly) && m.Type == raftpb.MsgStorageAppend { // see sendEarly
+			if err := r.applyEarly(m.Entries); err != nil {
+				r.fail(err)
+				return
+			}
+			continue
 		}
 		if m.Snapshot != nil && !raft.IsEmptySnap(*m.Snapshot) {
 			if err := r.installSnapshot(m.Snapshot.Metadata); err != nil {
@@ -53,19 +61,28 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 		if err := r.applyConfEntry(e); err != nil {
 			return err
 		}
-	case len(e.Data) > 0:
-		at := store.Stamp{Index: e.Index, Time: entryTime(e.Data)}
-		err := eachProposal(e.Data, func(id uint64, batch []byte) error {
-			return r.applyBatch(r.waiters.take(id), batch, at)
-		})
-		if err != nil {
-			return errorf("entry %d (term %d) cannot be applied: %w; the log is damaged, or was written by a newer version of Flint: run that version, or restore the data directory from a backup", e.Index, e.Term, err)
+	case len(e.Data) > 0 && !r.appliedEarly(e):
+		if err := r.applyData(e); err != nil {
+			return err
 		}
 	}
 	r.applied.Store(e.Index)
 	r.snaps.appliedTerm = e.Term
 	r.snaps.entries++
 	r.snaps.bytes += int64(len(e.Data))
+	return nil
+}
+
+// applyData applies the batches of a normal entry with data, and
+// completes the writes waiting on them.
+func (r *Replica) applyData(e *raftpb.Entry) error {
+	at := store.Stamp{Index: e.Index, Time: entryTime(e.Data)}
+	err := eachProposal(e.Data, func(id uint64, batch []byte) error {
+		return r.applyBatch(r.waiters.take(id), batch, at)
+	})
+	if err != nil {
+		return errorf("entry %d (term %d) cannot be applied: %w; the log is damaged, or was written by a newer version of Flint: run that version, or restore the data directory from a backup", e.Index, e.Term, err)
+	}
 	return nil
 }
 

@@ -37,6 +37,7 @@ type loop struct {
 	held                   int                         // their batches' bytes
 	resps                  []raftpb.Message            // storage threads' responses that send took, not yet stepped
 	out                    map[uint64][]raftpb.Message // messages to other members, by member, until flushed
+	led                    bool                        // only with the injected bug bugs.StaleLeaderRead: see noteLeader
 }
 
 // readGroup is the reads that one read-index request serves.
@@ -343,7 +344,7 @@ func (l *loop) readIndex(w *readWait) {
 // cover entries that were acknowledged before the crash: those are
 // committed, with everything before them, by the new term's first entry.
 func (l *loop) issueReads() {
-	if len(l.unled) == 0 {
+	if len(l.unled) == 0 || l.staleLeaderRead() {
 		return
 	}
 	st := l.rn.BasicStatus()
@@ -448,6 +449,7 @@ func (l *loop) leaderChanged(lead uint64) {
 	}
 	l.lead = lead
 	l.r.lead.Store(lead)
+	l.noteLeader(lead)
 	l.requeueReads()
 	l.unled0, l.sweptAt, l.staleProps, l.staleReads = lead == raft.None, time.Now(), 0, 0
 }

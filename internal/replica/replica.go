@@ -160,6 +160,7 @@ type Replica struct {
 	lead    atomic.Uint64 // the member that leads, as the raft loop last heard, or raft.None
 	applied atomic.Uint64 // index of the last entry applied to st
 	held    []byte        // the apply thread's, only with the injected bug bugs.Reorder
+	early   []earlyEntry  // the apply thread's, only with the injected bug bugs.AckEarly; by index
 	snaps   snapState
 	stats   stats
 }

@@ -260,7 +260,7 @@ func (t *sessionTable) seq(id, seq, lowest uint64) (Result, wrap) {
 	if seq < ss.floor || seq == math.MaxUint64 {
 		return refuse(ErrStaleSequence)
 	}
-	if i, found := ss.find(seq); found {
+	if i, found := ss.find(seq); found && !reapply() {
 		return Result{Done: true}, wrap{on: true, res: ss.results[i].res}
 	}
 	return Result{Done: true}, wrap{on: true, apply: true, id: id, seq: seq}
