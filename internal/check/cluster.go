@@ -1,11 +1,13 @@
 package check
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/protocol"
 )
 
 // cluster is the servers a checker that spawns runs the workload against:
@@ -194,18 +197,23 @@ func (c *cluster) leader(timeout time.Duration) (*member, error) {
 }
 
 // replicationInfo asks the member at addr for its id, its leader's and
-// its term (INFO replication).
+// its term (INFO replication), over a connection of its own: Flint's
+// client would send INFO to the leader it knows of.
 func replicationInfo(addr string) (self, lead, term uint64, err error) {
-	cl, err := client.New(addr, client.WithPoolSize(1), client.WithDialTimeout(200*time.Millisecond))
+	nc, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	v, err := cl.Do(ctx, "INFO", "replication")
-	if err != nil {
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	cmd := protocol.AppendArray(nil, 2)
+	cmd = protocol.AppendBulkString(protocol.AppendBulkString(cmd, "INFO"), "replication")
+	if _, err := nc.Write(cmd); err != nil {
 		return 0, 0, 0, err
+	}
+	v, err := protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits).Read()
+	if err != nil || v.Kind != protocol.KindBulk {
+		return 0, 0, 0, fmt.Errorf("INFO replication: %v %v", v, err)
 	}
 	fields := map[string]uint64{}
 	for line := range strings.SplitSeq(string(v.Str), "\n") {

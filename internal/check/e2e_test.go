@@ -3,6 +3,7 @@ package check
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -127,6 +128,57 @@ func TestReplicatedGroup(t *testing.T) {
 				}
 			}
 			t.Logf("faults: %q", kinds)
+		})
+	}
+}
+
+// TestInjectedReplicationBugs shows that the check catches each
+// replication bug of package bugs in a group built with -tags flintbugs,
+// under the fault that exposes it, and passes the same group with no bug
+// switched on under the same faults:
+//
+//   - ack-early: a leader cut off from its peers acknowledges writes that
+//     never commit; the new leader lacks them (lost, or read as missing).
+//   - stale-leader-read: a member that has led answers reads from its own
+//     state until it hears of another leader: a leader paused past an
+//     election answers from the past when it continues, and a new leader
+//     answers before it has applied what its predecessor committed.
+//     (Partitions rarely show it: the clients of a cut-off leader all move
+//     to the new one at once, when their writes there fail.)
+//   - double-apply: writes resent in a session after a leader was killed
+//     or cut off (their outcome unknown) are applied again.
+func TestInjectedReplicationBugs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs groups of flint serve for seconds")
+	}
+	bin := proctest.BuildTags(t, "flintbugs")
+	cut := Config{Nodes: 3, Conflict: true, Duration: 8 * time.Second, Nemesis: []Fault{FaultPartition}, NemesisInterval: time.Second}
+	failover := cut
+	failover.Nemesis = []Fault{FaultKillLeader, FaultPause}
+	// Resends need time within an operation's timeout for a new leader.
+	resend := Config{Nodes: 3, Conflict: true, Sessions: true, Duration: 8 * time.Second,
+		Nemesis: []Fault{FaultKillLeader}, NemesisInterval: 700 * time.Millisecond, OpTimeout: 2 * time.Second}
+	for _, tc := range []struct {
+		bugs, faults string
+		cfg          Config
+		want         Verdict
+	}{
+		{"", "partitions", cut, Pass},
+		{"ack-early", "partitions", cut, Fail},
+		{"", "failovers", failover, Pass},
+		{"stale-leader-read", "failovers", failover, Fail},
+		{"", "resends", resend, Pass},
+		{"double-apply", "resends", resend, Fail},
+	} {
+		t.Run(fmt.Sprintf("bugs=%s/%s", tc.bugs, tc.faults), func(t *testing.T) {
+			if tc.cfg.OpTimeout == 0 {
+				tc.cfg.OpTimeout = 500 * time.Millisecond
+			}
+			res := runCheck(t, bin, tc.bugs, tc.cfg)
+			if res.Verdict != tc.want || res.Err != nil {
+				t.Fatalf("%s (%v), want %s; faults %q", res.Verdict, res.Err, tc.want, faultKinds(res.history))
+			}
+			t.Logf("%d parts failed, %d lost writes; faults %q", countFailed(res), len(res.lost), faultKinds(res.history))
 		})
 	}
 }
