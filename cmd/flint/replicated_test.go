@@ -107,16 +107,23 @@ func (g *group) start(i int) {
 
 // awaitRemoved waits until member i, removed from the group, exits as a
 // removed member does.
-func (g *group) awaitRemoved(i int) {
+func (g *group) awaitRemoved(i int) { g.awaitExit(i, "removed from its group") }
+
+// awaitExit waits up to 20 s for member i's process to exit with an error,
+// having logged each of wants.
+func (g *group) awaitExit(i int, wants ...string) {
+	g.t.Helper()
 	exited := make(chan error, 1)
 	go func() { exited <- g.cmds[i].Wait() }()
 	select {
 	case err := <-exited:
-		if err == nil || !strings.Contains(g.logs[i].String(), "removed from its group") {
-			g.t.Fatalf("removed member %d exited with %v; logs:\n%s", i+1, err, g.logs[i])
+		for _, want := range wants {
+			if err == nil || !strings.Contains(g.logs[i].String(), want) {
+				g.t.Fatalf("member %d exited with %v, and did not log %q; logs:\n%s", i+1, err, want, g.logs[i])
+			}
 		}
 	case <-time.After(20 * time.Second):
-		g.t.Fatalf("removed member %d did not exit within 20 s", i+1)
+		g.t.Fatalf("member %d did not exit within 20 s", i+1)
 	}
 }
 

@@ -297,13 +297,15 @@ func (c *cluster) join() int {
 // leader's snapshot and log, then promoted), removes an original one (it
 // stops with ErrRemoved), transfers leadership to the new member, and
 // checks that every member left holds every write and the same
-// configuration and member info.
+// configuration and member info. Then it checks the refusals of changes
+// that name no member or a learner, that AddMember resumes adding a
+// learner, and that the leader may remove itself.
 func TestClusterMembership(t *testing.T) {
 	c := newCluster(t, 3, seedtest.Seed(t))
 	for i := range 20 {
 		c.set(fmt.Sprint("k", i), fmt.Sprint(i))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := c.join()
 	if err := c.rs[c.leader()].AddMember(ctx, 4, []byte("member-4-info")); err != nil {
@@ -349,9 +351,34 @@ func TestClusterMembership(t *testing.T) {
 			t.Fatalf("member %d: voters %v (%v), want 3", i+1, st.Config.Voters, err)
 		}
 	}
+	// Changes that name no member, or leadership for a learner, are
+	// refused; adding a learner again with its info resumes its addition.
+	ld := c.rs[c.leader()]
+	if err := ld.Remove(ctx, 99); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("removing member 99 = %v, want ErrNoMember", err)
+	}
+	if err := ld.TransferLeadership(ctx, 99); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("transferring to member 99 = %v, want ErrNoMember", err)
+	}
+	five := c.join()
+	if err := ld.AddLearner(ctx, 5, []byte("member-5-info")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ld.TransferLeadership(ctx, 5); !errors.Is(err, ErrLearner) {
+		t.Fatalf("transferring to learner 5 = %v, want ErrLearner", err)
+	}
+	if err := ld.AddMember(ctx, 5, []byte("other-info")); !errors.Is(err, ErrIDTaken) {
+		t.Fatalf("adding learner 5 with other info = %v, want ErrIDTaken", err)
+	}
+	if err := ld.AddMember(ctx, 5, []byte("member-5-info")); err != nil {
+		t.Fatalf("adding learner 5 again: %v", err)
+	}
+	if v, err := c.read(five, "after-transfer"); err != nil || v != "2" {
+		t.Fatalf("member 5: after-transfer = %q (%v)", v, err)
+	}
 
 	// The leader removes itself: the call succeeds, the leader stops, and
-	// the two left elect another. Until it is closed, the former leader
+	// the three left elect another. Until it is closed, the former leader
 	// refuses writes and reads as a member that does not lead: it proposes
 	// nothing.
 	lead := c.leader()
