@@ -16,8 +16,8 @@ import (
 
 // statusRow is one member's line of `flint cluster status`.
 type statusRow struct {
-	id                uint64
-	addr, role, voter string
+	id                            uint64
+	addr, role, voter, match, lag string
 }
 
 // clusterStatus runs `flint cluster status --addr addrs` and returns its
@@ -35,12 +35,12 @@ func clusterStatus(t *testing.T, addrs string) (map[uint64]statusRow, string) {
 		switch {
 		case len(f) > 0 && f[0] == "ID":
 			header = true
-		case header && len(f) >= 4:
+		case header && len(f) >= 6:
 			id, err := strconv.ParseUint(f[0], 10, 64)
 			if err != nil {
 				t.Fatalf("flint cluster status: bad line %q:\n%s", line, out)
 			}
-			rows[id] = statusRow{id: id, addr: f[1], role: f[2], voter: f[3]}
+			rows[id] = statusRow{id: id, addr: f[1], role: f[2], voter: f[3], match: f[4], lag: f[5]}
 		}
 	}
 	return rows, out

@@ -28,12 +28,24 @@ type group struct {
 	initial int      // how many members it lists
 	addrs   []string // client addresses, by member index
 	peers   []string // peer addresses, by member index
+	args    []string // more flags for every member's flint serve
 	dirs    []string
 	cmds    []*exec.Cmd
 	logs    []*proctest.Buffer
 }
 
+// startGroup starts a group of n members, each on a new data directory.
 func startGroup(t *testing.T, n int) *group {
+	g := newGroup(t, n)
+	for i := range n {
+		g.start(i)
+	}
+	return g
+}
+
+// newGroup makes a group of n members, without starting them: the test
+// may set their data directories and flags first.
+func newGroup(t *testing.T, n int) *group {
 	g := &group{t: t, initial: n}
 	var list []string
 	for i := range n {
@@ -41,16 +53,13 @@ func startGroup(t *testing.T, n int) *group {
 		list = append(list, fmt.Sprintf("%d=%s@%s", i+1, g.addrs[i], g.peers[i]))
 	}
 	g.members = strings.Join(list, ",")
-	for i := range n {
-		g.start(i)
-	}
 	t.Cleanup(func() {
 		for i, c := range g.cmds {
 			if c != nil && c.ProcessState == nil {
 				c.Process.Kill()
 				c.Wait()
 			}
-			if t.Failed() {
+			if t.Failed() && g.logs[i] != nil {
 				t.Logf("member %d's logs:\n%s", i+1, g.logs[i])
 			}
 		}
@@ -88,7 +97,7 @@ func (g *group) start(i int) {
 	if i >= g.initial {
 		args = append(args, "--join", g.joinAddr(i))
 	}
-	c := exec.Command(flintBin, args...)
+	c := exec.Command(flintBin, append(args, g.args...)...)
 	c.Stderr = g.logs[i]
 	if err := c.Start(); err != nil {
 		g.t.Fatal(err)

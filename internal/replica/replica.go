@@ -163,6 +163,8 @@ type Replica struct {
 	early   []earlyEntry  // the apply thread's, only with the injected bug bugs.AckEarly; by index
 	snaps   snapState
 	stats   stats
+
+	snapRetries snapshotRetries // when to report failed snapshot streams to raft
 }
 
 // proposal is one caller's batch waiting to be committed and applied.
