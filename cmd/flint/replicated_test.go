@@ -69,10 +69,12 @@ func newGroup(t *testing.T, n int) *group {
 
 // add gives the group one more member's addresses and data directory,
 // and returns its index; it is not started.
-func (g *group) add() int {
+func (g *group) add() int { return g.addAt(proctest.FreeAddr(g.t), proctest.FreeAddr(g.t)) }
+
+// addAt is add with the member's client and peer addresses given.
+func (g *group) addAt(addr, peer string) int {
 	i := len(g.addrs)
-	g.addrs = append(g.addrs, proctest.FreeAddr(g.t))
-	g.peers = append(g.peers, proctest.FreeAddr(g.t))
+	g.addrs, g.peers = append(g.addrs, addr), append(g.peers, peer)
 	g.dirs = append(g.dirs, filepath.Join(g.t.TempDir(), fmt.Sprint("m", i+1)))
 	g.cmds, g.logs = append(g.cmds, nil), append(g.logs, nil)
 	return i
@@ -86,11 +88,32 @@ func (g *group) join() int {
 	return i
 }
 
+// joinAt is join with the new member's client and peer addresses given.
+func (g *group) joinAt(addr, peer string) int {
+	i := g.addAt(addr, peer)
+	g.start(i)
+	return i
+}
+
 // joinAddr is member i's client@peer address, as FLINT.MEMBER ADD takes it.
 func (g *group) joinAddr(i int) string { return g.addrs[i] + "@" + g.peers[i] }
 
-// start starts member i on its data directory.
+// start starts member i on its data directory, and waits until it listens.
 func (g *group) start(i int) {
+	g.launch(i)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", g.addrs[i]); err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("member %d does not listen on %s after 20 s", i+1, g.addrs[i])
+		}
+	}
+}
+
+// launch starts member i on its data directory.
+func (g *group) launch(i int) {
 	g.logs[i] = &proctest.Buffer{}
 	args := []string{"serve", "--id", fmt.Sprint(i + 1), "--initial-members", g.members,
 		"--cluster-secret", "test-secret", "--dir", g.dirs[i], "--raft-tick", "20ms", "--huge-pages=false"}
@@ -103,15 +126,6 @@ func (g *group) start(i int) {
 		g.t.Fatal(err)
 	}
 	g.cmds[i] = c
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if conn, err := net.Dial("tcp", g.addrs[i]); err == nil {
-			conn.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("member %d does not listen on %s after 20 s", i+1, g.addrs[i])
-		}
-	}
 }
 
 // awaitRemoved waits until member i, removed from the group, exits as a

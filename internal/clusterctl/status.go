@@ -30,6 +30,7 @@ type Member struct {
 	ID    uint64
 	Addr  string // its client address
 	Voter bool   // a voter, else a learner being caught up; known only from a leader
+	Lost  bool   // it lost its data (the group refuses its votes): replace it; known only from a leader
 	// Match is the last index the leader knows to be in its log, and Lag
 	// how far that is behind the leader's commit index (for the leader
 	// itself: its commit index, and 0).
@@ -125,7 +126,7 @@ func (st *Status) fromLeader(info map[string]string) {
 		if m.ID == st.Leader {
 			m.Voter, m.Match = true, st.Commit
 		} else if f, ok := seen[m.ID]; ok {
-			m.Voter, m.Match, m.Lag = f["voter"] == "1", atoi(f["offset"]), atoi(f["lag"])
+			m.Voter, m.Match, m.Lag, m.Lost = f["voter"] == "1", atoi(f["offset"]), atoi(f["lag"]), f["lost"] == "1"
 		}
 	}
 }
@@ -184,11 +185,18 @@ func (st Status) Write(w io.Writer) error {
 		case st.Leader != 0:
 			voter, match, lag = yesNo(m.Voter), fmt.Sprint(m.Match), fmt.Sprint(m.Lag)
 		}
+		role, note := m.Role, ""
+		if m.Lost {
+			role, note = "lost", "\t(lost its data: remove it, and add the node as a new member)"
+		}
 		if m.Err != nil {
-			fmt.Fprintf(tw, "%d\t%s\tunreachable\t%s\t%s\t%s\t-\t-\t-\t(%v)\n", m.ID, m.Addr, voter, match, lag, m.Err)
+			if !m.Lost {
+				role, note = "unreachable", fmt.Sprintf("\t(%v)", m.Err)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t-\t-\t-%s\n", m.ID, m.Addr, role, voter, match, lag, note)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", m.ID, m.Addr, m.Role, voter, match, lag, m.Term, m.Commit, m.Applied)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d%s\n", m.ID, m.Addr, role, voter, match, lag, m.Term, m.Commit, m.Applied, note)
 	}
 	return tw.Flush()
 }
@@ -198,7 +206,7 @@ func (st Status) Write(w io.Writer) error {
 func (st Status) successor() uint64 {
 	var best *Member
 	for i, m := range st.Members {
-		if m.ID != st.Leader && m.Voter && m.Err == nil && (best == nil || m.Match > best.Match) {
+		if m.ID != st.Leader && m.Voter && !m.Lost && m.Err == nil && (best == nil || m.Match > best.Match) {
 			best = &st.Members[i]
 		}
 	}

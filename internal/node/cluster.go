@@ -248,7 +248,8 @@ func (m member) ClusterView() server.ClusterView {
 	for id, info := range m.Members() {
 		client, _ := parseInfo(info)
 		voter := err == nil && (hasVoter(st.Config.Voters[0], id) || hasVoter(st.Config.Voters[1], id))
-		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: client, Voter: voter, Match: st.Progress[id].Match})
+		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: client, Voter: voter, Match: st.Progress[id].Match,
+			Lost: m.LostMember(id)})
 	}
 	slices.SortFunc(v.Members, func(a, b server.ClusterMember) int { return cmp.Compare(a.ID, b.ID) })
 	return v

@@ -103,6 +103,9 @@ func (r *Replica) installSnapshot(md raftpb.SnapshotMetadata) error {
 		return errorf("loading the snapshot sent by the leader: %w", err)
 	}
 	r.setMembers(members)
+	if err := r.restoreIncarnations(meta.Sections); err != nil {
+		return err
+	}
 	r.st.Store(st)
 	r.applied.Store(md.Index)
 	r.conf = md.ConfState

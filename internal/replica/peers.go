@@ -43,6 +43,9 @@ func (r *Replica) Receive(from, group uint64, msgs []raftpb.Message) {
 		if m.To != r.id || m.From != from || raft.IsLocalMsg(m.Type) {
 			continue // misrouted, or a peer posing as a local thread
 		}
+		if isVote(m.Type) && r.LostMember(from) {
+			continue // a member whose data was lost: see incarnation.go
+		}
 		select {
 		case r.recvc <- m:
 		default:
@@ -136,6 +139,10 @@ const stepBatch = 256
 // others waiting.
 func (l *loop) stepPeer(m raftpb.Message) {
 	for n := 1; ; n++ {
+		if err := l.checkHeartbeat(m); err != nil {
+			l.r.fail(err)
+			return
+		}
 		if err := l.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			l.r.opt.Logger.Debug("raft ignored a message", "from", m.From, "type", m.Type, "err", err)
 		}
