@@ -112,9 +112,7 @@ func TestClusterCommands(t *testing.T) {
 		t.Fatalf("flint cluster add: exit %d:\n%s", code, out)
 	}
 	awaitStatus(t, g.addrs[follower], 0, 1, 2, 3, 4)
-	c4 := redis.NewClient(&redis.Options{Addr: g.addrs[n], MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
-	defer c4.Close()
+	c4 := readOnlyClient(t, g.addrs[n])
 	if v, err := c4.Get(ctx, "before").Result(); err != nil || v != "1" {
 		t.Fatalf("the new member: before = %q (%v)", v, err)
 	}

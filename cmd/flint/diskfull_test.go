@@ -274,8 +274,7 @@ func TestFollowerDiskFull(t *testing.T) {
 			t.Fatalf("flint cluster transfer 1: exit %d\n%s", code, out)
 		}
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: g.addrs, MaxRedirects: 50, MaxRetries: 1, DialerRetries: 1,
-		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	cc := clusterClient(g.addrs)
 	defer cc.Close()
 	val := strings.Repeat("v", 2048)
 	acked := 0
@@ -343,9 +342,7 @@ func followerState(t *testing.T, addrs string, id uint64) statusRow {
 // leader's read index) and fails unless each is val.
 func readAll(t *testing.T, addr string, n int, val string) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
-	defer c.Close()
+	c := readOnlyClient(t, addr)
 	for k := range n {
 		if v, err := c.Get(context.Background(), fmt.Sprint("k", k)).Result(); err != nil || v != val {
 			t.Fatalf("member at %s: k%d = %.10q (%v)", addr, k, v, err)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // TestWipedMemberRejoins wipes a follower's data directory and starts it
@@ -26,8 +24,7 @@ func TestWipedMemberRejoins(t *testing.T) {
 	g := startGroup(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: g.addrs, MaxRedirects: 50, MaxRetries: 1, DialerRetries: 1,
-		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+	cc := clusterClient(g.addrs)
 	defer cc.Close()
 	keys := 0
 	set := func(n int) {

@@ -161,6 +161,16 @@ func (g *group) live() []string {
 	return addrs
 }
 
+// readOnlyClient returns a client of the member at addr whose connections
+// send READONLY, so that it serves reads itself (through the leader's read
+// index), closed when the test ends.
+func readOnlyClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // kill kills member i with SIGKILL.
 func (g *group) kill(i int) {
 	g.cmds[i].Process.Signal(syscall.SIGKILL)
@@ -243,15 +253,13 @@ func TestReplicatedGroup(t *testing.T) {
 	t.Logf("%v: 50 more writes; restarting member %d", time.Since(start), old+1)
 	g.start(old)
 	for i, addr := range g.addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
-			OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+		c := readOnlyClient(t, addr)
 		for k := range 100 {
 			v, err := c.Get(ctx, fmt.Sprint("k", k)).Result()
 			if err != nil || v != fmt.Sprint(k) {
 				t.Fatalf("member %d: k%d = %q (%v)", i+1, k, v, err)
 			}
 		}
-		c.Close()
 		t.Logf("%v: member %d holds every write", time.Since(start), i+1)
 	}
 	// ROLE and INFO replication name the leader, as Redis shapes them.
@@ -368,9 +376,7 @@ func TestMembershipOnline(t *testing.T) {
 	if err := lc.Do(ctx, "flint.member", "add", m4+1, g.joinAddr(m4)).Err(); err != nil {
 		t.Fatalf("FLINT.MEMBER ADD: %v", err)
 	}
-	c4 := redis.NewClient(&redis.Options{Addr: g.addrs[m4], MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
-	defer c4.Close()
+	c4 := readOnlyClient(t, g.addrs[m4])
 	if v, err := c4.Get(ctx, "before").Result(); err != nil || v != "1" {
 		t.Fatalf("the new member: before = %q (%v)", v, err)
 	}
