@@ -26,11 +26,15 @@ func client(args []string) int {
 		fs.PrintDefaults()
 	}
 	addrs, ok := clientArgs(fs, args)
-	if ok && len(addrs) == 0 {
-		addrs, ok = splitAddrs(*server)
-	}
 	if !ok {
 		return 2
+	}
+	if len(addrs) == 0 {
+		var err error
+		if addrs, err = splitAddrs(*server); err != nil {
+			badUsage("%v", err)
+			return 2
+		}
 	}
 	if *pass == "" {
 		*pass = os.Getenv("FLINT_PASSWORD")
@@ -53,19 +57,18 @@ func client(args []string) int {
 // arguments, and returns the addresses (none if none were given). It
 // refuses addresses given both as arguments and with --server.
 func clientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
+	pos, ok := parseInterspersed(fs, args)
+	if !ok {
+		return nil, false
+	}
 	var addrs []string
-	for {
-		if fs.Parse(args) != nil {
+	for _, p := range pos {
+		more, err := splitAddrs(p)
+		if err != nil {
+			badUsage("%v", err)
 			return nil, false
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		more, ok := splitAddrs(fs.Arg(0))
-		if !ok {
-			return nil, false
-		}
-		addrs, args = append(addrs, more...), fs.Args()[1:]
+		addrs = append(addrs, more...)
 	}
 	if len(addrs) > 0 && isSet(fs, "server") {
 		badUsage("server addresses given twice (%s and --server %s)", strings.Join(addrs, ","), fs.Lookup("server").Value)
@@ -74,17 +77,15 @@ func clientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
 	return addrs, true
 }
 
-// splitAddrs splits a comma-separated list of host:port addresses,
-// saying on stderr what is wrong with a bad one.
-func splitAddrs(list string) ([]string, bool) {
+// splitAddrs splits a comma-separated list of host:port addresses.
+func splitAddrs(list string) ([]string, error) {
 	addrs := strings.Split(list, ",")
 	for _, a := range addrs {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			badUsage("bad server address %q: want host:port", a)
-			return nil, false
+			return nil, fmt.Errorf("bad server address %q: want host:port", a)
 		}
 	}
-	return addrs, true
+	return addrs, nil
 }
 
 // badUsage says on stderr what is wrong with the command line, and how to

@@ -2,21 +2,57 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
+	"github.com/flintkv/flint/internal/clusterctl"
 	"github.com/flintkv/flint/internal/localcluster"
+	"github.com/flintkv/flint/internal/node"
 )
+
+const clusterUsage = `usage: flint cluster <command> [flags] [arguments]
+
+commands:
+  up                            run a replicated group on this machine, each member a flint serve process
+  status                        show each member: role, voter, match index and lag at the leader,
+                                and its own term, commit and applied indexes
+  add <id> <host:port@peerport> add a new member, started with flint serve --join: as a learner,
+                                caught up by the leader, then as a voter
+  remove <id>                   remove a member, which stops serving (a leader hands over first)
+  transfer <id>                 make a voter the leader
+
+status, add, remove and transfer reach the group through any of its members
+(--addr), and find its leader themselves. Run 'flint cluster <command> --help'
+for a command's flags.
+`
 
 // clusterCmd runs `flint cluster`.
 func clusterCmd(args []string) int {
-	if len(args) == 0 || args[0] != "up" {
-		fmt.Fprint(os.Stderr, "usage: flint cluster up [flags]\n\n  up    run a replicated group on this machine, each member a flint serve process\n")
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, clusterUsage)
 		return 2
 	}
+	switch args[0] {
+	case "up":
+		return clusterUpCmd(args[1:])
+	case "status", "add", "remove", "transfer":
+		return clusterAdmin(args[0], args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(os.Stderr, clusterUsage)
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "flint cluster: unknown command %q\n\n%s", args[0], clusterUsage)
+	return 2
+}
+
+// clusterUpCmd runs `flint cluster up`.
+func clusterUpCmd(args []string) int {
 	fs := flag.NewFlagSet("cluster up", flag.ContinueOnError)
 	nodes := fs.Int("nodes", 3, "members of a new cluster: 1, 3, 5, 7 or 9 (a directory made before keeps its own)")
 	dir := fs.String("dir", "./cluster", "the cluster's directory: cluster.json, and each member's data and log")
@@ -25,7 +61,7 @@ func clusterCmd(args []string) int {
 		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, prints\neach member's client address, and stops them on Ctrl-C. Run again on the same\n--dir, it starts the same group again.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if !parseFlags(fs, args[1:]) {
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	bin, err := os.Executable()
@@ -42,4 +78,111 @@ func clusterCmd(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// clusterArgs is what each admin command takes after its name: its
+// arguments' names, and what it says it does.
+var clusterArgs = map[string]struct{ args, about string }{
+	"status": {"", "Shows the group's members: each one's role, whether it votes, its match index and\n" +
+		"lag as the leader knows them, and its own term, commit and applied indexes."},
+	"add": {"<id> <host:port@peerport>", "Adds a new member, which must be running (flint serve --join, with the same\n" +
+		"addresses): as a learner, which the leader catches up, then as a voter. host:port\n" +
+		"is where its clients connect, peerport (or peerhost:peerport) where its peers do.\n" +
+		"A member id is never reused: a node whose data directory was lost joins with a new one."},
+	"remove": {"<id>", "Removes a member from the group; it stops serving. A leader hands leadership to\n" +
+		"the most up-to-date other voter first."},
+	"transfer": {"<id>", "Hands the group's leadership to a voter, and returns once it leads."},
+}
+
+// clusterAdmin runs `flint cluster status|add|remove|transfer`.
+func clusterAdmin(name string, args []string) int {
+	spec := clusterArgs[name]
+	fs := flag.NewFlagSet("cluster "+name, flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:7379", "client addresses of any of the group's members (host:port, comma-separated)")
+	pass := fs.String("pass", "", "password to AUTH with (default: $FLINT_PASSWORD)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (an add waits for the new member to catch up)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: flint cluster %s [flags] %s\n\n%s\n\nflags:\n", name, spec.args, spec.about)
+		fs.PrintDefaults()
+	}
+	pos, ok := parseInterspersed(fs, args)
+	if !ok {
+		return 2
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "flint cluster %s: %s\n", name, fmt.Sprintf(format, a...))
+		fmt.Fprintf(os.Stderr, "usage: flint cluster %s [flags] %s (more: flint cluster %s --help)\n", name, spec.args, name)
+		return 2
+	}
+	var err error
+	want := map[string]int{"status": 0, "add": 2, "remove": 1, "transfer": 1}[name]
+	if len(pos) != want {
+		return usageErr("want %d arguments, got %d", want, len(pos))
+	}
+	var id uint64
+	if want > 0 {
+		if id, err = strconv.ParseUint(pos[0], 10, 64); err != nil || id == 0 {
+			return usageErr("bad member id %q: want a positive integer", pos[0])
+		}
+	}
+	if name == "add" {
+		if _, err := node.ParseMembers(fmt.Sprintf("%d=%s", id, pos[1])); err != nil {
+			return usageErr("bad member address %q (want host:port@peerport): %v", pos[1], err)
+		}
+	}
+	addrs, err := splitAddrs(*addr)
+	if err != nil {
+		return usageErr("--addr: %v", err)
+	}
+	if *timeout <= 0 {
+		return usageErr("--timeout must be positive")
+	}
+	if *pass == "" {
+		*pass = os.Getenv("FLINT_PASSWORD")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := runAdmin(ctx, name, clusterctl.Config{Addrs: addrs, Password: *pass}, id, pos); err != nil {
+		fmt.Fprintf(os.Stderr, "flint cluster %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// runAdmin does one admin command, then prints the group's status.
+func runAdmin(ctx context.Context, name string, cfg clusterctl.Config, id uint64, pos []string) error {
+	g, err := clusterctl.Dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	switch name {
+	case "add":
+		if err := g.Add(ctx, id, pos[1]); err != nil {
+			return err
+		}
+		fmt.Printf("member %d (%s) was added, and votes\n\n", id, pos[1])
+	case "remove":
+		moved, err := g.Remove(ctx, id)
+		if moved != 0 {
+			fmt.Printf("member %d led: leadership moved to member %d first\n", id, moved)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("member %d was removed: it stops serving\n\n", id)
+	case "transfer":
+		if err := g.Transfer(ctx, id); err != nil {
+			return err
+		}
+		fmt.Printf("member %d leads now\n\n", id)
+	}
+	st, err := g.Status(ctx)
+	if err != nil {
+		if errors.Is(err, clusterctl.ErrNotReplicated) {
+			return fmt.Errorf("%w (%s)", err, cfg.Addrs[0])
+		}
+		return err
+	}
+	return st.Write(os.Stdout)
 }

@@ -195,10 +195,14 @@ func awaitRunning(t *testing.T, exited chan error, what string, cond func() bool
 
 // smallDisk mounts a 4 MiB tmpfs, three quarters full with the file filler,
 // or skips the test if it cannot (that needs root).
-func smallDisk(t *testing.T) (mnt, filler string) {
-	mnt = mountTmpfs(t, "size=4m")
+func smallDisk(t *testing.T) (mnt, filler string) { return nearlyFullDisk(t, 4, 1) }
+
+// nearlyFullDisk mounts a tmpfs of size MiB with all but free MiB taken by
+// the file filler, or skips the test if it cannot (that needs root).
+func nearlyFullDisk(t *testing.T, size, free int) (mnt, filler string) {
+	mnt = mountTmpfs(t, fmt.Sprintf("size=%dm", size))
 	filler = filepath.Join(mnt, "filler")
-	if err := os.WriteFile(filler, make([]byte, 3<<20), 0o644); err != nil {
+	if err := os.WriteFile(filler, make([]byte, (size-free)<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return mnt, filler
@@ -240,4 +244,108 @@ func fillDisk(t *testing.T, c *redis.Client, val string) (acked int, waiting boo
 	}
 	t.Fatalf("after %d acknowledged writes, no write was refused for a full disk", acked)
 	return
+}
+
+// TestFollowerDiskFull runs a group of three whose member 3 has its data
+// directory on a tmpfs with 1 MiB free, and fills that disk with writes
+// through the leader: the writes go on being acknowledged (members 1 and 2
+// are a majority), while member 3's match index at the leader stops, and
+// it stays up and answers. Meanwhile the leader takes snapshots and drops
+// the log member 3 lacks; member 3 refuses the snapshot until space is
+// freed. Once it is, member 3 catches up (from the leader's snapshot) and
+// holds every acknowledged write, also after a kill -9 and a restart. It
+// needs to mount a tmpfs (root), and skips otherwise.
+func TestFollowerDiskFull(t *testing.T) {
+	// Room, once freed, for member 3's log and two snapshots as the disk
+	// filled, and the leader's snapshot, which it must write before it
+	// drops them.
+	mnt, filler := nearlyFullDisk(t, 16, 1)
+	g := newGroup(t, 3)
+	g.dirs[2] = filepath.Join(mnt, "m3")
+	g.args = []string{"--snapshot-entries", "200"}
+	for i := range 3 {
+		g.start(i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	all := strings.Join(g.addrs, ",")
+	if g.leader(ctx) == 2 {
+		if out, code := runFlint(t, flintBin, nil, "cluster", "transfer", "1", "--addr", all); code != 0 {
+			t.Fatalf("flint cluster transfer 1: exit %d\n%s", code, out)
+		}
+	}
+	cc := clusterClient(g.addrs)
+	defer cc.Close()
+	val := strings.Repeat("v", 2048)
+	acked := 0
+	write := func(n int) {
+		t.Helper()
+		for range n {
+			if err := cc.Set(ctx, fmt.Sprint("k", acked), val, 0).Err(); err != nil {
+				t.Fatalf("SET k%d with member 3's disk full: %v", acked, err)
+			}
+			acked++
+		}
+	}
+	for !strings.Contains(g.logs[2].String(), "the disk is full") {
+		if acked >= 2000 {
+			t.Fatal("member 3 did not log a full disk after 2000 writes of 2 KiB")
+		}
+		write(50)
+	}
+	time.Sleep(200 * time.Millisecond) // for the acknowledgments on their way
+	stuck := followerState(t, all, 3).match
+	write(500)
+	time.Sleep(2 * time.Second) // for the leader to send its snapshot, again and again
+	if s := followerState(t, all, 3); s.match != stuck || s.role != "follower" {
+		t.Fatalf("member 3, its disk full, is %+v; want a follower whose match index stays %s", s, stuck)
+	}
+	t.Logf("%d writes acknowledged; member 3's match index stays %s", acked, stuck)
+	// The leader waits longer after each refusal (snapshotRetryMin doubling);
+	// at each heartbeat it would be a hundred.
+	if n := strings.Count(g.logs[2].String(), "takes no snapshot until"); n == 0 || n > 20 {
+		t.Errorf("member 3 refused the leader's snapshot %d times while its disk was full; want 1 to 20", n)
+	}
+
+	os.Remove(filler)
+	for deadline := time.Now().Add(30 * time.Second); followerState(t, all, 3).lag != "0"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("member 3 did not catch up in 30 s after space was freed: %+v", followerState(t, all, 3))
+		}
+	}
+	logs := g.logs[2].String()
+	if !strings.Contains(logs, "this member stops acknowledging its leader's entries") ||
+		!strings.Contains(logs, "disk space is available again: catching up with the leader") {
+		t.Errorf("member 3 did not log that it stopped acknowledging, then caught up:\n%s", logs)
+	}
+	readAll(t, g.addrs[2], acked, val)
+	g.kill(2)
+	g.start(2)
+	readAll(t, g.addrs[2], acked, val)
+}
+
+// followerState returns member id's line of flint cluster status, once
+// the group has a leader.
+func followerState(t *testing.T, addrs string, id uint64) statusRow {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		rows, _ := clusterStatus(t, addrs)
+		if _, ok := statusIs(rows, 0, []uint64{1, 2, 3}); ok {
+			return rows[id]
+		}
+	}
+	t.Fatal("no leader, or a member down, for 20 s")
+	return statusRow{}
+}
+
+// readAll reads k0 to k<n-1> at the member at addr (READONLY, through the
+// leader's read index) and fails unless each is val.
+func readAll(t *testing.T, addr string, n int, val string) {
+	t.Helper()
+	c := readOnlyClient(t, addr)
+	for k := range n {
+		if v, err := c.Get(context.Background(), fmt.Sprint("k", k)).Result(); err != nil || v != val {
+			t.Fatalf("member at %s: k%d = %.10q (%v)", addr, k, v, err)
+		}
+	}
 }

@@ -26,7 +26,8 @@ commands:
   client   line-protocol client (PUT/SWAP/GET/DELETE/SCAN/STOP on stdin)
   bench    benchmark a server with the YCSB and cs6450 workloads
   check    check a server for linearizability violations and lost writes, under faults
-  cluster  run a replicated group on this machine (cluster up)
+  cluster  run a replicated group on this machine (up); show and change a group's members
+           (status, add, remove, transfer)
 
 Run 'flint <command> --help' for the flags of a command.
 `
@@ -58,4 +59,20 @@ func parseFlags(fs *flag.FlagSet, args []string) bool {
 		return false
 	}
 	return true
+}
+
+// parseInterspersed parses the flags of a subcommand given before, between
+// and after its positional arguments, and returns those. It returns false,
+// having said why on stderr, for bad usage.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, bool) {
+	var pos []string
+	for {
+		if fs.Parse(args) != nil {
+			return nil, false
+		}
+		if fs.NArg() == 0 {
+			return pos, true
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
 }

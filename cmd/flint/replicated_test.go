@@ -28,12 +28,24 @@ type group struct {
 	initial int      // how many members it lists
 	addrs   []string // client addresses, by member index
 	peers   []string // peer addresses, by member index
+	args    []string // more flags for every member's flint serve
 	dirs    []string
 	cmds    []*exec.Cmd
 	logs    []*proctest.Buffer
 }
 
+// startGroup starts a group of n members, each on a new data directory.
 func startGroup(t *testing.T, n int) *group {
+	g := newGroup(t, n)
+	for i := range n {
+		g.start(i)
+	}
+	return g
+}
+
+// newGroup makes a group of n members, without starting them: the test
+// may set their data directories and flags first.
+func newGroup(t *testing.T, n int) *group {
 	g := &group{t: t, initial: n}
 	var list []string
 	for i := range n {
@@ -41,16 +53,13 @@ func startGroup(t *testing.T, n int) *group {
 		list = append(list, fmt.Sprintf("%d=%s@%s", i+1, g.addrs[i], g.peers[i]))
 	}
 	g.members = strings.Join(list, ",")
-	for i := range n {
-		g.start(i)
-	}
 	t.Cleanup(func() {
 		for i, c := range g.cmds {
 			if c != nil && c.ProcessState == nil {
 				c.Process.Kill()
 				c.Wait()
 			}
-			if t.Failed() {
+			if t.Failed() && g.logs[i] != nil {
 				t.Logf("member %d's logs:\n%s", i+1, g.logs[i])
 			}
 		}
@@ -60,10 +69,12 @@ func startGroup(t *testing.T, n int) *group {
 
 // add gives the group one more member's addresses and data directory,
 // and returns its index; it is not started.
-func (g *group) add() int {
+func (g *group) add() int { return g.addAt(proctest.FreeAddr(g.t), proctest.FreeAddr(g.t)) }
+
+// addAt is add with the member's client and peer addresses given.
+func (g *group) addAt(addr, peer string) int {
 	i := len(g.addrs)
-	g.addrs = append(g.addrs, proctest.FreeAddr(g.t))
-	g.peers = append(g.peers, proctest.FreeAddr(g.t))
+	g.addrs, g.peers = append(g.addrs, addr), append(g.peers, peer)
 	g.dirs = append(g.dirs, filepath.Join(g.t.TempDir(), fmt.Sprint("m", i+1)))
 	g.cmds, g.logs = append(g.cmds, nil), append(g.logs, nil)
 	return i
@@ -77,23 +88,19 @@ func (g *group) join() int {
 	return i
 }
 
+// joinAt is join with the new member's client and peer addresses given.
+func (g *group) joinAt(addr, peer string) int {
+	i := g.addAt(addr, peer)
+	g.start(i)
+	return i
+}
+
 // joinAddr is member i's client@peer address, as FLINT.MEMBER ADD takes it.
 func (g *group) joinAddr(i int) string { return g.addrs[i] + "@" + g.peers[i] }
 
-// start starts member i on its data directory.
+// start starts member i on its data directory, and waits until it listens.
 func (g *group) start(i int) {
-	g.logs[i] = &proctest.Buffer{}
-	args := []string{"serve", "--id", fmt.Sprint(i + 1), "--initial-members", g.members,
-		"--cluster-secret", "test-secret", "--dir", g.dirs[i], "--raft-tick", "20ms", "--huge-pages=false"}
-	if i >= g.initial {
-		args = append(args, "--join", g.joinAddr(i))
-	}
-	c := exec.Command(flintBin, args...)
-	c.Stderr = g.logs[i]
-	if err := c.Start(); err != nil {
-		g.t.Fatal(err)
-	}
-	g.cmds[i] = c
+	g.launch(i)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if conn, err := net.Dial("tcp", g.addrs[i]); err == nil {
 			conn.Close()
@@ -105,18 +112,41 @@ func (g *group) start(i int) {
 	}
 }
 
+// launch starts member i on its data directory.
+func (g *group) launch(i int) {
+	g.logs[i] = &proctest.Buffer{}
+	args := []string{"serve", "--id", fmt.Sprint(i + 1), "--initial-members", g.members,
+		"--cluster-secret", "test-secret", "--dir", g.dirs[i], "--raft-tick", "20ms", "--huge-pages=false"}
+	if i >= g.initial {
+		args = append(args, "--join", g.joinAddr(i))
+	}
+	c := exec.Command(flintBin, append(args, g.args...)...)
+	c.Stderr = g.logs[i]
+	if err := c.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	g.cmds[i] = c
+}
+
 // awaitRemoved waits until member i, removed from the group, exits as a
 // removed member does.
-func (g *group) awaitRemoved(i int) {
+func (g *group) awaitRemoved(i int) { g.awaitExit(i, "removed from its group") }
+
+// awaitExit waits up to 20 s for member i's process to exit with an error,
+// having logged each of wants.
+func (g *group) awaitExit(i int, wants ...string) {
+	g.t.Helper()
 	exited := make(chan error, 1)
 	go func() { exited <- g.cmds[i].Wait() }()
 	select {
 	case err := <-exited:
-		if err == nil || !strings.Contains(g.logs[i].String(), "removed from its group") {
-			g.t.Fatalf("removed member %d exited with %v; logs:\n%s", i+1, err, g.logs[i])
+		for _, want := range wants {
+			if err == nil || !strings.Contains(g.logs[i].String(), want) {
+				g.t.Fatalf("member %d exited with %v, and did not log %q; logs:\n%s", i+1, err, want, g.logs[i])
+			}
 		}
 	case <-time.After(20 * time.Second):
-		g.t.Fatalf("removed member %d did not exit within 20 s", i+1)
+		g.t.Fatalf("member %d did not exit within 20 s", i+1)
 	}
 }
 
@@ -129,6 +159,16 @@ func (g *group) live() []string {
 		}
 	}
 	return addrs
+}
+
+// readOnlyClient returns a client of the member at addr whose connections
+// send READONLY, so that it serves reads itself (through the leader's read
+// index), closed when the test ends.
+func readOnlyClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // kill kills member i with SIGKILL.
@@ -213,15 +253,13 @@ func TestReplicatedGroup(t *testing.T) {
 	t.Logf("%v: 50 more writes; restarting member %d", time.Since(start), old+1)
 	g.start(old)
 	for i, addr := range g.addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
-			OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+		c := readOnlyClient(t, addr)
 		for k := range 100 {
 			v, err := c.Get(ctx, fmt.Sprint("k", k)).Result()
 			if err != nil || v != fmt.Sprint(k) {
 				t.Fatalf("member %d: k%d = %q (%v)", i+1, k, v, err)
 			}
 		}
-		c.Close()
 		t.Logf("%v: member %d holds every write", time.Since(start), i+1)
 	}
 	// ROLE and INFO replication name the leader, as Redis shapes them.
@@ -338,9 +376,7 @@ func TestMembershipOnline(t *testing.T) {
 	if err := lc.Do(ctx, "flint.member", "add", m4+1, g.joinAddr(m4)).Err(); err != nil {
 		t.Fatalf("FLINT.MEMBER ADD: %v", err)
 	}
-	c4 := redis.NewClient(&redis.Options{Addr: g.addrs[m4], MaxRetries: 20, MinRetryBackoff: 20 * time.Millisecond,
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
-	defer c4.Close()
+	c4 := readOnlyClient(t, g.addrs[m4])
 	if v, err := c4.Get(ctx, "before").Result(); err != nil || v != "1" {
 		t.Fatalf("the new member: before = %q (%v)", v, err)
 	}

@@ -43,7 +43,7 @@ func Default() Backoff { return New(DefaultMin, DefaultMax) }
 // error. Each delay is drawn uniformly from [d/2, d], where d doubles from
 // the minimum at each call up to the maximum.
 func (b *Backoff) Wait(ctx context.Context) error {
-	t := time.NewTimer(b.delay())
+	t := time.NewTimer(b.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -53,8 +53,9 @@ func (b *Backoff) Wait(ctx context.Context) error {
 	}
 }
 
-// delay returns the next delay, jittered, and advances the schedule.
-func (b *Backoff) delay() time.Duration {
+// Next returns the next delay, jittered as Wait's are, and advances the
+// schedule, for a caller that waits in its own way.
+func (b *Backoff) Next() time.Duration {
 	d := b.next
 	b.next = min(2*d, b.max)
 	return d/2 + rand.N(d/2+1)

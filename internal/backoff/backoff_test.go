@@ -10,7 +10,7 @@ func TestSchedule(t *testing.T) {
 	b := New(10*time.Millisecond, 50*time.Millisecond)
 	for i, want := range []time.Duration{10, 20, 40, 50, 50} {
 		want *= time.Millisecond
-		if d := b.delay(); d < want/2 || d > want {
+		if d := b.Next(); d < want/2 || d > want {
 			t.Errorf("delay %d = %v, want within [%v, %v]", i, d, want/2, want)
 		}
 	}

@@ -205,12 +205,15 @@ func followMembers(ctx context.Context, t *transport.Transport, rep *replica.Rep
 }
 
 // AddMember adds member id, with its client@peer addresses, to the group
-// (server.Membership): as a learner, caught up, then promoted.
+// (server.Membership): as a learner, caught up, then promoted. The group
+// keeps the addresses as ParseMembers completes them: a peer port alone
+// takes the client address's host.
 func (m member) AddMember(ctx context.Context, id uint64, addrs string) error {
-	if _, err := ParseMembers(fmt.Sprintf("%d=%s", id, addrs)); err != nil {
+	ms, err := ParseMembers(fmt.Sprintf("%d=%s", id, addrs))
+	if err != nil {
 		return err
 	}
-	return m.Replica.AddMember(ctx, id, []byte(addrs))
+	return m.Replica.AddMember(ctx, id, ms[0].info())
 }
 
 // RemoveMember removes member id from the group.
@@ -245,7 +248,8 @@ func (m member) ClusterView() server.ClusterView {
 	for id, info := range m.Members() {
 		client, _ := parseInfo(info)
 		voter := err == nil && (hasVoter(st.Config.Voters[0], id) || hasVoter(st.Config.Voters[1], id))
-		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: client, Voter: voter, Match: st.Progress[id].Match})
+		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: client, Voter: voter, Match: st.Progress[id].Match,
+			Lost: m.LostMember(id)})
 	}
 	slices.SortFunc(v.Members, func(a, b server.ClusterMember) int { return cmp.Compare(a.ID, b.ID) })
 	return v

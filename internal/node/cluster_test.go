@@ -24,32 +24,44 @@ func TestParseMembers(t *testing.T) {
 }
 
 // TestClaimDir checks that a data directory is one member's: a new one is
-// claimed, the same member may use it again, and another member, another
-// cluster, or a single node is refused, as is a damaged IDENTITY.
+// claimed with a new incarnation, the same member may use it again, and
+// another member, another cluster, or a single node is refused, as is a
+// damaged IDENTITY; a version 1 IDENTITY gets an incarnation.
 func TestClaimDir(t *testing.T) {
 	dir := t.TempDir()
 	me := identity{cluster: 0xabc, member: 2}
-	if err := claimDir(dir, me); err != nil {
-		t.Fatal(err)
+	inc, err := claimDir(dir, me)
+	if err != nil || inc == 0 {
+		t.Fatalf("a new directory: incarnation %x, %v", inc, err)
 	}
-	if err := claimDir(dir, me); err != nil {
-		t.Fatalf("the same member again: %v", err)
+	if again, err := claimDir(dir, me); err != nil || again != inc {
+		t.Fatalf("the same member again: incarnation %x (was %x), %v", again, inc, err)
 	}
 	for _, other := range []identity{{0xabc, 3}, {0xdef, 2}, {0, 1}} {
-		if err := claimDir(dir, other); err == nil || !strings.Contains(err.Error(), "member 2's of cluster") {
+		if _, err := claimDir(dir, other); err == nil || !strings.Contains(err.Error(), "member 2's of cluster") {
 			t.Errorf("%v on member 2's directory: %v", other, err)
 		}
 	}
+	wiped := t.TempDir() // the same member on a new directory: a new incarnation
+	if other, err := claimDir(wiped, me); err != nil || other == inc || other == 0 {
+		t.Errorf("the same member on a new directory: incarnation %x (the first's %x), %v", other, inc, err)
+	}
+	os.WriteFile(filepath.Join(dir, "IDENTITY"), []byte("flint identity 1\ncluster 0000000000000abc\nmember 2\n"), 0o644)
+	if v1, err := claimDir(dir, me); err != nil || v1 == 0 {
+		t.Errorf("a version 1 IDENTITY: incarnation %x, %v", v1, err)
+	} else if b, _ := os.ReadFile(filepath.Join(dir, "IDENTITY")); !strings.HasPrefix(string(b), "flint identity 2\n") {
+		t.Errorf("a version 1 IDENTITY is not rewritten as version 2: %q", b)
+	}
 	os.WriteFile(filepath.Join(dir, "IDENTITY"), []byte("garbage"), 0o644)
-	if err := claimDir(dir, me); err == nil || !strings.Contains(err.Error(), "damaged") {
+	if _, err := claimDir(dir, me); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Errorf("a damaged IDENTITY: %v", err)
 	}
 	old := t.TempDir() // a single node's directory from before identities
 	os.Mkdir(filepath.Join(old, "snap"), 0o755)
-	if err := claimDir(old, me); err == nil || !strings.Contains(err.Error(), "single node") {
+	if _, err := claimDir(old, me); err == nil || !strings.Contains(err.Error(), "single node") {
 		t.Errorf("a member on a single node's old directory: %v", err)
 	}
-	if err := claimDir(old, identity{0, 1}); err != nil {
+	if _, err := claimDir(old, identity{0, 1}); err != nil {
 		t.Errorf("a single node on its old directory: %v", err)
 	}
 }

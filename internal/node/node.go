@@ -70,8 +70,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
 	}
 	defer lock.Close()
-	if err := vfs.RetryNoSpace(func() error { return claimDir(cfg.Dir, cfg.identity()) },
-		waitForSpace(log, cfg.Dir, "record whose data directory it is")); err != nil {
+	var incarnation uint64
+	claim := func() (err error) { incarnation, err = claimDir(cfg.Dir, cfg.identity()); return err }
+	if err := vfs.RetryNoSpace(claim, waitForSpace(log, cfg.Dir, "record whose data directory it is")); err != nil {
 		return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
 	}
 	opt := cfg.Replica
@@ -86,6 +87,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return serve(ctx, server.New(cfg.Server, rep), rep, cfg.ShutdownTimeout, log)
 	}
+	opt.Incarnation = incarnation
 	return runMember(ctx, cfg, opt)
 }
 

@@ -30,6 +30,9 @@ func serve(ctx context.Context, srv *server.Server, rep *replica.Replica, timeou
 		if errors.Is(rep.Err(), replica.ErrRemoved) {
 			return fmt.Errorf("node: stopping: %w; its data directory may be wiped", rep.Err())
 		}
+		if errors.Is(rep.Err(), replica.ErrDataLost) {
+			return fmt.Errorf("node: stopping: %w", rep.Err())
+		}
 		return fmt.Errorf("%w: %w", ErrFailed, rep.Err())
 	case <-ctx.Done():
 	}

@@ -100,10 +100,18 @@ func termOrVoteChanged(hs, saved raftpb.HardState) bool {
 }
 
 // logNoSpace says what a full disk holds up: writes, or, before Open has
-// returned, everything: recovery, or the new term's write (see Open).
+// returned, everything: recovery, or the new term's write (see Open). A
+// follower also stops acknowledging its leader's entries (it writes them
+// before it does); the other members go on without it, if they are a
+// majority.
 func (r *Replica) logNoSpace(err error) {
-	if r.ready.Load() {
+	if r.ready.Load() && !r.following() {
 		r.opt.Logger.Error("the disk is full: refusing writes until space is freed", "dir", r.opt.Dir, "err", err)
+		return
+	}
+	if r.ready.Load() {
+		r.opt.Logger.Error("the disk is full: this member stops acknowledging its leader's entries until space is freed; "+
+			"the others go on without it if they are a majority", "dir", r.opt.Dir, "leader", r.lead.Load(), "err", err)
 		return
 	}
 	r.opt.Logger.Error("the disk is full: the node cannot start serving until space is freed, "+
@@ -125,8 +133,11 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 	}
 	if r.noSpace.Swap(false) {
 		what := "accepting writes"
-		if !r.ready.Load() {
+		switch {
+		case !r.ready.Load():
 			what = "starting"
+		case r.following():
+			what = "catching up with the leader"
 		}
 		r.opt.Logger.Warn("disk space is available again: "+what, "dir", r.opt.Dir)
 	}
@@ -138,6 +149,13 @@ func (r *Replica) save(ents []raftpb.Entry, hs raftpb.HardState) bool {
 		r.storage.SetHardState(hs)
 	}
 	return true
+}
+
+// following reports whether another member leads, as far as this one
+// knows.
+func (r *Replica) following() bool {
+	lead := r.lead.Load()
+	return lead != 0 && lead != r.id
 }
 
 // untilSpace returns what a write of about need bytes that found the disk

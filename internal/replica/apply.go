@@ -61,6 +61,10 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 		if err := r.applyConfEntry(e); err != nil {
 			return err
 		}
+	case isRegistration(e.Data):
+		if err := r.applyRegistration(e); err != nil {
+			return err
+		}
 	case len(e.Data) > 0 && !r.appliedEarly(e):
 		if err := r.applyData(e); err != nil {
 			return err

@@ -16,7 +16,7 @@ import (
 // catches reordered writes; see package bugs. It reports whether it took
 // care of e.
 func (r *Replica) reorder(e *raftpb.Entry) bool {
-	if !bugs.On(bugs.Reorder) || len(e.Data) == 0 {
+	if !bugs.On(bugs.Reorder) || len(e.Data) == 0 || isRegistration(e.Data) {
 		return false
 	}
 	if r.held != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ type cluster struct {
 	net    *transporttest.Network
 	voters []uint64
 	fs     []*vfs.Mem
+	incs   []uint64 // each member's Options.Incarnation: its filesystem's
 	eps    []*transporttest.Endpoint
 	hs     []*router
 	rs     []*Replica // nil while a member is down
@@ -83,7 +85,7 @@ func newClusterWith(t *testing.T, n int, seed uint64, opt Options) *cluster {
 	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), opt: opt}
 	for i := range n {
 		c.voters = append(c.voters, uint64(i+1))
-		c.fs = append(c.fs, vfs.NewMem())
+		c.fs, c.incs = append(c.fs, vfs.NewMem()), append(c.incs, uint64(i+1)<<32|1)
 		c.hs = append(c.hs, &router{})
 		c.eps = append(c.eps, c.net.Register(uint64(i+1), c.hs[i]))
 		c.rs = append(c.rs, nil)
@@ -105,6 +107,7 @@ func (c *cluster) start(i int) {
 	c.t.Helper()
 	opt := c.opt
 	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Voters, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), c.voters, c.eps[i]
+	opt.Incarnation = c.incs[i]
 	r, err := Open(opt)
 	if err != nil {
 		c.t.Fatalf("member %d: %v", i+1, err)
@@ -278,12 +281,13 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 func (c *cluster) join() int {
 	c.t.Helper()
 	i := len(c.rs)
-	c.fs = append(c.fs, vfs.NewMem())
+	c.fs, c.incs = append(c.fs, vfs.NewMem()), append(c.incs, uint64(i+1)<<32|1)
 	c.hs = append(c.hs, &router{})
 	c.eps = append(c.eps, c.net.Register(uint64(i+1), c.hs[i]))
 	c.rs = append(c.rs, nil)
 	opt := c.opt
 	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Join, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), true, c.eps[i]
+	opt.Incarnation = c.incs[i]
 	r, err := Open(opt)
 	if err != nil {
 		c.t.Fatalf("member %d: %v", i+1, err)
@@ -297,13 +301,15 @@ func (c *cluster) join() int {
 // leader's snapshot and log, then promoted), removes an original one (it
 // stops with ErrRemoved), transfers leadership to the new member, and
 // checks that every member left holds every write and the same
-// configuration and member info.
+// configuration and member info. Then it checks the refusals of changes
+// that name no member or a learner, that AddMember resumes adding a
+// learner, and that the leader may remove itself.
 func TestClusterMembership(t *testing.T) {
 	c := newCluster(t, 3, seedtest.Seed(t))
 	for i := range 20 {
 		c.set(fmt.Sprint("k", i), fmt.Sprint(i))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := c.join()
 	if err := c.rs[c.leader()].AddMember(ctx, 4, []byte("member-4-info")); err != nil {
@@ -349,9 +355,34 @@ func TestClusterMembership(t *testing.T) {
 			t.Fatalf("member %d: voters %v (%v), want 3", i+1, st.Config.Voters, err)
 		}
 	}
+	// Changes that name no member, or leadership for a learner, are
+	// refused; adding a learner again with its info resumes its addition.
+	ld := c.rs[c.leader()]
+	if err := ld.Remove(ctx, 99); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("removing member 99 = %v, want ErrNoMember", err)
+	}
+	if err := ld.TransferLeadership(ctx, 99); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("transferring to member 99 = %v, want ErrNoMember", err)
+	}
+	five := c.join()
+	if err := ld.AddLearner(ctx, 5, []byte("member-5-info")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ld.TransferLeadership(ctx, 5); !errors.Is(err, ErrLearner) {
+		t.Fatalf("transferring to learner 5 = %v, want ErrLearner", err)
+	}
+	if err := ld.AddMember(ctx, 5, []byte("other-info")); !errors.Is(err, ErrIDTaken) {
+		t.Fatalf("adding learner 5 with other info = %v, want ErrIDTaken", err)
+	}
+	if err := ld.AddMember(ctx, 5, []byte("member-5-info")); err != nil {
+		t.Fatalf("adding learner 5 again: %v", err)
+	}
+	if v, err := c.read(five, "after-transfer"); err != nil || v != "2" {
+		t.Fatalf("member 5: after-transfer = %q (%v)", v, err)
+	}
 
 	// The leader removes itself: the call succeeds, the leader stops, and
-	// the two left elect another. Until it is closed, the former leader
+	// the three left elect another. Until it is closed, the former leader
 	// refuses writes and reads as a member that does not lead: it proposes
 	// nothing.
 	lead := c.leader()
@@ -532,6 +563,87 @@ func (c *cluster) fault(rng *rand.Rand) {
 				c.start(i)
 				break
 			}
+		}
+	}
+}
+
+// wipe stops member i and gives it an empty filesystem, as a node whose
+// data directory was wiped, with a new incarnation.
+func (c *cluster) wipe(i int) {
+	c.stop(i)
+	c.fs[i] = vfs.NewMem()
+	c.incs[i] += 2
+}
+
+// awaitDataLost waits until member i stops with ErrDataLost whose message
+// holds want.
+func (c *cluster) awaitDataLost(i int, want string) {
+	c.t.Helper()
+	select {
+	case <-c.rs[i].Dead():
+		if err := c.rs[i].Err(); !errors.Is(err, ErrDataLost) || !strings.Contains(err.Error(), want) {
+			c.t.Fatalf("member %d stopped with %v, want ErrDataLost saying %q", i+1, err, want)
+		}
+	case <-time.After(20 * time.Second):
+		c.t.Fatalf("member %d, wiped, did not stop", i+1)
+	}
+	c.stop(i)
+}
+
+// TestClusterWipedMember starts a member of three again under its id on
+// an empty filesystem (with a new incarnation). While the leader remembers
+// what it acknowledged, its first heartbeat says so, and the member stops
+// with ErrDataLost rather than raft's panic. Once every other member has
+// restarted, so that no one remembers, it catches up as any new directory
+// would, but its registration is of another incarnation than the group
+// knows: the others mark it lost and refuse its votes, it stops with
+// ErrDataLost once it learns the group's record, and the two left go on,
+// remembering it across a snapshot and a restart.
+func TestClusterWipedMember(t *testing.T) {
+	c := newCluster(t, 3, seedtest.Seed(t))
+	for i := range 20 {
+		c.set(fmt.Sprint("k", i), "1")
+	}
+	w := (c.leader() + 1) % 3
+	for deadline := time.Now().Add(20 * time.Second); !c.rs[w].registered.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("member %d did not register in 20 s", w+1)
+		}
+	}
+	c.wipe(w)
+	c.start(w)
+	c.awaitDataLost(w, "counts it as holding the log up to index")
+
+	c.wipe(w)
+	for i := range c.rs {
+		if i != w {
+			c.stop(i)
+			c.start(i)
+		}
+	}
+	c.set("before", "2")
+	c.start(w)
+	c.awaitDataLost(w, "the group knows member")
+	c.set("after", "3")
+	for i := range c.rs {
+		if i == w {
+			continue
+		}
+		for deadline := time.Now().Add(10 * time.Second); !c.rs[i].LostMember(uint64(w + 1)); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("member %d does not know member %d as lost", i+1, w+1)
+			}
+		}
+		if err := c.rs[i].Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		c.stop(i)
+		c.start(i)
+		if !c.rs[i].LostMember(uint64(w + 1)) {
+			t.Fatalf("member %d, restarted from its snapshot, forgot that member %d is lost", i+1, w+1)
+		}
+		if v, err := c.read(i, "after"); err != nil || v != "3" {
+			t.Fatalf("member %d: after = %q (%v)", i+1, v, err)
 		}
 	}
 }

@@ -95,7 +95,10 @@
 // Options.Peers, and the replica receives theirs as the group's
 // transport.Handler (peers.go). A member too far behind is sent the
 // leader's newest snapshot file and installs it (install.go); membership
-// changes go through raft's configuration changes (members.go).
+// changes go through raft's configuration changes (members.go). Each
+// member registers its data directory's incarnation with the group, which
+// then refuses a member whose directory was wiped and made anew under its
+// old id (incarnation.go).
 //
 // # Directory layout
 //

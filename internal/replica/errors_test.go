@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/flintkv/flint/internal/proctest"
 	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/vfs"
@@ -127,6 +129,12 @@ func TestDiskFull(t *testing.T) {
 	}
 	if info := strings.Join(r.PersistenceInfo(), "\n"); !strings.Contains(info, "disk_full:1") {
 		t.Fatalf("INFO does not report the full disk:\n%s", info)
+	}
+	// A snapshot from a leader is refused at once: the log must write what
+	// it holds first.
+	snapMsg := raftpb.Message{Type: raftpb.MsgSnap, From: 2, To: 1, Snapshot: &raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: 1000, Term: 5}}}
+	if err := r.ReceiveSnapshot(2, 1, snapMsg, strings.NewReader("")); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("a snapshot sent on a full disk = %v, want ErrNoSpace", err)
 	}
 	mem.SetCapacity(0)
 	if err := <-blocked; err != nil {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -39,6 +40,12 @@ func (r *Replica) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.
 	md := m.Snapshot.Metadata
 	if md.Index <= r.applied.Load() {
 		return errorf("member %d has applied index %d already, past the snapshot's %d", r.id, r.applied.Load(), md.Index)
+	}
+	// Its log waits for space to write what it holds, which it must write
+	// before it could take the snapshot; the snapshot's file would only
+	// take that space.
+	if r.noSpace.Load() {
+		return fmt.Errorf("%w (member %d takes no snapshot until then)", ErrNoSpace, r.id)
 	}
 	r.snaps.files.Lock()
 	_, err := snap.Install(r.opt.FS, r.snapDir(), snap.Info{Index: md.Index, Term: md.Term}, body)
@@ -96,6 +103,9 @@ func (r *Replica) installSnapshot(md raftpb.SnapshotMetadata) error {
 		return errorf("loading the snapshot sent by the leader: %w", err)
 	}
 	r.setMembers(members)
+	if err := r.restoreIncarnations(meta.Sections); err != nil {
+		return err
+	}
 	r.st.Store(st)
 	r.applied.Store(md.Index)
 	r.conf = md.ConfState

@@ -130,6 +130,9 @@ func (l *loop) tick() {
 	if l.ticks%reissueTicks == 0 {
 		l.requeueReads()
 	}
+	if l.ticks%registerTicks == 0 {
+		l.register()
+	}
 	if l.unled0 && time.Since(l.sweptAt) >= l.r.opt.LeaderWait {
 		l.sweepUnled()
 	}
@@ -451,6 +454,7 @@ func (l *loop) leaderChanged(lead uint64) {
 	l.r.lead.Store(lead)
 	l.noteLeader(lead)
 	l.requeueReads()
+	l.register()
 	l.unled0, l.sweptAt, l.staleProps, l.staleReads = lead == raft.None, time.Now(), 0, 0
 }
 

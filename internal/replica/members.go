@@ -66,6 +66,13 @@ var ErrIDTaken = errors.New("replica: that member id is, or was, a member's; a n
 // table, so that its id is never reused; Members and MemberInfo skip it.
 const retired = "\x00retired"
 
+// ErrNoMember refuses a change that names no current member of the group.
+var ErrNoMember = errors.New("replica: no current member of the group has that id")
+
+// ErrLearner refuses to hand leadership to a learner, which cannot lead
+// until it is promoted.
+var ErrLearner = errors.New("replica: that member is a learner, which cannot lead until it is promoted to voter")
+
 // AddLearner proposes adding member id, with info, as a learner, and
 // returns once the change is applied here. Errors are Apply's, and
 // ErrIDTaken.
@@ -85,14 +92,23 @@ func (r *Replica) Promote(ctx context.Context, id uint64) error {
 }
 
 // Remove proposes removing member id from the group. A removed member
-// stops (ErrRemoved); a removed leader steps down first.
+// stops (ErrRemoved); a removed leader steps down first. An id that names
+// no current member is refused (ErrNoMember): raft would take its removal
+// as done, and the id would be retired for nothing.
 //
 // A leader that removes itself steps down as it applies the change, and
 // losing leadership fails its waiters (ErrOutcomeUnknown) before the
 // change's own waiter is answered; its stopping with ErrRemoved right
 // after is then the answer.
 func (r *Replica) Remove(ctx context.Context, id uint64) error {
-	err := r.change(ctx, raftpb.ConfChangeRemoveNode, id, nil)
+	st, err := r.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if role(st, id) == "" {
+		return fmt.Errorf("%w: %d", ErrNoMember, id)
+	}
+	err = r.change(ctx, raftpb.ConfChangeRemoveNode, id, nil)
 	if id == r.id && errors.Is(err, ErrOutcomeUnknown) {
 		select {
 		case <-r.dead:
@@ -105,13 +121,38 @@ func (r *Replica) Remove(ctx context.Context, id uint64) error {
 	return err
 }
 
+// role returns "voter" or "learner" for a member of st's configuration,
+// or "" for an id that is not one.
+func role(st raft.Status, id uint64) string {
+	_, in := st.Config.Voters[0][id]
+	_, out := st.Config.Voters[1][id]
+	_, learner := st.Config.Learners[id]
+	_, next := st.Config.LearnersNext[id]
+	switch {
+	case in || out:
+		return "voter"
+	case learner || next:
+		return "learner"
+	}
+	return ""
+}
+
 // AddMember adds member id as a learner, waits until it has caught up with
 // the leader's log (its match index reaches the commit index the leader
 // had when it was added), and promotes it. It must be called at the
-// leader; it returns once the promotion is applied.
+// leader; it returns once the promotion is applied. Called again for a
+// learner that an earlier call added with the same info (one whose wait
+// ended before the learner caught up), it resumes: waits, and promotes.
 func (r *Replica) AddMember(ctx context.Context, id uint64, info []byte) error {
-	if err := r.AddLearner(ctx, id, info); err != nil {
+	st, err := r.Status(ctx)
+	if err != nil {
 		return err
+	}
+	resume := role(st, id) == "learner" && string(r.MemberInfo(id)) == string(info)
+	if !resume {
+		if err := r.AddLearner(ctx, id, info); err != nil {
+			return err
+		}
 	}
 	target := r.applied.Load()
 	for {
@@ -125,7 +166,7 @@ func (r *Replica) AddMember(ctx context.Context, id uint64, info []byte) error {
 		select {
 		case <-time.After(r.opt.TickInterval):
 		case <-ctx.Done():
-			return fmt.Errorf("replica: learner %d did not catch up: %w", id, ctx.Err())
+			return fmt.Errorf("replica: learner %d did not catch up (is it running, and reachable at its peer address?): %w", id, ctx.Err())
 		}
 	}
 	return r.Promote(ctx, id)
@@ -136,6 +177,16 @@ func (r *Replica) AddMember(ctx context.Context, id uint64, info []byte) error {
 // gives up a transfer after an election timeout (to may be behind, or a
 // message lost): it is asked again then.
 func (r *Replica) TransferLeadership(ctx context.Context, to uint64) error {
+	st, err := r.Status(ctx)
+	if err != nil {
+		return err
+	}
+	switch role(st, to) {
+	case "":
+		return fmt.Errorf("%w: %d", ErrNoMember, to)
+	case "learner":
+		return fmt.Errorf("%w: member %d", ErrLearner, to)
+	}
 	timeout := time.Duration(r.opt.ElectionTicks) * r.opt.TickInterval
 	for {
 		// A member that stopped leading meanwhile may be seeing the

@@ -3,10 +3,13 @@ package replica
 import (
 	"errors"
 	"slices"
+	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/backoff"
 	"github.com/flintkv/flint/internal/snap"
 )
 
@@ -40,6 +43,9 @@ func (r *Replica) Receive(from, group uint64, msgs []raftpb.Message) {
 		if m.To != r.id || m.From != from || raft.IsLocalMsg(m.Type) {
 			continue // misrouted, or a peer posing as a local thread
 		}
+		if isVote(m.Type) && r.LostMember(from) {
+			continue // a member whose data was lost: see incarnation.go
+		}
 		select {
 		case r.recvc <- m:
 		default:
@@ -63,15 +69,66 @@ func (r *Replica) Unreachable(to, group uint64) {
 
 // SnapshotDone is the end of a snapshot stream to member to
 // (transport.Handler). It is not dropped: raft sends that member nothing
-// else until it hears.
+// else until it hears. A failure is reported only after a wait (see
+// snapshotRetries), since raft sends the snapshot again as soon as it
+// hears.
 func (r *Replica) SnapshotDone(to, group uint64, err error) {
+	rep := report{member: to, snapshot: true, failed: err != nil}
+	wait := r.snapRetries.after(to, err)
 	if err != nil {
-		r.opt.Logger.Warn("sending a snapshot failed", "member", to, "err", err)
+		r.opt.Logger.Warn("sending a snapshot failed; it is sent again later", "member", to, "in", wait.Round(time.Millisecond), "err", err)
 	}
-	select {
-	case r.reportc <- report{member: to, snapshot: true, failed: err != nil}:
-	case <-r.dead:
+	go func() {
+		select {
+		case <-time.After(wait):
+		case <-r.dead:
+			return
+		}
+		select {
+		case r.reportc <- rep:
+		case <-r.dead:
+		}
+	}()
+}
+
+// Waits before a failed snapshot stream is reported to raft, which then
+// sends the snapshot again: about snapshotRetryMin after the first failure
+// in a row to a member, doubling up to snapshotRetryMax. A member whose
+// disk is full refuses snapshots until space is freed (see
+// ReceiveSnapshot), and would otherwise be streamed the snapshot, and log
+// its refusal, at every heartbeat.
+const (
+	snapshotRetryMin = 500 * time.Millisecond
+	snapshotRetryMax = 30 * time.Second
+)
+
+// snapshotRetries is the schedule of each member's failed snapshot
+// streams in a row.
+type snapshotRetries struct {
+	mu sync.Mutex
+	m  map[uint64]*backoff.Backoff // by member; none after a success
+}
+
+// after returns how long to wait before reporting the end of a stream to
+// member to that ended with err (nil: at once), and advances or resets
+// its schedule.
+func (s *snapshotRetries) after(to uint64, err error) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.m, to)
+		return 0
 	}
+	if s.m == nil {
+		s.m = make(map[uint64]*backoff.Backoff)
+	}
+	b, ok := s.m[to]
+	if !ok {
+		nb := backoff.New(snapshotRetryMin, snapshotRetryMax)
+		b = &nb
+		s.m[to] = b
+	}
+	return b.Next()
 }
 
 // stepBatch is the most messages from other members that the raft loop
@@ -82,6 +139,10 @@ const stepBatch = 256
 // others waiting.
 func (l *loop) stepPeer(m raftpb.Message) {
 	for n := 1; ; n++ {
+		if err := l.checkHeartbeat(m); err != nil {
+			l.r.fail(err)
+			return
+		}
 		if err := l.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			l.r.opt.Logger.Debug("raft ignored a message", "from", m.From, "type", m.Type, "err", err)
 		}

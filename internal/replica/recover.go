@@ -52,6 +52,9 @@ func (r *Replica) recover() error {
 		return err
 	}
 	r.setMembers(members)
+	if err := r.restoreIncarnations(meta.Sections); err != nil {
+		return err
+	}
 	// Replayed entries are mapped and never change: the store keeps their
 	// values without copying them. As for the snapshot, the process may
 	// pause its collector during replay: a collection would mark the

@@ -61,6 +61,11 @@ type Options struct {
 	// Members is what the node knows of each first voter (its addresses,
 	// say), kept with the group's configuration: see Replica.Members.
 	Members map[uint64][]byte
+	// Incarnation names this data directory among all that ever ran this
+	// member: a random number, not 0, made with the directory and kept
+	// with it. A member registers it with its group, which refuses a new
+	// directory under a used id (see incarnation.go). 0: no registration.
+	Incarnation uint64
 	// Raft's clock: a tick every TickInterval (default 100 ms); a follower
 	// that hears no leader for ElectionTicks (default 10) to twice that
 	// campaigns; a leader sends heartbeats every HeartbeatTicks (default 1).
@@ -163,6 +168,13 @@ type Replica struct {
 	early   []earlyEntry  // the apply thread's, only with the injected bug bugs.AckEarly; by index
 	snaps   snapState
 	stats   stats
+
+	snapRetries snapshotRetries // when to report failed snapshot streams to raft
+	registered  atomic.Bool     // the group knows this member by this directory's incarnation
+	// incarnations is what the group knows of each member's data
+	// directory (see incarnation.go). It is under membersMu, with
+	// members, and replaced whole.
+	incarnations map[uint64]incarnation
 }
 
 // proposal is one caller's batch waiting to be committed and applied.

@@ -48,6 +48,7 @@ type ClusterMember struct {
 	Addr  string // its client address, host:port
 	Voter bool   // a voter, else a learner that is being caught up
 	Match uint64 // on the leader: the last index known to be in its log
+	Lost  bool   // it lost its data: the group refuses its votes, and it must be replaced
 }
 
 // member returns the member with id, if the view has it.
@@ -323,7 +324,8 @@ func (c *conn) roleCmd([][]byte) {
 // (role, the master's address on a replica, connected_slaves and one slaveN
 // line per other member on the master), then Flint's own (the member and
 // leader ids, the raft term, commit and applied indexes, each member's
-// match index and lag on the leader).
+// match index and lag on the leader, whether it votes, and whether it
+// lost its data).
 func (c *conn) infoReplication(b *strings.Builder) {
 	if c.srv.cluster == nil {
 		b.WriteString("role:master\r\nconnected_slaves:0\r\n")
@@ -336,8 +338,8 @@ func (c *conn) infoReplication(b *strings.Builder) {
 		for _, m := range v.Members {
 			if m.ID != v.Self {
 				host, port := splitAddr(m.Addr)
-				fmt.Fprintf(b, "slave%d:ip=%s,port=%d,state=online,offset=%d,lag=%d,member=%d,voter=%d\r\n",
-					n, host, port, m.Match, v.Commit-min(v.Commit, m.Match), m.ID, b2i(m.Voter))
+				fmt.Fprintf(b, "slave%d:ip=%s,port=%d,state=online,offset=%d,lag=%d,member=%d,voter=%d,lost=%d\r\n",
+					n, host, port, m.Match, v.Commit-min(v.Commit, m.Match), m.ID, b2i(m.Voter), b2i(m.Lost))
 				n++
 			}
 		}
