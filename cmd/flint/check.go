@@ -21,6 +21,7 @@ func checkCmd(args []string) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.BoolVar(&cfg.Spawn, "spawn", false, "start flint serve from this binary on a free port and a fresh data directory (needed for --nemesis)")
 	fs.IntVar(&cfg.Nodes, "nodes", 0, "with --spawn, start a replicated group of this many members (1, 3, 5, 7 or 9), their peer\ntraffic through proxies the checker controls (0: one server, not replicated)")
+	fs.IntVar(&cfg.Readers, "readers", 0, "with --nodes, clients that only read (GET), each from one member with READONLY: follower\nreads, linearizable through the read index")
 	fs.BoolVar(&cfg.Sessions, "sessions", false, "the clients write in sessions, as Flint's client can: a write whose outcome they did not\nlearn is sent again, and must take effect once")
 	fs.StringVar(&cfg.Addr, "addr", "", "server to check (host:port), unless --spawn")
 	spawnArgs := fs.String("spawn-args", "", "more flags for the spawned server, space-separated")

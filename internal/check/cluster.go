@@ -206,9 +206,7 @@ func replicationInfo(addr string) (self, lead, term uint64, err error) {
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(300 * time.Millisecond))
-	cmd := protocol.AppendArray(nil, 2)
-	cmd = protocol.AppendBulkString(protocol.AppendBulkString(cmd, "INFO"), "replication")
-	if _, err := nc.Write(cmd); err != nil {
+	if _, err := nc.Write(appendCommand(nil, "INFO", "replication")); err != nil {
 		return 0, 0, 0, err
 	}
 	v, err := protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits).Read()

@@ -22,6 +22,12 @@ type Config struct {
 	// traffic through relays of the checker's, so that the nemesis can
 	// partition them too. 0: one server, not replicated.
 	Nodes int
+	// Readers, with Nodes, adds that many clients that read the workload's
+	// keys (GET) from one member each, round the members, with READONLY:
+	// follower reads, which must be linearizable too, and which keep
+	// reading where they are when the leader moves. The members they read
+	// from are the group's first; one removed later fails their reads.
+	Readers int
 	// Sessions makes the clients write in sessions (client.WithSessions),
 	// so that a write whose outcome they did not learn is sent again and
 	// must take effect once.
@@ -219,6 +225,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: faults are injected only into a server the checker starts: add --spawn", ErrConfig)
 	case c.Nodes < 0 || c.Nodes > 9 || c.Nodes%2 == 0 && c.Nodes != 0:
 		return c, fmt.Errorf("%w: --nodes must be 1, 3, 5, 7 or 9 (or 0 for one server, not replicated)", ErrConfig)
+	case c.Readers < 0 || c.Readers > 0 && c.Nodes == 0:
+		return c, fmt.Errorf("%w: --readers read from the members of a group: add --nodes", ErrConfig)
 	case c.Nodes > 0 && !c.Spawn:
 		return c, fmt.Errorf("%w: --nodes starts a group: add --spawn", ErrConfig)
 	case c.Nodes < 3 && slices.ContainsFunc(c.Nemesis, Fault.groupOnly):

@@ -94,7 +94,8 @@ func TestInjectedBugs(t *testing.T) {
 
 // TestReplicatedGroup runs the check against replicated groups of real
 // processes under the faults of a group, as the checks of replication
-// must: 3 members with partitions and leader kills; 5 members with two
+// must: 3 members with partitions and leader kills (and a reader of a
+// follower, READONLY); 5 members with two
 // members down at once, one of them the leader; and 3 members under every
 // fault, the clients writing in sessions. Each must pass, with no
 // acknowledged write lost.
@@ -108,7 +109,7 @@ func TestReplicatedGroup(t *testing.T) {
 		cfg  Config
 		want []string // substrings that fault kinds must show, each in one
 	}{
-		{"3-partition-kill-leader", Config{Nodes: 3, Conflict: true, Duration: 8 * time.Second,
+		{"3-partition-kill-leader", Config{Nodes: 3, Conflict: true, Readers: 1, Duration: 8 * time.Second,
 			Nemesis: []Fault{FaultPartition, FaultKillLeader}, NemesisInterval: time.Second}, []string{"partition", "kill-leader"}},
 		{"5-two-down", Config{Nodes: 5, Conflict: true, Duration: 6 * time.Second,
 			Nemesis: []Fault{FaultKillLeader, FaultKill}, NemesisInterval: 700 * time.Millisecond}, []string{"kill-leader", ", 2 down"}},
@@ -140,21 +141,22 @@ func TestReplicatedGroup(t *testing.T) {
 //   - ack-early: a leader cut off from its peers acknowledges writes that
 //     never commit; the new leader lacks them (lost, or read as missing).
 //   - stale-leader-read: a member that has led answers reads from its own
-//     state until it hears of another leader: a leader paused past an
-//     election answers from the past when it continues, and a new leader
-//     answers before it has applied what its predecessor committed.
-//     (Partitions rarely show it: the clients of a cut-off leader all move
-//     to the new one at once, when their writes there fail.)
+//     state until it hears of another leader. Cut off, it answers the
+//     readers pinned to it (Config.Readers) from the past while the
+//     majority's new leader takes writes. (The workload's own clients
+//     rarely show it: they all leave a cut-off leader at once, when their
+//     writes there fail.)
 //   - double-apply: writes resent in a session after a leader was killed
 //     or cut off (their outcome unknown) are applied again.
 func TestInjectedReplicationBugs(t *testing.T) {
+	const bugAttempts = 3
 	if testing.Short() {
 		t.Skip("runs groups of flint serve for seconds")
 	}
 	bin := proctest.BuildTags(t, "flintbugs")
 	cut := Config{Nodes: 3, Conflict: true, Duration: 8 * time.Second, Nemesis: []Fault{FaultPartition}, NemesisInterval: time.Second}
-	failover := cut
-	failover.Nemesis = []Fault{FaultKillLeader, FaultPause}
+	readers := cut
+	readers.Readers, readers.Duration = 2, 6*time.Second
 	// Resends need time within an operation's timeout for a new leader.
 	resend := Config{Nodes: 3, Conflict: true, Sessions: true, Duration: 8 * time.Second,
 		Nemesis: []Fault{FaultKillLeader}, NemesisInterval: 700 * time.Millisecond, OpTimeout: 2 * time.Second}
@@ -165,8 +167,8 @@ func TestInjectedReplicationBugs(t *testing.T) {
 	}{
 		{"", "partitions", cut, Pass},
 		{"ack-early", "partitions", cut, Fail},
-		{"", "failovers", failover, Pass},
-		{"stale-leader-read", "failovers", failover, Fail},
+		{"", "partitions-readers", readers, Pass},
+		{"stale-leader-read", "partitions-readers", readers, Fail},
 		{"", "resends", resend, Pass},
 		{"double-apply", "resends", resend, Fail},
 	} {
@@ -174,11 +176,26 @@ func TestInjectedReplicationBugs(t *testing.T) {
 			if tc.cfg.OpTimeout == 0 {
 				tc.cfg.OpTimeout = 500 * time.Millisecond
 			}
-			res := runCheck(t, bin, tc.bugs, tc.cfg)
-			if res.Verdict != tc.want || res.Err != nil {
-				t.Fatalf("%s (%v), want %s; faults %q", res.Verdict, res.Err, tc.want, faultKinds(res.history))
+			// A fault exposes a bug only when it strikes at the right
+			// moment: a bug gets up to bugAttempts runs to be caught; a
+			// correct group must pass its one run.
+			attempts := 1
+			if tc.want == Fail {
+				attempts = bugAttempts
 			}
-			t.Logf("%d parts failed, %d lost writes; faults %q", countFailed(res), len(res.lost), faultKinds(res.history))
+			for a := 1; ; a++ {
+				res := runCheck(t, bin, tc.bugs, tc.cfg)
+				if res.Err != nil {
+					t.Fatalf("%s (%v); faults %q", res.Verdict, res.Err, faultKinds(res.history))
+				}
+				t.Logf("run %d: %s, %d parts failed, %d lost writes; faults %q", a, res.Verdict, countFailed(res), len(res.lost), faultKinds(res.history))
+				if res.Verdict == tc.want {
+					return
+				}
+				if a == attempts {
+					t.Fatalf("%s in %d runs, want %s", res.Verdict, a, tc.want)
+				}
+			}
 		})
 	}
 }

@@ -84,7 +84,7 @@ func (n *nemesis) inject(f Fault) error {
 			kind, err = n.kill(kind, lead)
 		}
 	case FaultPause:
-		err = n.pause(n.pick(n.cl.running()))
+		err = n.pause(n.pickLeaderOften())
 	case FaultPartition:
 		kind, err = n.partition()
 	case FaultMembership:
@@ -107,6 +107,17 @@ func (n *nemesis) pick(ms []*member) *member {
 		return nil
 	}
 	return ms[n.rng.IntN(len(ms))]
+}
+
+// pickLeaderOften returns a running member: in a group, the leader half of
+// the time (a stalled leader is the harder case), else one at random.
+func (n *nemesis) pickLeaderOften() *member {
+	if n.cl.replicated() && n.rng.IntN(2) == 0 {
+		if lead, err := n.cl.leader(2 * time.Second); err == nil {
+			return lead
+		}
+	}
+	return n.pick(n.cl.running())
 }
 
 // kill kills m with SIGKILL. A single server restarts after up to 100 ms;

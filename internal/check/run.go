@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer r.cleanUp()
 	fmt.Fprintf(cfg.Stdout, "flint check: %s\n", r.describe())
 	runErr := r.execute(ctx)
-	h := r.rec.history(header{Command: cfg.Command, Seed: cfg.Seed, Clients: cfg.Clients, Keys: r.layout.universe()})
+	h := r.rec.history(header{Command: cfg.Command, Seed: cfg.Seed, Clients: cfg.Clients + cfg.Readers, Keys: r.layout.universe()})
 	saved := ""
 	if cfg.Out != "" {
 		saved = filepath.Join(cfg.Out, "history.json")
@@ -165,7 +165,11 @@ func (r *run) describe() string {
 	if len(c.Nemesis) > 0 {
 		nemesis = fmt.Sprintf("%v every ~%v", c.Nemesis, c.NemesisInterval)
 	}
-	return fmt.Sprintf("%d clients, %s, mix %s, nemesis %s, seed %d\n  %s", c.Clients, keys, c.Mix, nemesis, c.Seed, target)
+	clients := fmt.Sprintf("%d clients", c.Clients)
+	if c.Readers > 0 {
+		clients += fmt.Sprintf(" and %d readers of followers", c.Readers)
+	}
+	return fmt.Sprintf("%s, %s, mix %s, nemesis %s, seed %d\n  %s", clients, keys, c.Mix, nemesis, c.Seed, target)
 }
 
 // execute runs the workload and the nemesis, then the final crash (if the
@@ -202,14 +206,19 @@ func (r *run) workload(ctx context.Context, nem *nemesis) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	sessions := make([]*session, r.cfg.Clients)
-	for c := range sessions {
+	callers := make([]caller, r.cfg.Clients, r.cfg.Clients+r.cfg.Readers)
+	for c := range callers {
 		s, err := r.newSession()
 		if err != nil {
 			return fmt.Errorf("check: client %d: %w", c, err)
 		}
 		defer s.close()
-		sessions[c] = s
+		callers[c] = s
+	}
+	for i := range r.cfg.Readers {
+		f := &follower{addr: r.addrs[i%len(r.addrs)], timeout: r.cfg.OpTimeout}
+		defer f.close()
+		callers = append(callers, f)
 	}
 	var budget *atomic.Int64 // operations left to record; nil: no limit
 	if r.cfg.Ops > 0 {
@@ -223,8 +232,11 @@ func (r *run) workload(ctx context.Context, nem *nemesis) error {
 		nemErr <- nil
 	}
 	var wg sync.WaitGroup
-	for c, s := range sessions {
-		gen := newGenerator(r.cfg.Seed, c, r.layout.groups[c], r.cfg.Mix)
+	for c, s := range callers {
+		gen := newGenerator(r.cfg.Seed, c, r.layout.groups[c%r.cfg.Clients], r.cfg.Mix)
+		if c >= r.cfg.Clients {
+			gen = newGenerator(r.cfg.Seed, c, r.layout.groups[c%r.cfg.Clients], Mix{kindGet: 1})
+		}
 		wg.Go(func() { r.client(ctx, c, s, gen, budget) })
 	}
 	wg.Wait()
@@ -239,7 +251,7 @@ func (r *run) workload(ctx context.Context, nem *nemesis) error {
 // client is one workload client: one operation at a time until ctx ends or
 // the budget is spent. An operation in flight when ctx ends still gets its
 // timeout, so that its outcome is known if it can be.
-func (r *run) client(ctx context.Context, id int, s *session, gen *generator, budget *atomic.Int64) {
+func (r *run) client(ctx context.Context, id int, s caller, gen *generator, budget *atomic.Int64) {
 	for ctx.Err() == nil && (budget == nil || budget.Add(-1) >= 0) {
 		cmd := gen.next()
 		call := r.rec.now()
@@ -264,7 +276,8 @@ func (r *run) client(ctx context.Context, id int, s *session, gen *generator, bu
 	}
 }
 
-// finalReads reads every key of the run once more, as client Clients,
+// finalReads reads every key of the run once more, as client
+// Clients+Readers,
 // retrying each until it gets a reply (the server may have just
 // restarted).
 func (r *run) finalReads() error {
@@ -280,7 +293,7 @@ func (r *run) finalReads() error {
 			call := r.rec.now()
 			rep, out, err := s.do(context.Background(), cmd)
 			if out == replied && rep.kind != replyErr {
-				r.rec.addOp(op{Client: r.cfg.Clients, Call: call, Return: r.rec.now(), Cmd: cmd, Reply: rep, Final: true})
+				r.rec.addOp(op{Client: r.cfg.Clients + r.cfg.Readers, Call: call, Return: r.rec.now(), Cmd: cmd, Reply: rep, Final: true})
 				break
 			}
 			if time.Now().After(deadline) {

@@ -1,11 +1,15 @@
 package check
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/protocol"
 )
 
 // outcome is what became of one command.
@@ -71,3 +75,85 @@ func (s *session) do(ctx context.Context, cmd []string) (reply, outcome, error) 
 }
 
 func (s *session) close() { s.c.Close() }
+
+// caller is what a workload client sends its commands through.
+type caller interface {
+	do(ctx context.Context, cmd []string) (reply, outcome, error)
+	close()
+}
+
+// follower is a reader pinned to one member of a group: its connection
+// says READONLY, so that the member serves its reads itself (through the
+// group's read index) rather than redirecting them to the leader. It
+// reconnects, and says READONLY again, after any failure. It sends reads
+// only, so an unknown outcome costs nothing.
+type follower struct {
+	addr    string
+	timeout time.Duration
+	nc      net.Conn
+	rd      *protocol.Reader
+}
+
+// do sends cmd, a read, on the member's connection, opening it first if
+// there is none.
+func (f *follower) do(ctx context.Context, cmd []string) (reply, outcome, error) {
+	deadline := time.Now().Add(f.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if f.nc == nil {
+		if err := f.connect(deadline); err != nil {
+			return reply{}, notSent, err
+		}
+	}
+	f.nc.SetDeadline(deadline)
+	if _, err := f.nc.Write(appendCommand(nil, cmd...)); err != nil {
+		f.close()
+		return reply{}, unknown, err
+	}
+	v, err := f.rd.Read()
+	if err != nil {
+		f.close()
+		return reply{}, unknown, err
+	}
+	if v.IsError() {
+		return errReply(string(v.Str)), replied, nil
+	}
+	return fromValue(v), replied, nil
+}
+
+// connect opens the connection and says READONLY on it.
+func (f *follower) connect(deadline time.Time) error {
+	nc, err := net.DialTimeout("tcp", f.addr, time.Until(deadline))
+	if err != nil {
+		return err
+	}
+	nc.SetDeadline(deadline)
+	rd := protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits)
+	if _, err := nc.Write(appendCommand(nil, "READONLY")); err != nil {
+		nc.Close()
+		return err
+	}
+	if v, err := rd.Read(); err != nil || v.IsError() {
+		nc.Close()
+		return fmt.Errorf("READONLY: %v %v", v, err)
+	}
+	f.nc, f.rd = nc, rd
+	return nil
+}
+
+func (f *follower) close() {
+	if f.nc != nil {
+		f.nc.Close()
+		f.nc = nil
+	}
+}
+
+// appendCommand appends the RESP encoding of args to b.
+func appendCommand(b []byte, args ...string) []byte {
+	b = protocol.AppendArray(b, len(args))
+	for _, a := range args {
+		b = protocol.AppendBulkString(b, a)
+	}
+	return b
+}
