@@ -96,9 +96,9 @@ type retrier struct {
 	rotated bool    // the last attempt's pool was the member after the one before
 	moved   bool    // the last attempt's pool was named by a MOVED
 	last    error   // the last failure or refusal, for when the call gives up
-	// maybe is why an earlier attempt may have taken effect (a session's
-	// write resent after its outcome was unknown), or nil: a call that
-	// gives up after one must not say its commands were not sent.
+	// maybe is why an earlier attempt of a write may have taken effect (a
+	// session's write resent after its outcome was unknown), or nil: a
+	// call that gives up after one must not say its writes were not sent.
 	maybe error
 	wait  backoff.Backoff
 }
@@ -113,7 +113,7 @@ func (rt *retrier) run(ctx context.Context, p *pool, replies []Value, err error)
 				return nil, rt.giveUp(err)
 			}
 			rt.last = err
-			if errors.Is(err, ErrUnknownOutcome) {
+			if errors.Is(err, ErrUnknownOutcome) && !rt.readOnly() {
 				rt.maybe = err
 			}
 		} else if to = rt.sort(p, replies); len(rt.pending) == 0 {
@@ -232,6 +232,17 @@ var sessionCommands = map[string]bool{"FLINT.SEQ": true, "FLINT.SESSION": true}
 func (rt *retrier) reads() bool {
 	for _, i := range rt.pending {
 		if name := commandName(rt.req.command(i)); !readOnly[name] && !sessionCommands[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// readOnly reports whether every pending command is a read: one whose
+// outcome does not matter.
+func (rt *retrier) readOnly() bool {
+	for _, i := range rt.pending {
+		if !readOnly[commandName(rt.req.command(i))] {
 			return false
 		}
 	}

@@ -93,21 +93,27 @@ func (c *cluster) newMember(id uint64) (*member, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServer, err)
 	}
-	addr, err := freeAddr()
+	addrLn, err := holdAddr()
 	if err != nil {
 		return nil, err
 	}
-	peer, err := freeAddr()
+	peerLn, err := holdAddr()
 	if err != nil {
+		addrLn.Close()
 		return nil, err
 	}
+	addr, peer := addrLn.Addr().String(), peerLn.Addr().String()
 	rl, err := newRelay(id, peer)
 	if err != nil {
+		addrLn.Close()
+		peerLn.Close()
 		return nil, fmt.Errorf("%w: relay: %w", ErrServer, err)
 	}
 	args := append([]string{"--id", strconv.FormatUint(id, 10), "--peer-listen", peer}, memberFlags...)
 	env := append([]string{"FLINT_CLUSTER_SECRET=" + c.secret}, c.env...)
-	return &member{id: id, srv: newServer(c.bin, dir, addr, append(args, c.args...), env), relay: rl, peer: peer}, nil
+	srv := newServer(c.bin, dir, addr, append(args, c.args...), env)
+	srv.held = []net.Listener{addrLn, peerLn}
+	return &member{id: id, srv: srv, relay: rl, peer: peer}, nil
 }
 
 // addrs returns the members' client addresses.

@@ -121,8 +121,10 @@ func (n *nemesis) pickLeaderOften() *member {
 }
 
 // kill kills m with SIGKILL. A single server restarts after up to 100 ms;
-// a member of a group stays down for 0.5 to 1.5 intervals (restartDue),
-// unless that would leave a majority down: then it restarts at once. It
+// a member of a group stays down for 1.5 to 2.5 intervals (restartDue),
+// past the next fault, so that kills one after another take down two
+// members of five, unless that would leave a majority down: then it
+// restarts at once. It
 // returns the fault's description: kind, and for a group, the member and
 // how many are down with it.
 func (n *nemesis) kill(kind string, m *member) (string, error) {
@@ -141,7 +143,7 @@ func (n *nemesis) kill(kind string, m *member) (string, error) {
 		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
 		return fmt.Sprintf("%s %d, restarted at once", kind, m.id), m.srv.start()
 	}
-	m.down = time.Now().Add(n.interval/2 + time.Duration(n.rng.Int64N(int64(n.interval))))
+	m.down = time.Now().Add(3*n.interval/2 + time.Duration(n.rng.Int64N(int64(n.interval))))
 	return fmt.Sprintf("%s %d, %d down", kind, m.id, down), nil
 }
 

@@ -27,6 +27,10 @@ type server struct {
 	log  string // path of the log
 
 	proc *process // the current process
+	// held are listeners on the server's addresses, kept from when they
+	// were picked until its first start, so that nothing else in this
+	// process (another member's relay, say) takes the ports meanwhile.
+	held []net.Listener
 }
 
 // process is one run of the server's binary.
@@ -71,16 +75,29 @@ func newServer(bin, dir, addr string, extra, env []string) *server {
 // freeAddr returns an address of 127.0.0.1 with a port that was free a
 // moment ago.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := holdAddr()
 	if err != nil {
-		return "", fmt.Errorf("%w: finding a free port: %w", ErrServer, err)
+		return "", err
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
 }
 
+// holdAddr listens on a free port of 127.0.0.1, to hand over later.
+func holdAddr() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("%w: finding a free port: %w", ErrServer, err)
+	}
+	return ln, nil
+}
+
 // start runs the server and waits until it accepts connections.
 func (s *server) start() error {
+	for _, ln := range s.held {
+		ln.Close()
+	}
+	s.held = nil
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrServer, err)
