@@ -301,6 +301,14 @@ func (c *cluster) remove(m *member) error {
 	return nil
 }
 
+// replace removes old from the group, then adds a new member.
+func (c *cluster) replace(old *member) (*member, error) {
+	if err := c.remove(old); err != nil {
+		return nil, err
+	}
+	return c.join()
+}
+
 func deleteMember(ms []*member, m *member) []*member {
 	out := ms[:0]
 	for _, o := range ms {

@@ -259,10 +259,7 @@ func (n *nemesis) membership() (string, error) {
 	}
 	old := n.pick(n.cl.members)
 	if n.rng.IntN(2) == 0 {
-		if err := n.cl.remove(old); err != nil {
-			return "membership", err
-		}
-		m, err := n.cl.join()
+		m, err := n.cl.replace(old)
 		if err != nil {
 			return "membership", err
 		}
@@ -293,10 +290,7 @@ func (n *nemesis) wipe() (string, error) {
 	if err := os.RemoveAll(filepath.Join(filepath.Dir(old.srv.log), "data")); err != nil {
 		return "wipe", err
 	}
-	if err := n.cl.remove(old); err != nil {
-		return "wipe", err
-	}
-	m, err := n.cl.join()
+	m, err := n.cl.replace(old)
 	if err != nil {
 		return "wipe", err
 	}
