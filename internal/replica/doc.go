@@ -36,8 +36,8 @@
 //
 // Apply blocks until its batch is committed (durable in the WAL) and applied;
 // the apply thread calls the caller's callback after each entry of the batch
-// takes effect, which is where a connection serves the reads pipelined among
-// its writes. The raft loop packs the batches it holds into one raft entry:
+// takes effect, which is where a connection looks up the keys of the reads
+// pipelined among its writes (only that: it replies once Apply returns). The raft loop packs the batches it holds into one raft entry:
 //
 //	+---------+-----------+---------------+------------------------------------------+
 //	| version | time      | count uvarint | count x (id uvarint, len uvarint, batch) |

@@ -241,8 +241,7 @@ func TestBatchEntryLimit(t *testing.T) {
 
 // TestDeferredReadLimit checks that reads pipelined after a write commit
 // the batch once they would read more than 1024 keys, and that every reply,
-// large values included (which Apply's callback does not copy), keeps the
-// commands' order.
+// large values included, keeps the commands' order.
 func TestDeferredReadLimit(t *testing.T) {
 	kv := newRecordingBackend()
 	raw := startRecording(t, kv)

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -17,12 +16,10 @@ type staleView struct {
 	at   time.Time
 }
 
-// staleGet answers GET from the stale view, if the bug is injected, and
-// reports whether it did.
-func (c *conn) staleGet(key []byte) bool {
-	if !bugs.On(bugs.StaleRead) {
-		return false
-	}
+// staleLook looks key up, for GET, in the stale view (see look): it
+// appends what key holds there to c.got. It only reads the store, and may
+// run on the apply thread, as look does.
+func (c *conn) staleLook(key []byte) {
 	sv := &c.srv.stale
 	sv.mu.Lock()
 	if sv.view == nil || time.Since(sv.at) > 200*time.Millisecond {
@@ -30,9 +27,7 @@ func (c *conn) staleGet(key []byte) bool {
 	}
 	view := sv.view
 	sv.mu.Unlock()
-	var v []byte
-	found := false
-	view.Range(key, key, 1, func(_ string, val []byte) bool { v, found = val, true; return false })
-	c.value(v, found)
-	return true
+	l := lookup{}
+	view.Range(key, key, 1, func(_ string, val []byte) bool { l = lookup{val, true}; return false })
+	c.got = append(c.got, l)
 }

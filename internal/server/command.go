@@ -16,14 +16,17 @@ type command struct {
 	// first, last, step locate the keys among the arguments, as COMMAND reports them.
 	first, last, step int
 	run               func(c *conn, args [][]byte)
+	// reply is set for the simple reads, whose arguments after the name
+	// are all keys: it replies from what their keys were found to hold,
+	// one lookup each. Such a read may be deferred among the writes of a
+	// batch (see commit.go); init sets its run, which runs it at once.
+	reply func(c *conn, got []lookup)
 	// write is set in init from flags. A write command's run adds it to the
 	// batch of writes (see commit.go) or rejects it with err.
 	write bool
-	// deferrable reads may run between the writes of a batch (see
-	// commit.go): they reply from the store alone, with no flush. Those
-	// that readsValues reply with their keys' values, not only with what
-	// the keys' cells say (whether they exist, their values' lengths).
-	deferrable, readsValues bool
+	// readsValues is set for the simple reads that reply with their keys'
+	// values, not only with whether they exist or their values' lengths.
+	readsValues bool
 }
 
 // Command flags (space-separated in command.flags), as COMMAND INFO shows them.
@@ -42,7 +45,9 @@ func init() {
 	for _, list := range [][]*command{connCommands, keyCommands, adminCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
-			cmd.deferrable, cmd.readsValues = deferrable[cmd.name], valueReads[cmd.name]
+			if cmd.reply != nil {
+				cmd.run = func(c *conn, args [][]byte) { c.readNow(cmd, args) }
+			}
 			commands[cmd.name] = cmd
 		}
 	}
@@ -72,13 +77,6 @@ func init() {
 	}
 }
 
-// deferrable are the reads that may run between a batch's writes, and
-// valueReads the commands whose replies hold their keys' values.
-var (
-	deferrable = map[string]bool{"get": true, "mget": true, "exists": true, "strlen": true}
-	valueReads = map[string]bool{"get": true, "mget": true}
-)
-
 // exec runs one command. A write joins the batch of writes, and so does a
 // simple read that follows one (see commit.go); anything else commits that
 // batch first, then appends its own reply.
@@ -95,7 +93,7 @@ func (c *conn) exec(args [][]byte) {
 	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
 		c.err("NOAUTH Authentication required.")
 	case c.redirect(cmd, args):
-	case cmd.deferrable && c.batch.Len() > 0:
+	case cmd.reply != nil && c.batch.Len() > 0:
 		c.deferRead(cmd, args)
 	default:
 		if !cmd.write {

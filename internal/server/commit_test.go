@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/flintkv/flint/internal/protocol"
@@ -79,6 +83,120 @@ func TestLongCommandAlone(t *testing.T) {
 		t.Fatalf("batches of %v bytes, want %v", kv.bytes, want)
 	}
 	if want := "+OK\r\n$-1\r\n+OK\r\n+OK\r\n+OK\r\n$-1\r\n+OK\r\n"; string(c.out) != want {
+		t.Fatalf("replies %q, want %q", c.out, want)
+	}
+}
+
+// applyThread is Local with an apply thread of its own, as
+// replica.Replica has: Apply applies the batch's entries one at a time on
+// another goroutine, calling done after each, then between(i) if set, while
+// the caller waits. With fail > 0 it stops before entry fail-1 and returns
+// errFailed, the entries before it applied.
+type applyThread struct {
+	Local
+	between func(i int)
+	fail    int
+}
+
+var errFailed = errors.New("failed")
+
+func (b *applyThread) Apply(_ context.Context, batch []byte, done func(int, store.Result)) error {
+	errc := make(chan error)
+	go func() {
+		for i := 0; len(batch) > 0; i++ {
+			if i == b.fail-1 {
+				errc <- errFailed
+				return
+			}
+			l, w := binary.Uvarint(batch)
+			res, err := b.S.Apply(batch[w : w+int(l)])
+			if err != nil {
+				errc <- err
+				return
+			}
+			batch = batch[w+int(l):]
+			done(i, res)
+			if b.between != nil {
+				b.between(i)
+			}
+		}
+		errc <- nil
+	}()
+	return <-errc
+}
+
+// cmd splits a command for exec.
+func cmd(s string) [][]byte { return bytes.Fields([]byte(s)) }
+
+// execAll executes cmds on c, then commits.
+func execAll(c *conn, cmds ...string) {
+	for _, s := range cmds {
+		c.exec(cmd(s))
+	}
+	c.commit()
+}
+
+// TestApplyThreadOnlyRecords checks that Apply's done callback, called on
+// the backend's goroutine, formats no reply: while Apply runs the
+// connection's output holds only the replies before the batch, and every
+// other reply, deferred reads' and large values' included, appears once
+// Apply returns, in order.
+func TestApplyThreadOnlyRecords(t *testing.T) {
+	kv := &applyThread{Local: Local{S: store.New(store.Options{})}}
+	c := testConn(t, kv)
+	big := strings.Repeat("b", 4000)
+	var calls int
+	kv.between = func(int) {
+		calls++
+		if string(c.out) != "+PONG\r\n" || c.hits+c.misses != 0 {
+			t.Errorf("during Apply: output %q, %d hits and %d misses; want only the PONG before the batch, none", c.out, c.hits, c.misses)
+		}
+	}
+	execAll(c, "PING", "SET a 1", "GET a", "MGET a nosuch", "SET big "+big, "GET big", "EXISTS a big nosuch",
+		"STRLEN big", "INCR a", "GET a", "SET a x GET")
+	if calls != 4 {
+		t.Fatalf("%d entries applied, want 4", calls)
+	}
+	want := "+PONG\r\n+OK\r\n$1\r\n1\r\n*2\r\n$1\r\n1\r\n$-1\r\n+OK\r\n$4000\r\n" + big + "\r\n:2\r\n:4000\r\n" +
+		":2\r\n$1\r\n2\r\n$1\r\n2\r\n"
+	if string(c.out) != want {
+		t.Fatalf("replies %q, want %q", c.out, want)
+	}
+	if c.hits != 4 || c.misses != 1 {
+		t.Fatalf("%d hits and %d misses, want 4 and 1", c.hits, c.misses)
+	}
+}
+
+// TestDeferredReadsSeeTheirPlace checks that a read pipelined among writes
+// sees the writes before it and none after it, another client's writes
+// included: another client's write applied between two writes of the
+// batch is seen by the reads after the first of them only from the second
+// on, and the batch's later writes are not seen by the reads before them.
+func TestDeferredReadsSeeTheirPlace(t *testing.T) {
+	kv := &applyThread{Local: Local{S: store.New(store.Options{})}}
+	kv.between = func(i int) {
+		if i == 1 {
+			kv.S.Apply(store.AppendEntry(nil, store.OpSet, 0, []byte("k"), []byte("other")))
+		}
+	}
+	c := testConn(t, kv)
+	execAll(c, "SET k 1", "GET k", "SET k 2", "GET k", "STRLEN k", "SET j 3", "MGET k j", "EXISTS k j")
+	want := "+OK\r\n$1\r\n1\r\n+OK\r\n$1\r\n2\r\n:1\r\n+OK\r\n*2\r\n$5\r\nother\r\n$1\r\n3\r\n:2\r\n"
+	if string(c.out) != want {
+		t.Fatalf("replies %q, want %q", c.out, want)
+	}
+}
+
+// TestApplyFailsPartway checks that when Apply fails after reporting some
+// writes, those get their replies, the others the error, and the reads
+// after the failure run where the batch stopped, after the writes that took
+// effect.
+func TestApplyFailsPartway(t *testing.T) {
+	kv := &applyThread{Local: Local{S: store.New(store.Options{})}, fail: 2}
+	c := testConn(t, kv)
+	execAll(c, "SET a 1", "GET a", "SET b 2", "GET b", "SET c 3", "MGET a b c")
+	want := "+OK\r\n$1\r\n1\r\n-ERR failed\r\n$-1\r\n-ERR failed\r\n*3\r\n$1\r\n1\r\n$-1\r\n$-1\r\n"
+	if string(c.out) != want {
 		t.Fatalf("replies %q, want %q", c.out, want)
 	}
 }
@@ -193,4 +311,75 @@ func respCommand(args ...string) string {
 		bs = append(bs, []byte(a))
 	}
 	return string(protocol.AppendCommand(nil, bs...))
+}
+
+// BenchmarkPipelineReads measures pipelines of 1,024 GETs of random keys,
+// of a store of 1K keys with 128-byte values, which fits the CPU's caches,
+// and of one of 1M, which does not, against a backend that applies on a
+// goroutine of its own, without the network: "deferred" after a SET, whose
+// batch they join, and "now" alone. It reports ns per command, and the
+// process's CPU time per command, which other load on the machine disturbs
+// less.
+//
+//	go test -run '^$' -bench PipelineReads -count 6 ./internal/server/
+func BenchmarkPipelineReads(b *testing.B) {
+	const depth = 1024
+	key := func(i int) []byte { return []byte("key:" + strconv.Itoa(i)) }
+	val := bytes.Repeat([]byte("v"), 128)
+	for _, size := range []struct {
+		name string
+		keys int
+	}{{"1K", 1_000}, {"1M", 1_000_000}} {
+		s := store.New(store.Options{})
+		var batch store.Batch
+		for i := range size.keys {
+			batch.Add(store.OpSet, 0, key(i), val)
+			if batch.Len() == 1024 || i == size.keys-1 {
+				if err := s.ApplyBatch(batch.Bytes(), nil); err != nil {
+					b.Fatal(err)
+				}
+				batch.Reset()
+			}
+		}
+		c := testConn(b, &applyThread{Local: Local{S: s}})
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, run := range []struct {
+			name string
+			set  bool
+		}{{"deferred", true}, {"now", false}} {
+			pipelines := make([][][][]byte, 64)
+			for i := range pipelines {
+				var p [][][]byte
+				if run.set {
+					p = append(p, [][]byte{[]byte("SET"), key(rng.IntN(size.keys)), val})
+				}
+				for len(p) < depth {
+					p = append(p, [][]byte{[]byte("GET"), key(rng.IntN(size.keys))})
+				}
+				pipelines[i] = p
+			}
+			b.Run(size.name+"/"+run.name, func(b *testing.B) {
+				cpu := processCPU(b)
+				for i := range b.N {
+					for _, args := range pipelines[i%len(pipelines)] {
+						c.exec(args)
+					}
+					c.commit()
+					c.out = c.out[:0]
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*depth), "ns/command")
+				b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N*depth), "cpu-ns/command")
+			})
+		}
+	}
+}
+
+// processCPU returns the CPU time the process has used, user and system, in
+// nanoseconds.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -45,6 +45,7 @@ type conn struct {
 	out     []byte       // replies not yet sent
 	lower   [32]byte     // scratch for lower-casing command names
 	pairs   []store.Pair // scratch for short ranges
+	one     [1]lookup    // scratch for readNow's lookup of one key
 
 	// Writes executed but not yet committed, the replies they get once they
 	// are, and the reads pipelined among them: see commit.go, and its
@@ -54,14 +55,18 @@ type conn struct {
 	slots        []int32        // in a group, one per entry of batch: its key's slot, or -1
 	deferred     []deferredRead // in order
 	dargs        [][]byte       // the deferred reads' arguments, back to back
-	replied      int            // writes of the batch being applied that have replied
-	nextRead     int            // the first deferred read not yet run
 	deferredKeys int            // keys the deferred reads read
-	prefetch     [2][][]byte    // scratch for prefetchReads and prefetchAhead: keys whose values they load, and the others
-	late         []lateBulk     // values replied with during Apply, not yet in out
-	inApply      bool           // Apply runs: out belongs to its done callback
-	applied      func(i int, res store.Result)
-	barrierOK    bool // ReadBarrier succeeded after the last input arrived
+	// What Apply's done callback (writeApplied) records, on the backend's
+	// goroutine while this one waits in Apply, for this one to reply from
+	// once Apply returns.
+	results  []store.Result // of the writes reported, in order
+	got      []lookup       // what the deferred reads' keys hold, in order
+	nextRead int            // the first deferred read not yet looked up
+	prefetch [][]byte       // scratch for prefetchReads and prefetchAhead
+	applied  func(i int, res store.Result)
+	record   func(i int, val []byte, found bool) // c.lookedUp
+
+	barrierOK bool // ReadBarrier succeeded after the last input arrived
 
 	proto protocol.Version
 	// readonly is set by READONLY: a follower serves this connection's
@@ -94,7 +99,7 @@ func newConn(s *Server, nc net.Conn, id int64) *conn {
 		c.parser.SetLimits(s.lim.ForUnauthenticated())
 	}
 	c.output.init(nc, s.closing.Load)
-	c.applied = c.writeApplied
+	c.applied, c.record = c.writeApplied, c.lookedUp
 	c.info.created = time.Now()
 	c.info.active.Store(c.info.created.UnixNano())
 	return c
@@ -329,25 +334,17 @@ func (c *conn) reuseOut(used int) []byte {
 	return c.out[:0]
 }
 
-// maybeFlush flushes once the reply buffer reaches MaxOutputBuffer, except
-// while Apply runs: its callback may run on the backend's goroutine, which
-// must never wait for a client's socket.
+// maybeFlush flushes once the reply buffer reaches MaxOutputBuffer.
 func (c *conn) maybeFlush() {
-	if len(c.out) >= c.srv.cfg.MaxOutputBuffer && !c.inApply {
+	if len(c.out) >= c.srv.cfg.MaxOutputBuffer {
 		c.flush()
 	}
 }
 
 // writeLarge appends a bulk string, sending a large one straight from val so
-// that it is not copied into the reply buffer. While Apply runs, a value
-// longer than maxCopiedInApply is only noted, for sendLate: stored values
-// never change, so the reply can take it later.
+// that it is not copied into the reply buffer.
 func (c *conn) writeLarge(val []byte) {
-	if c.inApply && len(val) > maxCopiedInApply {
-		c.late = append(c.late, lateBulk{len(c.out), val})
-		return
-	}
-	if len(val) < c.srv.cfg.MaxOutputBuffer || c.inApply {
+	if len(val) < c.srv.cfg.MaxOutputBuffer {
 		c.out = protocol.AppendBulk(c.out, val)
 		c.maybeFlush()
 		return

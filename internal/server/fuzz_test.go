@@ -25,7 +25,7 @@ func FuzzPrefetchAhead(f *testing.F) {
 		if n < 0 || n > len(in) {
 			t.Fatalf("prefetchAhead(%q) = %d, outside the input", in, n)
 		}
-		for _, s := range [][][]byte{c.aheadArgs[:cap(c.aheadArgs)], c.prefetch[0][:cap(c.prefetch[0])]} {
+		for _, s := range [][][]byte{c.aheadArgs[:cap(c.aheadArgs)], c.prefetch[:cap(c.prefetch)]} {
 			if slices.ContainsFunc(s, func(b []byte) bool { return b != nil }) {
 				t.Fatalf("prefetchAhead(%q) kept a slice of its input", in)
 			}

@@ -9,10 +9,10 @@ import (
 
 // keyCommands read and write keys.
 var keyCommands = []*command{
-	{name: "get", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).get},
-	{name: "mget", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, run: (*conn).mget},
-	{name: "exists", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, run: (*conn).exists},
-	{name: "strlen", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).strlen},
+	{name: "get", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, reply: replyGet, readsValues: true},
+	{name: "mget", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, reply: replyMGet, readsValues: true},
+	{name: "exists", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, reply: replyExists},
+	{name: "strlen", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, reply: replyStrlen},
 	{name: "range", arity: -3, flags: "readonly", first: 1, last: 2, step: 1, run: (*conn).rangeCmd},
 	{name: "set", arity: -3, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).set},
 	{name: "setnx", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).setnx},
@@ -29,47 +29,38 @@ var keyCommands = []*command{
 	{name: "append", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).append},
 }
 
-func (c *conn) get(args [][]byte) {
-	s, ok := c.read()
-	if !ok || c.staleGet(args[1]) {
-		return
+// The simple reads reply from what their keys were found to hold (see
+// look), so that they can be deferred among a batch's writes (commit.go).
+
+func replyGet(c *conn, got []lookup) { c.hitValue(got[0]) }
+
+func replyMGet(c *conn, got []lookup) {
+	c.out = protocol.AppendArray(c.out, len(got))
+	for _, l := range got {
+		c.hitValue(l)
 	}
-	v, found := s.Get(args[1])
-	c.hitOrMiss(found)
-	c.value(v, found)
 }
 
-func (c *conn) hitOrMiss(found bool) {
-	if found {
+func replyExists(c *conn, got []lookup) {
+	var n int64
+	for _, l := range got {
+		if l.found {
+			n++
+		}
+	}
+	c.int(n)
+}
+
+func replyStrlen(c *conn, got []lookup) { c.int(int64(len(got[0].val))) }
+
+// hitValue replies with a key's value, or null, and counts a hit or a miss.
+func (c *conn) hitValue(l lookup) {
+	if l.found {
 		c.hits++
 	} else {
 		c.misses++
 	}
-}
-
-func (c *conn) mget(args [][]byte) {
-	s, ok := c.read()
-	if !ok {
-		return
-	}
-	c.out = protocol.AppendArray(c.out, len(args)-1)
-	s.MGet(args[1:], func(_ int, v []byte, found bool) {
-		c.hitOrMiss(found)
-		c.value(v, found)
-	})
-}
-
-func (c *conn) exists(args [][]byte) {
-	if s, ok := c.read(); ok {
-		c.int(s.Exists(args[1:]))
-	}
-}
-
-func (c *conn) strlen(args [][]byte) {
-	if s, ok := c.read(); ok {
-		v, _ := s.Get(args[1])
-		c.int(int64(len(v)))
-	}
+	c.value(l.val, l.found)
 }
 
 // rangeCmd is RANGE start end [LIMIT n]: every pair with start <= key <= end

@@ -180,8 +180,8 @@ func TestStalledClient(t *testing.T) {
 // goroutine blocks on the write, the client is dropped after OutputTimeout,
 // and other clients are served throughout.
 func TestClientThatDoesNotRead(t *testing.T) {
-	// After a write, the GETs are deferred reads, whose replies Apply's
-	// callback makes (see commit.go): they must be bounded too.
+	// After a write, the GETs are deferred reads, whose values Apply's
+	// callback looks up (see commit.go): their replies must be bounded too.
 	for _, first := range []string{"", command("SET", "x", "1")} {
 		t.Run(fmt.Sprintf("write first=%v", first != ""), func(t *testing.T) { testClientThatDoesNotRead(t, first) })
 	}

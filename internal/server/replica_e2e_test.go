@@ -16,8 +16,9 @@ import (
 )
 
 // TestPipelinesThroughRaft serves a replica and sends pipelines that mix
-// reads and writes: each read sees exactly the writes before it, though the
-// reads run on the apply thread, between the writes of one proposal.
+// reads and writes: each read sees exactly the writes before it, though its
+// keys are looked up on the apply thread, between the writes of one
+// proposal, and its reply made once the proposal is applied.
 func TestPipelinesThroughRaft(t *testing.T) {
 	c := startReplica(t)
 	ctx := context.Background()

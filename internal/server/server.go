@@ -92,11 +92,13 @@ func setDefault[T comparable](v *T, d T) {
 // directly, replica.Replica proposes them to a raft group.
 //
 // A connection hands its pipelined writes to Apply together, as one batch,
-// with the simple reads pipelined among them, which Apply's done callback
-// serves at their place between the writes; and it calls ReadBarrier once
-// per batch of input that contains other reads (see conn.read). So a slow
-// Apply or ReadBarrier costs a pipelining client once per pipeline rather
-// than once per command.
+// with the simple reads pipelined among them, whose keys Apply's done
+// callback looks up at their place between the writes; and it calls
+// ReadBarrier once per batch of input that contains other reads (see
+// conn.read). So a slow Apply or ReadBarrier costs a pipelining client once
+// per pipeline rather than once per command. done only records results
+// and lookups: it never formats a reply or waits for a client, so the
+// goroutine that calls it spends little on each connection (see commit.go).
 type Backend interface {
 	// Apply makes the entries of an encoded batch (see store.Batch) take
 	// effect in order and returns once they are durable and applied to
