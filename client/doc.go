@@ -89,11 +89,14 @@
 // as they are.
 //
 // If the server answers a write with SESSIONEXPIRED (the session went
-// unused for longer than the store's session TTL, ten minutes by default), the
-// write fails with ErrUnknownOutcome wrapping the *ReplyError: an earlier
-// send of it may have applied, and the reply that would say so went with
-// the session. It is not sent again under a new number. The next write
-// opens a new session.
+// unused for longer than the store's session TTL, ten minutes by default),
+// the write was not applied by that send. If no earlier send of it may
+// have applied it, a call of one command sends it once more in a new
+// session, and a pipeline fails with an error wrapping the *ReplyError.
+// If an earlier send may have applied it (its connection broke, or it was
+// answered UNKNOWN), the call fails with ErrUnknownOutcome wrapping the
+// *ReplyError: the reply that would say so went with the session, and the
+// write is not sent again. Either way the next write opens a new session.
 //
 // A server that does not know FLINT.SESSION (Redis, an older Flint) or
 // has no replicated log to keep sessions in (a Flint store used without

@@ -41,20 +41,29 @@ func (r request) command(i int) []byte {
 // package doc says (Failover). The first attempt goes to the target; only
 // a refusal or a failure costs more.
 func (c *Client) exec(ctx context.Context, req request) ([]Value, error) {
+	replies, _, err := c.execResent(ctx, req)
+	return replies, err
+}
+
+// execResent is exec that also reports whether a write of req was sent
+// more than once after an attempt that may have taken effect: if not, a
+// write's reply is the outcome of its only send that may have applied.
+func (c *Client) execResent(ctx context.Context, req request) ([]Value, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("client: request not sent: %w", err)
+		return nil, false, fmt.Errorf("client: request not sent: %w", err)
 	}
 	p := c.target.Load()
 	replies, err := p.send(ctx, req.cmd, req.len())
 	if err == nil && settled(req, replies) {
-		return replies, nil
+		return replies, false, nil
 	}
 	rt := &retrier{c: c, req: req, replies: make([]Value, req.len()), seen: p, wait: backoff.Default()}
 	rt.pending = make([]int, req.len())
 	for i := range rt.pending {
 		rt.pending[i] = i
 	}
-	return rt.run(ctx, p, replies, err)
+	replies, err = rt.run(ctx, p, replies, err)
+	return replies, rt.maybe != nil, err
 }
 
 // settled reports whether every reply to req is final: none is a refusal

@@ -84,6 +84,13 @@ func (s *session) done(first uint64, n int) {
 // write goes in FLINT.SEQ with a number of its own, which a resend keeps,
 // so that the server applies it once however often it is sent.
 func (c *Client) call(ctx context.Context, req request) ([]Value, error) {
+	return c.callIn(ctx, req, false)
+}
+
+// callIn is call. A single write that its session refused as expired, in
+// the only send that may have applied it, is sent once more in a new
+// session, unless retried says this is that second call.
+func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value, error) {
 	if !c.opts.sessions || c.sess.off.Load() {
 		return c.exec(ctx, req)
 	}
@@ -99,17 +106,25 @@ func (c *Client) call(ctx context.Context, req request) ([]Value, error) {
 		return c.exec(ctx, req)
 	}
 	first, low := s.issue(n)
-	replies, err := c.exec(ctx, s.wrap(req, first, low))
+	replies, resent, err := c.execResent(ctx, s.wrap(req, first, low))
 	s.done(first, n)
 	if err != nil {
 		return nil, err
 	}
 	for _, v := range replies {
-		if v.IsError() && bytes.HasPrefix(v.Str, []byte("SESSIONEXPIRED")) {
-			c.sess.cur.CompareAndSwap(s, nil) // the next write opens a new one
-			return nil, fmt.Errorf("%w: client session %d expired before the write was answered (later writes go in a new session): %w",
-				ErrUnknownOutcome, s.id, &ReplyError{Msg: string(v.Str)})
+		if !v.IsError() || !bytes.HasPrefix(v.Str, []byte("SESSIONEXPIRED")) {
+			continue
 		}
+		c.sess.cur.CompareAndSwap(s, nil) // the next write opens a new one
+		rerr := &ReplyError{Msg: string(v.Str)}
+		switch {
+		case resent:
+			return nil, fmt.Errorf("%w: client session %d expired before the write was answered (later writes go in a new session): %w",
+				ErrUnknownOutcome, s.id, rerr)
+		case req.len() == 1 && !retried:
+			return c.callIn(ctx, req, true) // refused, so not applied: send it in a new session
+		}
+		return nil, fmt.Errorf("client: client session %d had expired, and the writes it refused were not applied (later writes go in a new session): %w", s.id, rerr)
 	}
 	return replies, nil
 }

@@ -112,13 +112,18 @@ func TestSessionConcurrentWrites(t *testing.T) {
 	}
 }
 
-// TestSessionExpired: a write answered SESSIONEXPIRED fails as of unknown
-// outcome and is not resent; the next write opens a new session. Reads go
-// as they are.
+// TestSessionExpired: a write answered SESSIONEXPIRED at its only send was
+// not applied, so the client sends it once more in a new session; if that
+// is refused too, the call fails, but not as of unknown outcome. A write
+// whose first send may have applied (its connection broke) and whose
+// resend is refused as expired fails with ErrUnknownOutcome. Reads go as
+// they are.
 func TestSessionExpired(t *testing.T) {
 	var mu sync.Mutex
 	var opens int
+	var dropped bool
 	var got []string
+	expired := map[string]bool{"1": true, "3": true, "4": true} // the sessions the server forgot
 	srv := resptest.Start(t, func(args []string) string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -128,7 +133,11 @@ func TestSessionExpired(t *testing.T) {
 			opens++
 			return resptest.Int(int64(opens))
 		case "FLINT.SEQ":
-			if args[1] == "1" {
+			if args[6] == "drop" && !dropped {
+				dropped = true
+				return resptest.Drop
+			}
+			if expired[args[1]] {
 				return resptest.Err("SESSIONEXPIRED the client session expired or is unknown; open a new one with FLINT.SESSION")
 			}
 			return "+OK\r\n"
@@ -141,19 +150,27 @@ func TestSessionExpired(t *testing.T) {
 	must(t, err)
 	defer c.Close()
 	ctx := context.Background()
-	err = c.Set(ctx, "a", []byte("1"))
-	if rerr, ok := errors.AsType[*client.ReplyError](err); !errors.Is(err, client.ErrUnknownOutcome) || !ok || rerr.Code() != "SESSIONEXPIRED" {
-		t.Fatalf("SET in an expired session: %v, want ErrUnknownOutcome and SESSIONEXPIRED", err)
-	}
+	must(t, c.Set(ctx, "a", []byte("1"))) // session 1 expired, sent again in 2
 	must(t, c.Set(ctx, "b", []byte("2")))
 	if _, err := c.Get(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	want := []string{"CLUSTER SLOTS", "FLINT.SESSION", "FLINT.SEQ 1 1 1 SET a 1", "FLINT.SESSION", "FLINT.SEQ 2 1 1 SET b 2", "GET b"}
+	want := []string{"CLUSTER SLOTS", "FLINT.SESSION", "FLINT.SEQ 1 1 1 SET a 1", "FLINT.SESSION", "FLINT.SEQ 2 1 1 SET a 1", "FLINT.SEQ 2 2 2 SET b 2", "GET b"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("server got\n%q\nwant\n%q", got, want)
+	}
+	expired["2"] = true
+	mu.Unlock()
+	// Sessions 2 and 3 refuse it: a definite failure.
+	err = c.Set(ctx, "c", []byte("3"))
+	if rerr, ok := errors.AsType[*client.ReplyError](err); errors.Is(err, client.ErrUnknownOutcome) || !ok || rerr.Code() != "SESSIONEXPIRED" {
+		t.Fatalf("SET refused by two sessions: %v, want SESSIONEXPIRED, not ErrUnknownOutcome", err)
+	}
+	// Session 4: the first send's connection breaks, the resend is refused.
+	err = c.Set(ctx, "d", []byte("drop"))
+	if rerr, ok := errors.AsType[*client.ReplyError](err); !errors.Is(err, client.ErrUnknownOutcome) || !ok || rerr.Code() != "SESSIONEXPIRED" {
+		t.Fatalf("SET resent after a broken connection, then refused: %v, want ErrUnknownOutcome and SESSIONEXPIRED; server got %q", err, got)
 	}
 }
 
