@@ -277,6 +277,14 @@ func TestReplicatedGroup(t *testing.T) {
 	if err != nil || !strings.Contains(info, "role:slave") || !strings.Contains(info, "master_host:"+host+"\r\nmaster_port:"+port) {
 		t.Fatalf("INFO replication at a follower:\n%s (%v)", info, err)
 	}
+	// HELLO and INFO say cluster mode, as cluster clients check.
+	hello, err := fc.Do(ctx, "hello", "3").Result()
+	if m, ok := hello.(map[any]any); err != nil || !ok || m["mode"] != "cluster" || m["role"] != "replica" {
+		t.Fatalf("HELLO 3 at a follower = %v (%v), want mode cluster and role replica", hello, err)
+	}
+	if info, err := lc.Info(ctx, "server", "cluster").Result(); err != nil || !strings.Contains(info, "redis_mode:cluster\r\n") || !strings.Contains(info, "cluster_enabled:1\r\n") {
+		t.Fatalf("INFO server cluster at the leader:\n%s (%v)", info, err)
+	}
 	shards, err := lc.ClusterShards(ctx).Result()
 	if err != nil || len(shards) != 1 || len(shards[0].Nodes) != 3 || shards[0].Slots[0].End != 16383 {
 		t.Fatalf("CLUSTER SHARDS = %+v (%v)", shards, err)

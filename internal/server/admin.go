@@ -182,6 +182,7 @@ var infoSections = []struct {
 	{"persistence", (*conn).infoPersistence},
 	{"replication", (*conn).infoReplication},
 	{"stats", (*conn).infoStats},
+	{"cluster", (*conn).infoCluster},
 	{"keyspace", (*conn).infoKeyspace},
 }
 
@@ -208,9 +209,10 @@ func (c *conn) infoCmd(args [][]byte) {
 func (c *conn) infoServer(b *strings.Builder) {
 	s := c.srv
 	up := time.Since(s.start)
-	fmt.Fprintf(b, "redis_version:%s\r\nflint_version:%s\r\nredis_mode:standalone\r\nos:%s %s\r\n"+
+	mode, _ := c.mode()
+	fmt.Fprintf(b, "redis_version:%s\r\nflint_version:%s\r\nredis_mode:%s\r\nos:%s %s\r\n"+
 		"arch_bits:64\r\ngo_version:%s\r\ngo_max_procs:%d\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-		redisVersion, Version, runtime.GOOS, runtime.GOARCH, runtime.Version(), runtime.GOMAXPROCS(0), os.Getpid(),
+		redisVersion, Version, mode, runtime.GOOS, runtime.GOARCH, runtime.Version(), runtime.GOMAXPROCS(0), os.Getpid(),
 		port(s), int64(up.Seconds()), int64(up.Hours()/24))
 }
 

@@ -320,6 +320,24 @@ func (c *conn) roleCmd([][]byte) {
 	c.int(int64(v.Applied))
 }
 
+// mode returns the server's mode and this member's role as HELLO words
+// them: "cluster" in a group (Redis's cluster mode, whose commands a group
+// answers), with "master" for the leader and "replica" for the others.
+func (c *conn) mode() (mode, role string) {
+	if c.srv.cluster == nil {
+		return "standalone", "master"
+	}
+	if v := c.srv.cluster.ClusterView(); v.Leader != v.Self {
+		return "cluster", "replica"
+	}
+	return "cluster", "master"
+}
+
+// infoCluster is INFO's cluster section, which cluster clients read.
+func (c *conn) infoCluster(b *strings.Builder) {
+	fmt.Fprintf(b, "cluster_enabled:%d\r\n", b2i(c.srv.cluster != nil))
+}
+
 // infoReplication writes INFO's replication section: Redis's fields
 // (role, the master's address on a replica, connected_slaves and one slaveN
 // line per other member on the master), then Flint's own (the member and

@@ -45,6 +45,9 @@ func TestConnectionCommands(t *testing.T) {
 		if m["server"] != "flint" || m["proto"] != int64(2) || m["mode"] != "standalone" || m["role"] != "master" {
 			t.Fatalf("HELLO 2 = %v", m)
 		}
+		if info, err := conn.Info(c, "cluster").Result(); err != nil || info != "# Cluster\r\ncluster_enabled:0\r\n" {
+			t.Fatalf("INFO cluster = %q, %v", info, err)
+		}
 		id, err := conn.ClientID(c).Result()
 		if err != nil || m["id"] != id {
 			t.Fatalf("HELLO id %v, CLIENT ID %d, %v", m["id"], id, err)

@@ -134,10 +134,11 @@ func (c *conn) hello(args [][]byte) {
 	c.int(int64(c.proto))
 	c.bulkString("id")
 	c.int(c.id)
+	mode, role := c.mode()
 	c.bulkString("mode")
-	c.bulkString("standalone")
+	c.bulkString(mode)
 	c.bulkString("role")
-	c.bulkString("master")
+	c.bulkString(role)
 	c.bulkString("modules")
 	c.out = protocol.AppendArray(c.out, 0)
 }
