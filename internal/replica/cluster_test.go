@@ -647,3 +647,43 @@ func TestClusterWipedMember(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterLeaderDiskFull fills the leader's disk: it hands leadership to
+// a follower, the group goes on acknowledging writes without it, and once
+// space is freed it catches up and holds them all.
+func TestClusterLeaderDiskFull(t *testing.T) {
+	c := newCluster(t, 3, seedtest.Seed(t))
+	for i := range 10 {
+		c.set(fmt.Sprint("a", i), "1")
+	}
+	full := c.leader()
+	mem := c.fs[full]
+	mem.SetCapacity(usage(mem) + 100)
+	stuck := make(chan error, 1)
+	go func() { // finds the disk full
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stuck <- c.rs[full].Apply(ctx, batchOf("big", strings.Repeat("x", 1000)), nil)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for c.leader() == full {
+		if time.Now().After(deadline) {
+			t.Fatalf("member %d, its disk full, still leads after 20 s", full+1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 10 {
+		c.set(fmt.Sprint("b", i), "2")
+	}
+	if err := <-stuck; err != nil && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("the write that found the leader's disk full = %v, want nil, ErrOutcomeUnknown or ErrNoSpace", err)
+	}
+	mem.SetCapacity(0)
+	for k := range 10 {
+		for _, kv := range [][2]string{{fmt.Sprint("a", k), "1"}, {fmt.Sprint("b", k), "2"}} {
+			if v, err := c.read(full, kv[0]); err != nil || v != kv[1] {
+				t.Fatalf("member %d, space freed: %s = %q (%v), want %s", full+1, kv[0], v, err, kv[1])
+			}
+		}
+	}
+}

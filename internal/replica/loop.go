@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/flintkv/flint/internal/vfs"
 )
@@ -132,10 +133,39 @@ func (l *loop) tick() {
 	}
 	if l.ticks%registerTicks == 0 {
 		l.register()
+		l.handOffIfFull()
 	}
 	if l.unled0 && time.Since(l.sweptAt) >= l.r.opt.LeaderWait {
 		l.sweepUnled()
 	}
+}
+
+// handOffIfFull hands leadership, if this member has it and its disk is
+// full, to the voter that is furthest along of those it is replicating to
+// (not probing: those are likely down), so that the group accepts
+// writes again: a leader refuses them while its disk is full, though the
+// others could commit them without it. The voter is sent what it lacks
+// (sending does not wait for this member's own writes) and takes over once
+// it has every entry.
+func (l *loop) handOffIfFull() {
+	if !l.r.noSpace.Load() || l.lead != l.r.id {
+		return
+	}
+	st := l.rn.Status()
+	if st.LeadTransferee != raft.None {
+		return
+	}
+	to, best := uint64(raft.None), uint64(0)
+	for id, pr := range st.Progress {
+		if id != l.r.id && !pr.IsLearner && pr.State == tracker.StateReplicate && pr.Match > best {
+			to, best = id, pr.Match
+		}
+	}
+	if to == raft.None {
+		return
+	}
+	l.r.opt.Logger.Warn("the disk is full: handing leadership to the member furthest along", "to", to, "match", best, "term", st.Term)
+	l.rn.TransferLeader(to)
 }
 
 // sweepUnled fails, with ErrNoLeader, the writes and reads that were
