@@ -16,6 +16,7 @@ var subcommands = map[string]func(args []string) int{
 	"bench":   benchCmd,
 	"check":   checkCmd,
 	"cluster": clusterCmd,
+	"harness": harness,
 }
 
 const usage = `usage: flint <command> [flags]
@@ -28,6 +29,7 @@ commands:
   check    check a server for linearizability violations and lost writes, under faults
   cluster  run a replicated group on this machine (up); show and change a group's members
            (status, add, remove, transfer)
+  harness  run as a manager, server or client of the course harness's sharded deployments
 
 Run 'flint <command> --help' for the flags of a command.
 `

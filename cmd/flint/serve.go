@@ -47,8 +47,10 @@ func serve(args []string) int {
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, wait this long for clients' commands to finish, then close\ntheir connections, with no reply to writes still waiting (for disk space, say)")
 	var cf clusterFlags
 	cf.register(fs)
+	var sf shardFlags
+	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol: a single node, or, with --id and\n--initial-members, a member of a replicated group.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol: a single node, or, with --id and\n--initial-members, a member of a replicated group; with --shard-group, a data node of a\nsharded cluster, and with --manager, one of its managers.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
@@ -84,10 +86,15 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
 		return 2
 	}
+	shard, err := sf.config(cluster, cfg.RequirePass)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = node.Run(ctx, node.Config{Dir: *dir, Server: cfg, HugePages: *hugePages, Pprof: *pprofAddr,
-		ShutdownTimeout: *shutdownTimeout, Logger: cfg.Logger, Cluster: cluster,
+		ShutdownTimeout: *shutdownTimeout, Logger: cfg.Logger, Cluster: cluster, Shard: shard, Memory: sf.manager && cluster == nil,
 		Replica: replica.Options{NoSync: *fsync == "never", Preallocate: true,
 			SnapshotEntries: *snapEntries, SnapshotBytes: *snapBytes, SegmentSize: *segBytes,
 			Store: store.Options{Stripes: *stripes, MaxValue: cfg.MaxBulk}}})
@@ -128,6 +135,7 @@ func validate(cfg server.Config) error {
 type clusterFlags struct {
 	id                                uint64
 	members, join, peerListen, secret string
+	name                              string
 	tick                              time.Duration
 	electionTicks                     int
 }
@@ -138,6 +146,7 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.join, "join", "", "join the group of --initial-members as a new member (with a new --id), reachable at\nclient-host:port@peerport; the leader adds it with FLINT.MEMBER ADD id client-host:port@peerport")
 	fs.StringVar(&f.peerListen, "peer-listen", "", "where to listen for peers, when it differs from the peer address the group knows\nthis member by (behind a proxy or NAT; default: that address)")
 	fs.StringVar(&f.secret, "cluster-secret", "", "the secret members of a group share to recognize each other (default: $FLINT_CLUSTER_SECRET)")
+	fs.StringVar(&f.name, "cluster-name", "", "names the group, the same on every member, in place of its first members' ids and peer\naddresses (for members that name each other's addresses differently)")
 	fs.DurationVar(&f.tick, "raft-tick", 100*time.Millisecond, "raft's clock tick in a replicated group")
 	fs.IntVar(&f.electionTicks, "election-ticks", 10, "ticks without a leader before a follower campaigns (a random 1x to 2x of it)")
 }
@@ -147,8 +156,8 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 // own entry's address unless --addr says otherwise.
 func (f *clusterFlags) config(fs *flag.FlagSet, cfg *server.Config) (*node.ClusterConfig, error) {
 	if f.members == "" {
-		if f.id != 0 || f.join != "" || f.peerListen != "" {
-			return nil, errors.New("--id, --join and --peer-listen need --initial-members")
+		if f.id != 0 || f.join != "" || f.peerListen != "" || f.name != "" {
+			return nil, errors.New("--id, --join, --peer-listen and --cluster-name need --initial-members")
 		}
 		return nil, nil
 	}
@@ -193,6 +202,6 @@ func (f *clusterFlags) config(fs *flag.FlagSet, cfg *server.Config) (*node.Clust
 			return nil, fmt.Errorf("--peer-listen: %v", err)
 		}
 	}
-	return &node.ClusterConfig{ID: f.id, Members: ms, Join: joining, PeerListen: f.peerListen, Secret: []byte(secret),
+	return &node.ClusterConfig{ID: f.id, Members: ms, Join: joining, PeerListen: f.peerListen, Secret: []byte(secret), Name: f.name,
 		TickInterval: f.tick, ElectionTicks: f.electionTicks}, nil
 }

@@ -1,7 +1,6 @@
 package clusterctl
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,10 +9,8 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
-	"time"
 
-	"github.com/flintkv/flint/client"
-	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/ask"
 )
 
 // Status is a group's state as its members report it.
@@ -57,7 +54,7 @@ func (g *Group) Status(ctx context.Context) (Status, error) {
 			addr, info = lead, li
 		}
 	}
-	nodes, err := ask(ctx, addr, g.cfg.Password, "CLUSTER", "NODES")
+	nodes, err := ask.One(ctx, addr, g.cfg.Password, "CLUSTER", "NODES")
 	if err != nil {
 		return Status{}, replyErr(err)
 	}
@@ -239,57 +236,11 @@ func atoi(s string) uint64 {
 	return n
 }
 
-// askTimeout bounds one question to one member.
-const askTimeout = 3 * time.Second
-
-// ask sends one command to the server at addr itself, not to the leader
-// that a client.Client would follow, and returns its reply.
-func ask(ctx context.Context, addr, password string, args ...string) (protocol.Value, error) {
-	ctx, cancel := context.WithTimeout(ctx, askTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return protocol.Value{}, err
-	}
-	defer nc.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
-	}
-	rd := protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits)
-	var cmds [][][]byte
-	if password != "" {
-		cmds = append(cmds, [][]byte{[]byte("AUTH"), []byte(password)})
-	}
-	cmds = append(cmds, bytesOf(args))
-	var v protocol.Value
-	for _, c := range cmds {
-		if _, err := nc.Write(protocol.AppendCommand(nil, c...)); err != nil {
-			return v, err
-		}
-		if v, err = rd.Read(); err != nil {
-			return v, err
-		}
-		if v.IsError() {
-			return v, &client.ReplyError{Msg: string(v.Str)}
-		}
-	}
-	return v, nil
-}
-
 // askInfo asks the server at addr for INFO replication, parsed.
 func askInfo(ctx context.Context, addr, password string) (map[string]string, error) {
-	v, err := ask(ctx, addr, password, "INFO", "replication")
+	v, err := ask.One(ctx, addr, password, "INFO", "replication")
 	if err != nil {
 		return nil, err
 	}
 	return parseInfo(string(v.Str)), nil
-}
-
-func bytesOf(args []string) [][]byte {
-	b := make([][]byte, len(args))
-	for i, a := range args {
-		b[i] = []byte(a)
-	}
-	return b
 }

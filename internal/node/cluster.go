@@ -36,6 +36,10 @@ type ClusterConfig struct {
 	// Peer): behind a proxy or a NAT.
 	PeerListen string
 	Secret     []byte // the cluster secret that peers prove they know
+	// Name, if set, names the group in place of its first members' ids and
+	// peer addresses (see clusterID): for members that may name each
+	// other's addresses differently.
+	Name string
 	// Raft's clock (see replica.Options); zero values take its defaults.
 	TickInterval  time.Duration
 	ElectionTicks int
@@ -96,16 +100,20 @@ func parseInfo(b []byte) (client, peer string) {
 	return client, peer
 }
 
-// clusterID names the cluster the first members make: a hash of their ids
-// and peer addresses, the same on each, so that a peer of another cluster
-// is refused.
-func clusterID(ms []Member) uint64 {
-	lines := make([]string, len(ms))
-	for i, m := range ms {
+// clusterID names the group: a hash of its Name if it has one, else of
+// its first members' ids and peer addresses, the same on each, so that a
+// peer of another group is refused.
+func (c *ClusterConfig) clusterID() uint64 {
+	h := fnv.New64a()
+	if c.Name != "" {
+		io.WriteString(h, "name:"+c.Name)
+		return h.Sum64() | 1
+	}
+	lines := make([]string, len(c.Members))
+	for i, m := range c.Members {
 		lines[i] = fmt.Sprintf("%d=%s", m.ID, m.Peer)
 	}
 	sort.Strings(lines)
-	h := fnv.New64a()
 	io.WriteString(h, strings.Join(lines, ","))
 	return h.Sum64() | 1 // never 0, which names a single node
 }
@@ -169,7 +177,7 @@ func startTransport(c *ClusterConfig, h *router, log *slog.Logger) (*transport.T
 	if err != nil {
 		return nil, fmt.Errorf("listening for peers: %w", err)
 	}
-	t, err := transport.New(transport.Config{NodeID: c.ID, ClusterID: clusterID(c.Members), Secret: c.Secret,
+	t, err := transport.New(transport.Config{NodeID: c.ID, ClusterID: c.clusterID(), Secret: c.Secret,
 		Listener: ln, Advertise: me.Peer, Handler: h, Logger: log})
 	if err != nil {
 		ln.Close()

@@ -44,6 +44,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
 	Cluster         *ClusterConfig // nil: a single node, a group of one voter
+	Shard           *ShardConfig   // nil: not a node of a sharded cluster
+	// Memory, for a manager of one member (Shard.Group 0, Cluster nil):
+	// keep nothing on disk; Dir is not used.
+	Memory bool
 }
 
 // ErrFailed is returned by Run when the node stopped because it could no
@@ -65,6 +69,9 @@ func Run(ctx context.Context, cfg Config) error {
 		defer cancel()
 		go keepHugePages(hctx, log)
 	}
+	if cfg.Memory {
+		return runMetaLocal(ctx, cfg)
+	}
 	lock, err := lockDir(cfg.Dir, log)
 	if err != nil {
 		return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
@@ -85,6 +92,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if opt.HoldProcessor {
 			addLogProcessor() // after Open: recovery's threads use the default
 		}
+		if cfg.Shard != nil {
+			return serveSolo(ctx, cfg, rep)
+		}
 		return serve(ctx, server.New(cfg.Server, rep), rep, cfg.ShutdownTimeout, log)
 	}
 	opt.Incarnation = incarnation
@@ -96,7 +106,7 @@ func (cfg *Config) identity() identity {
 	if cfg.Cluster == nil {
 		return identity{cluster: 0, member: 1}
 	}
-	return identity{cluster: clusterID(cfg.Cluster.Members), member: cfg.Cluster.ID}
+	return identity{cluster: cfg.Cluster.clusterID(), member: cfg.Cluster.ID}
 }
 
 // runMember runs a node that is a member of a replicated group: the
@@ -131,9 +141,20 @@ func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go followMembers(fctx, t, rep, c.ID)
-	cfg.Logger.Info("member of a replicated group", "member", c.ID, "cluster", fmt.Sprintf("%016x", clusterID(c.Members)),
+	cfg.Logger.Info("member of a replicated group", "member", c.ID, "cluster", fmt.Sprintf("%016x", c.clusterID()),
 		"members", len(c.Members))
-	return serve(ctx, server.New(cfg.Server, member{Replica: rep, self: c.ID}), rep, cfg.ShutdownTimeout, cfg.Logger)
+	m := member{Replica: rep, self: c.ID}
+	if cfg.Shard == nil {
+		return serve(ctx, server.New(cfg.Server, m), rep, cfg.ShutdownTimeout, cfg.Logger)
+	}
+	v := &shardView{group: cfg.Shard.Group}
+	if cfg.Shard.Group == 0 {
+		go keepMap(fctx, cfg.Shard, rep, c.ID, v, cfg.Logger)
+		go pollLeaders(fctx, cfg.Shard, v)
+	} else {
+		go followManagers(fctx, cfg.Shard, v, cfg.Logger)
+	}
+	return serve(ctx, server.New(cfg.Server, shardedMember{m, v}), rep, cfg.ShutdownTimeout, cfg.Logger)
 }
 
 // gcPause counts the loads in progress (see pauseGC).

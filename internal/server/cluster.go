@@ -11,6 +11,7 @@ import (
 
 	"github.com/flintkv/flint/internal/protocol"
 	"github.com/flintkv/flint/internal/replica"
+	"github.com/flintkv/flint/internal/shardmap"
 	"github.com/flintkv/flint/internal/slot"
 )
 
@@ -61,23 +62,104 @@ func (v ClusterView) member(id uint64) (ClusterMember, bool) {
 	return ClusterMember{}, false
 }
 
-// nodeID is a member's Redis Cluster node id: 40 hex characters, from its
-// member id, the same on every member.
-func nodeID(id uint64) string { return fmt.Sprintf("%040x", id) }
+// Sharded is implemented by a Cluster whose group is one of the groups of
+// a sharded cluster (or by the meta group's members, which own no slots).
+// The server then routes each command with keys by its slot: a key of
+// another group's slot is answered -MOVED to that group's leader.
+type Sharded interface {
+	// Shards returns what the member knows of the cluster map; nil until
+	// it learns it. It is called for every command with keys.
+	Shards() *Shards
+}
 
-// redirect answers a command with keys at a member that does not lead, as
-// Redis Cluster does, and reports whether it did. A read on a READONLY
-// connection is served here; with no known leader, the command is left to
-// the backend, which waits for one (and then fails with CLUSTERDOWN).
+// Shards is a member's view of the cluster map at one moment: immutable.
+type Shards struct {
+	Map     *shardmap.Map     // nil until learned
+	Group   uint64            // this member's group; 0 for the meta group, which owns no slots
+	Leaders map[uint64]uint64 // hints: each group's leader, as last learned, by member id
+}
+
+// leaderAddr returns the client address of group g's leader as the view
+// believes it to be, or of its first member if it knows none.
+func (sh *Shards) leaderAddr(g *shardmap.Group) string {
+	if m, ok := g.Member(sh.Leaders[g.ID]); ok {
+		return m.Addr
+	}
+	return g.Members[0].Addr
+}
+
+// redirect answers a command with keys at a member that does not serve
+// it, as Redis Cluster does, and reports whether it did. In a sharded
+// cluster a key of another group's slot gets MOVED to that group's leader,
+// a command whose keys are in several slots CROSSSLOT, and any command
+// while the map is unknown or the slot has no group CLUSTERDOWN. Within the
+// member's group, a read on a READONLY connection is served here; a command
+// at a follower gets MOVED to the leader; with no known leader, the command
+// is left to the backend, which waits for one (and then fails with
+// CLUSTERDOWN).
 func (c *conn) redirect(cmd *command, args [][]byte) bool {
-	if c.srv.cluster == nil || cmd.first == 0 || cmd.first >= len(args) || (c.readonly && !cmd.write) {
+	if c.srv.cluster == nil || cmd.first == 0 || cmd.first >= len(args) {
+		return false
+	}
+	s := slot.Of(args[cmd.first])
+	if c.srv.sharded != nil && c.routeShard(c.srv.sharded.Shards(), cmd, args, s) {
+		return true
+	}
+	if c.readonly && !cmd.write {
 		return false
 	}
 	addr, ok := c.srv.cluster.Redirect()
 	if !ok {
 		return false
 	}
-	c.err(moved(slot.Of(args[cmd.first]), addr))
+	c.err(moved(s, addr))
+	return true
+}
+
+// routeShard answers, as redirect does, a command with keys whose first is
+// in slot s that this member's group does not serve, and reports whether
+// it did.
+func (c *conn) routeShard(sh *Shards, cmd *command, args [][]byte, s int) bool {
+	if cmd.perGroup {
+		return false
+	}
+	if cmd.name == "flint.seq" && len(args) > 5 { // route by the command it wraps
+		if inner := commands[strings.ToLower(string(args[4]))]; inner != nil && inner.first > 0 {
+			cmd, args = inner, args[4:]
+		}
+	}
+	if sh == nil || sh.Map == nil {
+		c.err("CLUSTERDOWN The cluster is down")
+		return true
+	}
+	if len(sh.Map.Groups) > 1 && !oneSlot(cmd, args, s) {
+		c.err("CROSSSLOT Keys in request don't hash to the same slot")
+		return true
+	}
+	g := sh.Map.Owner(s)
+	switch {
+	case g == nil:
+		c.err("CLUSTERDOWN Hash slot not served")
+	case g.ID != sh.Group:
+		c.err(moved(s, sh.leaderAddr(g)))
+	default:
+		return false
+	}
+	return true
+}
+
+// oneSlot reports whether every key of the command is in slot s, the
+// first's.
+func oneSlot(cmd *command, args [][]byte, s int) bool {
+	last := cmd.last
+	if last < 0 {
+		last += len(args)
+	}
+	for i := cmd.first + cmd.step; cmd.step > 0 && i <= last && i < len(args); i += cmd.step {
+		if slot.Of(args[i]) != s {
+			return false
+		}
+	}
 	return true
 }
 
@@ -131,134 +213,21 @@ func (c *conn) clusterCmd(args [][]byte) {
 		c.err("ERR This instance has cluster support disabled")
 		return
 	}
-	v := c.srv.cluster.ClusterView()
+	t := c.topology()
 	switch sub {
 	case "myid":
-		c.bulkString(nodeID(v.Self))
+		c.bulkString(t.myID)
 	case "slots":
-		c.clusterSlots(v)
+		c.clusterSlots(t)
 	case "shards":
-		c.clusterShards(v)
+		c.clusterShards(t)
 	case "nodes":
-		c.bulkString(clusterNodes(v))
+		c.bulkString(t.nodes())
 	case "info":
-		c.bulkString(clusterInfo(v))
+		c.bulkString(t.info())
 	default:
 		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", args[1]))
 	}
-}
-
-// clusterSlots replies to CLUSTER SLOTS: one range, 0-16383, with the
-// leader first and the other voters after it, each as Redis 7 gives a
-// node: ip, port, node id and a map of further networking metadata (empty:
-// Flint announces no hostnames). With no known leader, this member stands
-// first: a client that sends it commands is answered CLUSTERDOWN, which
-// clients retry, until a leader is elected. (An empty reply instead leaves
-// some clients with no node for any slot.)
-func (c *conn) clusterSlots(v ClusterView) {
-	lead, ok := v.member(v.Leader)
-	if !ok {
-		if lead, ok = v.member(v.Self); !ok {
-			c.out = protocol.AppendArray(c.out, 0)
-			return
-		}
-	}
-	nodes := []ClusterMember{lead}
-	for _, m := range v.Members {
-		if m.ID != lead.ID && m.Voter {
-			nodes = append(nodes, m)
-		}
-	}
-	c.out = protocol.AppendArray(c.out, 1)
-	c.out = protocol.AppendArray(c.out, 2+len(nodes))
-	c.int(0)
-	c.int(slot.Count - 1)
-	for _, m := range nodes {
-		host, port := splitAddr(m.Addr)
-		c.out = protocol.AppendArray(c.out, 4)
-		c.bulkString(host)
-		c.int(int64(port))
-		c.bulkString(nodeID(m.ID))
-		c.out = protocol.AppendMap(c.out, 0, c.proto) // no hostname: no more networking metadata
-	}
-}
-
-// clusterShards replies to CLUSTER SHARDS as Redis 7 does: one shard, with
-// the slot range 0-16383 and every member as a node (a map of id, port,
-// ip, endpoint, role, replication-offset and health; maps are flat arrays
-// in RESP2). The leader is the master; a member that knows no leader calls
-// itself master, as CLUSTER SLOTS does.
-func (c *conn) clusterShards(v ClusterView) {
-	master := v.Leader
-	if master == 0 {
-		master = v.Self
-	}
-	c.out = protocol.AppendArray(c.out, 1)
-	c.out = protocol.AppendMap(c.out, 2, c.proto)
-	c.bulkString("slots")
-	c.out = protocol.AppendArray(c.out, 2)
-	c.int(0)
-	c.int(slot.Count - 1)
-	c.bulkString("nodes")
-	c.out = protocol.AppendArray(c.out, len(v.Members))
-	for _, m := range v.Members {
-		host, port := splitAddr(m.Addr)
-		role, health, offset := "replica", "online", m.Match
-		if m.ID == master {
-			role = "master"
-		}
-		if m.ID == v.Self {
-			offset = v.Applied
-		}
-		c.out = protocol.AppendMap(c.out, 7, c.proto)
-		c.bulkString("id")
-		c.bulkString(nodeID(m.ID))
-		c.bulkString("port")
-		c.int(int64(port))
-		c.bulkString("ip")
-		c.bulkString(host)
-		c.bulkString("endpoint")
-		c.bulkString(host)
-		c.bulkString("role")
-		c.bulkString(role)
-		c.bulkString("replication-offset")
-		c.int(int64(offset))
-		c.bulkString("health")
-		c.bulkString(health)
-	}
-}
-
-// clusterNodes is CLUSTER NODES's text: one line per member, in Redis's
-// format (id, ip:port@cport, flags, master, ping, pong, epoch, link,
-// slots).
-func clusterNodes(v ClusterView) string {
-	var b strings.Builder
-	for _, m := range v.Members {
-		flags, master, slots := "slave", nodeID(v.Leader), ""
-		if m.ID == v.Leader {
-			flags, master, slots = "master", "-", fmt.Sprintf(" 0-%d", slot.Count-1)
-		}
-		if m.ID == v.Self {
-			flags = "myself," + flags
-		}
-		if v.Leader == 0 {
-			master = "-"
-		}
-		host, port := splitAddr(m.Addr)
-		fmt.Fprintf(&b, "%s %s:%d@%d %s %s 0 0 1 connected%s\n", nodeID(m.ID), host, port, port+10000, flags, master, slots)
-	}
-	return b.String()
-}
-
-// clusterInfo is CLUSTER INFO's text.
-func clusterInfo(v ClusterView) string {
-	state, assigned := "fail", 0
-	if v.Leader != 0 {
-		state, assigned = "ok", slot.Count
-	}
-	return fmt.Sprintf("cluster_state:%s\r\ncluster_slots_assigned:%d\r\ncluster_slots_ok:%d\r\ncluster_slots_pfail:0\r\n"+
-		"cluster_slots_fail:0\r\ncluster_known_nodes:%d\r\ncluster_size:1\r\ncluster_current_epoch:1\r\ncluster_my_epoch:1\r\n",
-		state, assigned, assigned, len(v.Members))
 }
 
 // splitAddr splits host:port; a malformed address gives port 0.

@@ -27,6 +27,10 @@ type command struct {
 	// readsValues is set for the simple reads that reply with their keys'
 	// values, not only with whether they exist or their values' lengths.
 	readsValues bool
+	// perGroup is set for a command that answers for the keys its group
+	// holds (RANGE): in a sharded cluster it is not routed by slot, and a
+	// client asks every group.
+	perGroup bool
 }
 
 // Command flags (space-separated in command.flags), as COMMAND INFO shows them.

@@ -13,7 +13,7 @@ var keyCommands = []*command{
 	{name: "mget", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, reply: replyMGet, readsValues: true},
 	{name: "exists", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, reply: replyExists},
 	{name: "strlen", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, reply: replyStrlen},
-	{name: "range", arity: -3, flags: "readonly", first: 1, last: 2, step: 1, run: (*conn).rangeCmd},
+	{name: "range", arity: -3, flags: "readonly", first: 1, last: 2, step: 1, run: (*conn).rangeCmd, perGroup: true},
 	{name: "set", arity: -3, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).set},
 	{name: "setnx", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).setnx},
 	{name: "getset", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).swap},

@@ -142,6 +142,7 @@ type Server struct {
 	cfg     Config
 	kv      Backend
 	cluster Cluster // kv, if it is a member of a replicated group
+	sharded Sharded // kv, if its group is one of a sharded cluster's
 	log     *slog.Logger
 	passSum [sha256.Size]byte
 	start   time.Time
@@ -184,6 +185,7 @@ func New(cfg Config, kv Backend) *Server {
 		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cluster, _ = kv.(Cluster)
+	s.sharded, _ = kv.(Sharded)
 	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
 	s.mu.conns = make(map[int64]*conn)
 	return s

@@ -1,0 +1,325 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flintkv/flint/internal/ask"
+	"github.com/flintkv/flint/internal/replica"
+	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/shardmap"
+	"github.com/flintkv/flint/internal/store"
+)
+
+// ShardConfig makes the node one of a sharded cluster's: a member of one
+// of its data groups, which own the slots, or of its meta group (a
+// manager), which holds the cluster map and owns no slots.
+//
+// A data node asks the managers for the map and the groups' leaders every
+// Poll, and until it has the map answers every command with keys
+// CLUSTERDOWN. A manager asks a member of each data group for its role
+// every Poll, and knows as leader of a group only a member that said it
+// leads at the last poll, so that CLUSTER INFO says "ok" only while every
+// group has a leader that answers.
+type ShardConfig struct {
+	// Group is the id in the map of the data group the node's group is,
+	// or 0 for a manager.
+	Group uint64
+	// Managers are the client addresses of the meta group's members, for
+	// a data node.
+	Managers []string
+	// Map is, for a manager, the cluster map.
+	Map *shardmap.Map
+	// Password is what the node AUTHs with when it asks another.
+	Password string
+	Poll     time.Duration // default 250 ms
+}
+
+func (c *ShardConfig) poll() time.Duration {
+	if c.Poll <= 0 {
+		return 250 * time.Millisecond
+	}
+	return c.Poll
+}
+
+// shardView holds the node's view of the cluster map (server.Sharded).
+type shardView struct {
+	group uint64
+	p     atomic.Pointer[server.Shards]
+}
+
+// Shards implements server.Sharded.
+func (v *shardView) Shards() *server.Shards { return v.p.Load() }
+
+// set replaces the view with m and leaders, unless it holds a map of a
+// later epoch. It reports whether the map is new to the view.
+func (v *shardView) set(m *shardmap.Map, leaders map[uint64]uint64) bool {
+	old := v.p.Load()
+	if old != nil && old.Map != nil && old.Map.Epoch > m.Epoch {
+		return false
+	}
+	v.p.Store(&server.Shards{Map: m, Group: v.group, Leaders: leaders})
+	return old == nil || old.Map == nil || old.Map.Epoch != m.Epoch
+}
+
+// followManagers keeps v the map and leaders that the managers know,
+// asking one every poll, the next after one fails, until ctx ends.
+func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *slog.Logger) {
+	i, failing := 0, false
+	for {
+		m, leaders, err := AskMap(ctx, cfg.Managers[i], cfg.Password)
+		switch {
+		case err == nil:
+			if v.set(m, leaders) {
+				log.Info("learned the cluster map", "epoch", m.Epoch, "groups", len(m.Groups), "from", cfg.Managers[i])
+			}
+			failing = false
+		case ctx.Err() != nil:
+			return
+		default:
+			if !failing {
+				log.Warn("cannot get the cluster map from a manager; trying the others", "manager", cfg.Managers[i], "err", err)
+			}
+			failing, i = true, (i+1)%len(cfg.Managers)
+		}
+		if !sleep(ctx, cfg.poll()) {
+			return
+		}
+	}
+}
+
+// askMap asks the node at addr for the map and leaders (FLINT.MAP).
+func AskMap(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]uint64, error) {
+	v, err := ask.One(ctx, addr, password, "FLINT.MAP")
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(v.Elems) != 2 || len(v.Elems[1].Elems)%2 != 0 {
+		return nil, nil, fmt.Errorf("node: a malformed FLINT.MAP reply from %s", addr)
+	}
+	m, err := shardmap.Decode(v.Elems[0].Str)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: the map from %s: %w", addr, err)
+	}
+	leaders := map[uint64]uint64{}
+	for p := v.Elems[1].Elems; len(p) >= 2; p = p[2:] {
+		leaders[uint64(p[0].Int)] = uint64(p[1].Int)
+	}
+	return m, leaders, nil
+}
+
+// pollLeaders keeps v's leaders those that the data groups' members say
+// they are, asking every poll, until ctx ends: the member that led at the
+// last poll first, then the others in turn until one says it leads. A
+// group none of whose members says so has no leader in v until one does.
+func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
+	for ; ; sleep(ctx, cfg.poll()) {
+		if ctx.Err() != nil {
+			return
+		}
+		sh := v.Shards()
+		if sh == nil || sh.Map == nil { // a replicated manager's, until it reads the map
+			continue
+		}
+		leaders := map[uint64]uint64{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, g := range sh.Map.Groups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if id, ok := findLeader(ctx, &g, sh.Leaders[g.ID], cfg.Password); ok {
+					mu.Lock()
+					leaders[g.ID] = id
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if !maps.Equal(leaders, sh.Leaders) {
+			v.set(sh.Map, leaders)
+		}
+	}
+}
+
+// findLeader asks g's members for their role, last first, and returns the
+// first that says it is a master.
+func findLeader(ctx context.Context, g *shardmap.Group, last uint64, password string) (uint64, bool) {
+	order := make([]shardmap.Member, 0, len(g.Members))
+	if m, ok := g.Member(last); ok {
+		order = append(order, m)
+	}
+	for _, m := range g.Members {
+		if m.ID != last {
+			order = append(order, m)
+		}
+	}
+	for _, m := range order {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		v, err := ask.One(qctx, m.Addr, password, "ROLE")
+		cancel()
+		if err == nil && len(v.Elems) > 0 && string(v.Elems[0].Str) == "master" {
+			return m.ID, true
+		}
+	}
+	return 0, false
+}
+
+// sleep waits d, and reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// solo is the backend of a data node whose group has one member, this
+// node (server.Cluster, server.Sharded): it always leads.
+type solo struct {
+	*replica.Replica
+	*shardView
+	addr string // its client address, as the map names it
+}
+
+// Redirect implements server.Cluster: a group of one never redirects.
+func (solo) Redirect() (string, bool) { return "", false }
+
+// ClusterView implements server.Cluster.
+func (s solo) ClusterView() server.ClusterView {
+	return server.ClusterView{Self: 1, Leader: 1, Members: []server.ClusterMember{{ID: 1, Addr: s.addr, Voter: true}}}
+}
+
+// shardedMember is the backend of a member of a replicated group of a
+// sharded cluster.
+type shardedMember struct {
+	member
+	*shardView
+}
+
+// metaLocal is the backend of a manager whose meta group has one member
+// and keeps nothing on disk: its map is the one it was started with.
+type metaLocal struct {
+	server.Local
+	*shardView
+	addr string
+}
+
+// Redirect implements server.Cluster.
+func (metaLocal) Redirect() (string, bool) { return "", false }
+
+// ClusterView implements server.Cluster.
+func (m metaLocal) ClusterView() server.ClusterView {
+	return server.ClusterView{Self: 1, Leader: 1, Members: []server.ClusterMember{{ID: 1, Addr: m.addr, Voter: true}}}
+}
+
+// mapKey is the key under which the meta group's store holds the map's
+// encoding.
+const mapKey = "flint:map"
+
+// keepMap keeps a replicated manager's view the map its meta group holds,
+// until ctx ends: the leader writes the configured map under mapKey if the
+// group holds none (the first start), and every poll each member reads it
+// back through a read barrier (linearizably) and takes it if its epoch is
+// new. A map in the group that differs from the configured one wins, and
+// is logged: the group's is the cluster's.
+func keepMap(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, self uint64, v *shardView, log *slog.Logger) {
+	want := cfg.Map.Encode()
+	warned := false
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := rep.ReadBarrier(rctx)
+		cancel()
+		if err == nil {
+			got, ok := rep.Store().Get([]byte(mapKey))
+			switch {
+			case !ok && rep.Leader() == self:
+				writeMap(ctx, rep, want, log)
+			case ok:
+				m, err := shardmap.Decode(got)
+				if err != nil {
+					log.Error("the meta group holds a map that does not decode", "err", err)
+					break
+				}
+				if string(got) != string(want) && !warned {
+					log.Warn("the meta group holds a map other than the one this manager was started with; serving the group's",
+						"epoch", m.Epoch)
+					warned = true
+				}
+				v.set(m, v.leaders())
+			}
+		}
+		if !sleep(ctx, cfg.poll()) {
+			return
+		}
+	}
+}
+
+// writeMap proposes SET mapKey enc NX.
+func writeMap(ctx context.Context, rep *replica.Replica, enc []byte, log *slog.Logger) {
+	var b store.Batch
+	b.Add(store.OpSet, store.SetNX, []byte(mapKey), enc)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rep.Apply(wctx, b.Bytes(), nil); err != nil {
+		log.Warn("cannot write the cluster map into the meta group yet", "err", err)
+		return
+	}
+	log.Info("wrote the cluster map into the meta group", "bytes", len(enc))
+}
+
+// leaders returns the view's leaders, or nil.
+func (v *shardView) leaders() map[uint64]uint64 {
+	if sh := v.Shards(); sh != nil {
+		return sh.Leaders
+	}
+	return nil
+}
+
+// serveSolo serves rep as the one member of a data group of a sharded
+// cluster, following the managers' map.
+func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
+	v := &shardView{group: cfg.Shard.Group}
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go followManagers(fctx, cfg.Shard, v, cfg.Logger)
+	cfg.Logger.Info("a data node of a sharded cluster", "group", cfg.Shard.Group, "managers", cfg.Shard.Managers)
+	return serve(ctx, server.New(cfg.Server, solo{rep, v, cfg.Server.Addr}), rep, cfg.ShutdownTimeout, cfg.Logger)
+}
+
+// runMetaLocal runs a manager of one member that keeps nothing on disk:
+// its map is the one it was started with, and it serves no keys.
+func runMetaLocal(ctx context.Context, cfg Config) error {
+	if cfg.Shard == nil || cfg.Shard.Group != 0 || cfg.Shard.Map == nil || cfg.Cluster != nil {
+		return errors.New("node: only a manager of one member, with a map, keeps nothing on disk")
+	}
+	v := &shardView{group: 0}
+	v.set(cfg.Shard.Map, nil)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go pollLeaders(fctx, cfg.Shard, v)
+	cfg.Logger.Info("a manager of a sharded cluster, in memory", "groups", len(cfg.Shard.Map.Groups))
+	s := store.New(store.Options{})
+	srv := server.New(cfg.Server, metaLocal{server.Local{S: s}, v, cfg.Server.Addr})
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("node: serving clients: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	srv.Shutdown(sctx)
+	<-errc
+	return nil
+}

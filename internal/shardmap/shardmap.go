@@ -1,0 +1,242 @@
+// Package shardmap is the cluster map of a sharded Flint: which raft group
+// owns each of the 16384 hash slots (package slot), which members each
+// group has and the addresses clients reach them at, and an epoch that
+// only increases as the map changes.
+//
+// A Map is a value: once built (by New, Even or Decode, which validate it)
+// it is not changed, and may be shared between goroutines. A new map is a
+// new value with a higher epoch.
+//
+// # Encoding
+//
+// A map travels as JSON (Encode, Decode), the same in the meta group's log
+// and on the wire between nodes:
+//
+//	{"version":1,"epoch":3,"groups":[
+//	  {"id":1,"slots":[[0,5460]],"members":[{"id":1,"addr":"127.0.0.1:7001"}, ...]},
+//	  ...]}
+//
+// version is the format's, 1; slots are ranges of slots, both ends
+// included; member ids are unique within their group. Decode refuses any
+// other version, and a map that Validate refuses.
+package shardmap
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+
+	"github.com/flintkv/flint/internal/slot"
+)
+
+// Version is the version of the encoding that Encode writes.
+const Version = 1
+
+// Map is the cluster map. Use Owner to find a slot's group.
+type Map struct {
+	Epoch  uint64
+	Groups []Group // in order of id
+	// owner[s] is the index in Groups of slot s's group, or -1.
+	owner [slot.Count]int16
+}
+
+// Group is one raft group: the slots it owns and its members.
+type Group struct {
+	ID      uint64
+	Slots   []Range // in order, disjoint
+	Members []Member
+}
+
+// Range is the slots First to Last, both included.
+type Range struct{ First, Last int }
+
+// Member is one member of a group: its id in the group, and the address
+// clients reach it at (host:port).
+type Member struct {
+	ID   uint64
+	Addr string
+}
+
+// ErrInvalid is wrapped by the errors of New and Decode for a map that is
+// not well formed.
+var ErrInvalid = errors.New("shardmap: invalid map")
+
+// New returns the map of groups at epoch, once validated: group ids are
+// positive and unique, every group has members with positive ids unique
+// in it and host:port addresses, and no slot belongs to two groups. Slots
+// may be left without a group (see Covered). groups is not retained.
+func New(epoch uint64, groups []Group) (*Map, error) {
+	m := &Map{Epoch: epoch, Groups: slices.Clone(groups)}
+	slices.SortFunc(m.Groups, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) })
+	for i := range m.owner {
+		m.owner[i] = -1
+	}
+	for gi, g := range m.Groups {
+		if err := checkGroup(g, gi > 0 && m.Groups[gi-1].ID == g.ID); err != nil {
+			return nil, err
+		}
+		for _, r := range g.Slots {
+			for s := r.First; s <= r.Last; s++ {
+				if m.owner[s] >= 0 {
+					return nil, fmt.Errorf("%w: slot %d belongs to groups %d and %d", ErrInvalid, s, m.Groups[m.owner[s]].ID, g.ID)
+				}
+				m.owner[s] = int16(gi)
+			}
+		}
+	}
+	return m, nil
+}
+
+// checkGroup checks one group, dup saying whether its id came before.
+func checkGroup(g Group, dup bool) error {
+	switch {
+	case g.ID == 0:
+		return fmt.Errorf("%w: group id 0", ErrInvalid)
+	case dup:
+		return fmt.Errorf("%w: group %d appears twice", ErrInvalid, g.ID)
+	case len(g.Members) == 0:
+		return fmt.Errorf("%w: group %d has no members", ErrInvalid, g.ID)
+	}
+	for i, mb := range g.Members {
+		if mb.ID == 0 || slices.ContainsFunc(g.Members[:i], func(o Member) bool { return o.ID == mb.ID }) {
+			return fmt.Errorf("%w: group %d: member id %d is 0 or named twice", ErrInvalid, g.ID, mb.ID)
+		}
+		if _, port, err := net.SplitHostPort(mb.Addr); err != nil || port == "" {
+			return fmt.Errorf("%w: group %d: member %d: bad address %q", ErrInvalid, g.ID, mb.ID, mb.Addr)
+		}
+	}
+	for i, r := range g.Slots {
+		if r.First < 0 || r.Last >= slot.Count || r.First > r.Last {
+			return fmt.Errorf("%w: group %d: bad slot range %d-%d", ErrInvalid, g.ID, r.First, r.Last)
+		}
+		if i > 0 && r.First <= g.Slots[i-1].Last {
+			return fmt.Errorf("%w: group %d: slot ranges out of order or overlapping", ErrInvalid, g.ID)
+		}
+	}
+	return nil
+}
+
+// Even returns the map at epoch 1 of one group per element of members,
+// with ids 1, 2, ... in that order, and the slots split evenly among them
+// in that order, as redis-cli --cluster create splits them among masters:
+// group i ends at round((i+1)*16384/n - 1), the last at 16383.
+func Even(members [][]Member) (*Map, error) {
+	n := len(members)
+	if n == 0 || n > slot.Count {
+		return nil, fmt.Errorf("%w: %d groups, want 1 to %d", ErrInvalid, n, slot.Count)
+	}
+	groups := make([]Group, n)
+	per, first := float64(slot.Count)/float64(n), 0
+	for i, ms := range members {
+		last := int(math.Round(float64(i)*per + per - 1))
+		if i == n-1 {
+			last = slot.Count - 1
+		}
+		groups[i] = Group{ID: uint64(i + 1), Slots: []Range{{first, last}}, Members: ms}
+		first = last + 1
+	}
+	return New(1, groups)
+}
+
+// Owner returns the group that owns slot s, or nil if none does.
+func (m *Map) Owner(s int) *Group {
+	if i := m.owner[s]; i >= 0 {
+		return &m.Groups[i]
+	}
+	return nil
+}
+
+// Group returns the group with id, or nil.
+func (m *Map) Group(id uint64) *Group {
+	i, ok := slices.BinarySearchFunc(m.Groups, id, func(g Group, id uint64) int { return cmp.Compare(g.ID, id) })
+	if !ok {
+		return nil
+	}
+	return &m.Groups[i]
+}
+
+// Covered reports how many slots have a group: a cluster serves every key
+// only when all slot.Count do.
+func (m *Map) Covered() int {
+	n := 0
+	for _, i := range m.owner {
+		if i >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Member returns the member with id, or false.
+func (g *Group) Member(id uint64) (Member, bool) {
+	i := slices.IndexFunc(g.Members, func(m Member) bool { return m.ID == id })
+	if i < 0 {
+		return Member{}, false
+	}
+	return g.Members[i], true
+}
+
+// wire is the JSON form of a map.
+type wire struct {
+	Version int         `json:"version"`
+	Epoch   uint64      `json:"epoch"`
+	Groups  []wireGroup `json:"groups"`
+}
+
+type wireGroup struct {
+	ID      uint64       `json:"id"`
+	Slots   [][2]int     `json:"slots"`
+	Members []wireMember `json:"members"`
+}
+
+type wireMember struct {
+	ID   uint64 `json:"id"`
+	Addr string `json:"addr"`
+}
+
+// Encode returns m's encoding.
+func (m *Map) Encode() []byte {
+	w := wire{Version: Version, Epoch: m.Epoch, Groups: make([]wireGroup, len(m.Groups))}
+	for i, g := range m.Groups {
+		wg := wireGroup{ID: g.ID, Slots: make([][2]int, len(g.Slots)), Members: make([]wireMember, len(g.Members))}
+		for j, r := range g.Slots {
+			wg.Slots[j] = [2]int{r.First, r.Last}
+		}
+		for j, mb := range g.Members {
+			wg.Members[j] = wireMember(mb)
+		}
+		w.Groups[i] = wg
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		panic("shardmap: " + err.Error()) // plain types: it cannot fail
+	}
+	return b
+}
+
+// Decode returns the map that b encodes, validated as New does.
+func Decode(b []byte) (*Map, error) {
+	var w wire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if w.Version != Version {
+		return nil, fmt.Errorf("%w: format version %d, want %d", ErrInvalid, w.Version, Version)
+	}
+	groups := make([]Group, len(w.Groups))
+	for i, wg := range w.Groups {
+		g := Group{ID: wg.ID, Slots: make([]Range, len(wg.Slots)), Members: make([]Member, len(wg.Members))}
+		for j, r := range wg.Slots {
+			g.Slots[j] = Range{r[0], r[1]}
+		}
+		for j, mb := range wg.Members {
+			g.Members[j] = Member(mb)
+		}
+		groups[i] = g
+	}
+	return New(w.Epoch, groups)
+}

@@ -1,0 +1,104 @@
+package shardmap
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/flintkv/flint/internal/slot"
+)
+
+func members(addrs ...string) []Member {
+	ms := make([]Member, len(addrs))
+	for i, a := range addrs {
+		ms[i] = Member{ID: uint64(i + 1), Addr: a}
+	}
+	return ms
+}
+
+// TestEven splits the slots among 1 to 7 groups: contiguous, in order,
+// every slot covered once, sizes differing by at most one.
+func TestEven(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		var all [][]Member
+		for i := range n {
+			all = append(all, members(fmt.Sprintf("127.0.0.1:%d", 7000+i)))
+		}
+		m, err := Even(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Covered() != slot.Count {
+			t.Fatalf("%d groups cover %d slots", n, m.Covered())
+		}
+		next := 0
+		for i, g := range m.Groups {
+			r := g.Slots[0]
+			size := r.Last - r.First + 1
+			if g.ID != uint64(i+1) || len(g.Slots) != 1 || r.First != next || size < slot.Count/n || size > slot.Count/n+1 {
+				t.Fatalf("%d groups: group %d = %+v", n, i, g)
+			}
+			next = r.Last + 1
+			if o := m.Owner(r.First); o.ID != g.ID {
+				t.Fatalf("slot %d's owner is %d, want %d", r.First, o.ID, g.ID)
+			}
+		}
+	}
+	// As redis-cli --cluster create splits 16384 among 3 masters.
+	m, _ := Even([][]Member{members("a:1"), members("b:1"), members("c:1")})
+	if got := fmt.Sprint(m.Groups[0].Slots, m.Groups[1].Slots, m.Groups[2].Slots); got != "[{0 5460}] [{5461 10922}] [{10923 16383}]" {
+		t.Fatalf("3 groups' slots: %s", got)
+	}
+}
+
+// TestRoundTrip encodes and decodes a map with several ranges per group
+// and uncovered slots.
+func TestRoundTrip(t *testing.T) {
+	m, err := New(7, []Group{
+		{ID: 9, Slots: []Range{{100, 200}, {300, 300}}, Members: members("127.0.0.1:1", "127.0.0.1:2")},
+		{ID: 2, Slots: []Range{{0, 99}}, Members: members("[::1]:3")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(m.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Encode()) != string(m.Encode()) || got.Covered() != 202 || got.Owner(300).ID != 9 || got.Owner(0).ID != 2 || got.Owner(201) != nil {
+		t.Fatalf("decoded %s, covering %d", got.Encode(), got.Covered())
+	}
+	if g := got.Group(9); g == nil || g.Members[1].Addr != "127.0.0.1:2" || got.Group(3) != nil {
+		t.Fatalf("Group(9) = %+v", g)
+	}
+}
+
+// TestInvalid: every malformed map is refused with ErrInvalid.
+func TestInvalid(t *testing.T) {
+	ok := members("127.0.0.1:1")
+	for name, groups := range map[string][]Group{
+		"group 0":        {{ID: 0, Members: ok}},
+		"twice":          {{ID: 1, Members: ok}, {ID: 1, Members: ok}},
+		"no members":     {{ID: 1}},
+		"member 0":       {{ID: 1, Members: []Member{{0, "a:1"}}}},
+		"member twice":   {{ID: 1, Members: []Member{{1, "a:1"}, {1, "b:1"}}}},
+		"bad address":    {{ID: 1, Members: []Member{{1, "nowhere"}}}},
+		"slot too high":  {{ID: 1, Members: ok, Slots: []Range{{0, slot.Count}}}},
+		"reversed range": {{ID: 1, Members: ok, Slots: []Range{{5, 4}}}},
+		"out of order":   {{ID: 1, Members: ok, Slots: []Range{{5, 6}, {0, 1}}}},
+		"slot in two":    {{ID: 1, Members: ok, Slots: []Range{{0, 10}}}, {ID: 2, Members: ok, Slots: []Range{{10, 20}}}},
+		"negative slot":  {{ID: 1, Members: ok, Slots: []Range{{-1, 3}}}},
+	} {
+		if _, err := New(1, groups); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
+		}
+	}
+	for _, b := range []string{`{"version":2,"epoch":1,"groups":[]}`, `{"version":1,"groups":[{"id":0}]}`, `[`, `{"version":1,"groups":[{"id":1,"slots":[[3,1]],"members":[{"id":1,"addr":"a:1"}]}]}`} {
+		if _, err := Decode([]byte(b)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Decode(%s) = %v, want ErrInvalid", b, err)
+		}
+	}
+	if _, err := Even(nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Even(nil) = %v", err)
+	}
+}
