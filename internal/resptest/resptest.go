@@ -37,8 +37,8 @@ const (
 // Server is a fake RESP server.
 type Server struct {
 	Addr string
-	h    Handler
-	hmu  sync.Mutex // serializes calls of h
+	newH func() Handler // the Handler of each new connection
+	hmu  sync.Mutex     // serializes calls of the Handlers
 	wg   sync.WaitGroup
 
 	mu struct {
@@ -52,11 +52,19 @@ type Server struct {
 // stopped when the test ends.
 func Start(t testing.TB, h Handler) *Server {
 	t.Helper()
+	return StartConns(t, func() Handler { return h })
+}
+
+// StartConns is Start with a Handler of its own for each connection, made
+// by newH when the connection is accepted, for a server that keeps state
+// per connection (such as ASKING's).
+func StartConns(t testing.TB, newH func() Handler) *Server {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: ln.Addr().String(), h: h}
+	s := &Server{Addr: ln.Addr().String(), newH: newH}
 	s.mu.conns = make(map[net.Conn]bool)
 	s.serve(ln)
 	t.Cleanup(s.Stop)
@@ -139,13 +147,14 @@ func (s *Server) conn(nc net.Conn) {
 		nc.Close()
 	}()
 	r := bufio.NewReader(nc)
+	h := s.newH()
 	for {
 		args, err := readCommand(r)
 		if err != nil {
 			return
 		}
 		s.hmu.Lock()
-		reply := s.h(args)
+		reply := h(args)
 		s.hmu.Unlock()
 		switch reply {
 		case Drop:
@@ -212,6 +221,11 @@ func Bulk(s string) string { return string(protocol.AppendBulkString(nil, s)) }
 
 // Int returns the integer n.
 func Int(n int64) string { return string(protocol.AppendInt(nil, n)) }
+
+// Array returns the array of the encoded elems.
+func Array(elems ...string) string {
+	return string(protocol.AppendArray(nil, len(elems))) + strings.Join(elems, "")
+}
 
 // Moved returns the MOVED error that sends slot's commands to addr.
 func Moved(slot int, addr string) string { return Err(fmt.Sprintf("MOVED %d %s", slot, addr)) }
