@@ -2,11 +2,14 @@ package client
 
 import "context"
 
-// Batch collects commands to send together: Exec writes them all at once,
-// on one connection, and returns all their replies. Nothing else is written
-// between them, but they are not a transaction: each takes effect on its
-// own, in order, and another client's commands may run in between. A
-// command sent again because a member turned it away takes effect after
+// Batch collects commands to send together: Exec writes those for each
+// member at once, on one connection, the members' at the same time, and
+// returns all their replies, in the batch's order. Nothing else is written
+// between the commands of one member, but they are not a transaction: each
+// takes effect on its own, those of one member (of one group of a sharded
+// cluster) in the batch's order, and another client's commands may run in
+// between. Commands for different groups have no order among themselves.
+// A command sent again because a member turned it away takes effect after
 // the commands behind it that the member ran.
 //
 // A Batch belongs to one goroutine.
@@ -65,9 +68,9 @@ func (b *Batch) add(cmd []byte) {
 // Exec sends the batch and returns one reply per command, in order, and
 // empties the batch for reuse. Error replies are Values of KindError in the
 // slice, not errors; nil replies are Values of KindNull. A command that a
-// member turns away (MOVED, TRYAGAIN, ...) is sent again on its own, with
-// the others turned away, and its reply still takes its place (see
-// Failover in the package doc). The error is about the batch as a whole, as
+// member turns away (MOVED, ASK, TRYAGAIN, ...) is sent again, with the
+// others turned away, and its reply still takes its place (see Failover in
+// the package doc). The error is about the batch as a whole, as
 // for any call: if it wraps ErrUnknownOutcome, any of the commands may have
 // taken effect.
 func (b *Batch) Exec(ctx context.Context) ([]Value, error) {

@@ -92,13 +92,23 @@ type Client struct {
 	opts   options
 	sess   sessions
 	closed atomic.Bool
-	wg     sync.WaitGroup // the reader and writer of every connection ever opened
+	wg     sync.WaitGroup // the reader and writer of every connection ever opened, and refreshLoop
 
-	// target is the pool calls go to first: that of the member serving
-	// slot 0 (see routes), or of the seed New connected to while no route is
-	// known. Never nil once New returns. It is stored under mu and loaded
+	// ctx ends when the Client is closed, for the work it does of its own
+	// (refreshing the map).
+	ctx    context.Context
+	cancel context.CancelFunc
+	kick   chan struct{} // capacity 1: a token asks refreshLoop for a refresh
+
+	// target is the pool of the member serving slot 0 (see routes), or of
+	// the seed New connected to while no route is known. Commands without
+	// keys go to it, and so does every command while the map is not
+	// sharded. Never nil once New returns. It is stored under mu and loaded
 	// without it.
 	target atomic.Pointer[pool]
+	// table is the routes as calls read them. Never nil once New returns.
+	// It is stored under mu and loaded without it.
+	table atomic.Pointer[table]
 
 	mu struct {
 		sync.Mutex
@@ -116,10 +126,10 @@ type Client struct {
 // New connects to the server at addr (host:port), or, given WithSeeds, to
 // the first of addr and the seeds that answers: it opens every connection
 // of the pool to it, then asks it for CLUSTER SLOTS to learn the cluster's
-// members and leader (a server that does not have the command is used
-// alone, with the seeds as the members to try if it fails). The error wraps
-// ErrConnect if no address can be reached, and a *ReplyError if a server
-// refused AUTH or HELLO.
+// map, members and leaders (a server that does not have the command is
+// used alone, with the seeds as the members to try if it fails). The error
+// wraps ErrConnect if no address can be reached, and a *ReplyError if a
+// server refused AUTH or HELLO.
 func New(addr string, opts ...Option) (*Client, error) {
 	o := options{poolSize: DefaultPoolSize, dialTimeout: DefaultDialTimeout, protocol: 2}
 	for _, opt := range opts {
@@ -130,9 +140,11 @@ func New(addr string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: bad options: pool size %d, dial timeout %v, protocol %d (want >= 1, > 0, 2 or 3)",
 			o.poolSize, o.dialTimeout, o.protocol)
 	}
-	c := &Client{opts: o}
-	c.sess.open = make(chan struct{}, 1)
+	c := &Client{opts: o, kick: make(chan struct{}, 1)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.sess.mu.bySpan = make(map[span]*sessionSlot)
 	c.mu.byAddr = make(map[string]*pool)
+	c.table.Store(&table{})
 	for _, a := range o.seeds { // no other goroutine has c yet
 		if c.mu.byAddr[a] == nil {
 			c.addLocked(a)
@@ -146,6 +158,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 	}
 	c.target.Store(p)
 	c.discover(p)
+	c.wg.Go(c.refreshLoop)
 	return c, nil
 }
 
@@ -172,6 +185,7 @@ func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.cancel()
 	c.mu.Lock()
 	pools := slices.Clone(c.mu.members)
 	c.mu.Unlock()

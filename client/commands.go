@@ -37,7 +37,9 @@ func (c *Client) CAS(ctx context.Context, key string, expected, value []byte) (b
 	return n == 1, err
 }
 
-// Delete deletes keys, atomically, and returns how many existed.
+// Delete deletes keys, atomically, and returns how many existed. In a
+// sharded cluster the keys must share a slot (give them a common {hash
+// tag}), or the member answers with a CROSSSLOT *ReplyError.
 func (c *Client) Delete(ctx context.Context, keys ...string) (int64, error) {
 	if len(keys) == 0 {
 		return 0, nil
@@ -46,7 +48,10 @@ func (c *Client) Delete(ctx context.Context, keys ...string) (int64, error) {
 }
 
 // Range returns the pairs with start <= key <= end, in byte order of keys,
-// at most limit of them if limit > 0, all as they were at one instant.
+// at most limit of them if limit > 0. From one server or one group they are
+// all as they were at one instant. In a sharded cluster every group is
+// asked and their pairs merged (see Routing in the package doc): each pair
+// is as it was at an instant during the call, but not all at the same one.
 func (c *Client) Range(ctx context.Context, start, end string, limit int) ([]KV, error) {
 	v, err := c.one(ctx, encRange(nil, start, end, limit))
 	if err != nil {
@@ -62,8 +67,10 @@ func (c *Client) Range(ctx context.Context, start, end string, limit int) ([]KV,
 	return kvs, nil
 }
 
-// MGet returns the values of keys, in order, all read at one instant; the
-// value of a missing key is nil.
+// MGet returns the values of keys, in order; the value of a missing key is
+// nil. From one server or one group, or in one slot, they are all read at
+// one instant. In a sharded cluster, keys in several slots are read slot
+// by slot, each slot's keys at an instant of their own.
 func (c *Client) MGet(ctx context.Context, keys ...string) ([][]byte, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -84,7 +91,9 @@ func (c *Client) MGet(ctx context.Context, keys ...string) ([][]byte, error) {
 	return vals, nil
 }
 
-// MSet sets every pair, atomically.
+// MSet sets every pair, atomically. In a sharded cluster the keys must
+// share a slot (give them a common {hash tag}), or the member answers with
+// a CROSSSLOT *ReplyError.
 func (c *Client) MSet(ctx context.Context, kvs ...KV) error {
 	if len(kvs) == 0 {
 		return nil

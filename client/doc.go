@@ -1,11 +1,14 @@
 // Package client is Flint's Go client. It speaks RESP2 or RESP3 to a Flint
-// (or Redis) server, or to the members of a replicated Flint, pipelines
-// automatically, and rides through failovers.
+// (or Redis) server, to the members of a replicated Flint, or to the
+// groups of a sharded one (or a Redis Cluster), routes each command to the
+// member that serves its key, pipelines automatically, and rides through
+// failovers and slot moves.
 //
 // # Pipelining
 //
 // A Client keeps a small pool of connections (WithPoolSize, default 2) to
-// the member it sends to and spreads calls over them round-robin. Each connection has two goroutines:
+// each member it sends to and spreads calls over them round-robin. Each
+// connection has two goroutines:
 //
 //	callers --submit--> queue --writer--> one Write --> server
 //	callers <--done---- inflight (FIFO) <--reader-- replies
@@ -18,42 +21,99 @@
 // the call at the head of the inflight list. Many goroutines calling at once
 // therefore share few writes, reads and round trips without asking for it.
 //
-// A Batch sends its commands together, in one request on one connection,
-// and gets their replies together; nothing else is written between them.
+// A Batch sends its commands together and gets their replies together:
+// the commands for one member go in one request on one connection, with
+// nothing else written between them, and take effect in the order of the
+// batch; the requests to different members go at the same time, and the
+// replies come back in the batch's order.
 //
 // Calls from one goroutine take effect in the order made, since each waits
 // for its reply. Concurrent calls have no order among themselves.
 //
+// # Routing
+//
+// The Client keeps a map of the cluster's 16384 hash slots (slot =
+// CRC16(key) mod 16384, hashing only a key's {hash tag} if it has one, as
+// Redis Cluster does), learned from CLUSTER SLOTS: slot ranges, each with
+// its master and replicas. New asks the member it connects to. A server
+// that answers with an error (a plain Redis or Flint server) leaves the map
+// empty, and every call goes to that server, its target.
+//
+// A map of one range (a replicated Flint: one group serves every slot)
+// makes its master the target, and every call goes there. A map of
+// several ranges is a sharded cluster, and then:
+//
+//   - A command with keys goes to the master of its first key's slot. Its
+//     key is its first argument, or, for FLINT.SEQ, that of the command it
+//     wraps; commands without keys (PING, INFO, DBSIZE, FLUSHDB, CLUSTER,
+//     FLINT.SESSION, ...) go to the target, the master of slot 0.
+//   - MGET and EXISTS whose keys are in several slots are split into one
+//     command per slot, sent to each slot's master, and their replies put
+//     back together in the order of the keys: the reply is then not read
+//     at one instant, but each key's value is as linearizable as a GET's.
+//     The writes of several keys (MSET, MSETNX, DEL) are never split: a
+//     member answers them CROSSSLOT if their keys are in several slots, and
+//     that error is the caller's, not retried. Keys that share a hash tag
+//     share a slot, and go together.
+//   - RANGE goes once to each master the map names (each answers with the
+//     keys its group holds), routed by the first slot it serves so that it
+//     follows that group through a failover, and the replies are merged in
+//     key order, its limit applied to the merged pairs. A key two groups hold, as one can while
+//     its slot moves, is taken once, from the master the map names for its
+//     slot. Each pair is as linearizable as a GET's; the range as a whole
+//     is not read at one instant. A group with no leader, or whose master
+//     is down, makes RANGE wait and retry, as any call to it does.
+//   - A member that does not serve a command's slot answers MOVED <slot>
+//     <host:port>: the call is sent there at once. The map learns it: the
+//     slot's whole range moves there if the address is one of the range's
+//     nodes (its group has a new leader), the slot alone if not (the slot
+//     moved to another group). In a map of one range, or a range that no
+//     CLUSTER SLOTS named nodes for, the whole range moves. A MOVED, and in a sharded map a failure to
+//     reach a member, also make the Client ask for CLUSTER SLOTS again, in
+//     the background, at most once per 100 ms, from a member it is
+//     connected to if it can; calls do not wait for it.
+//   - A member that is moving a slot away and no longer holds the key
+//     answers ASK <slot> <host:port>: the command is sent to that member
+//     once, right after ASKING, on one connection in one write, and the map
+//     does not change, so the next command on the slot goes to its owner
+//     again.
+//
 // # Failover
 //
 // A Client knows the members of a cluster: the address given to New, the
-// seeds given with WithSeeds, and those that servers name. It sends every
-// call to one of them, its target, which it learns from the servers:
+// seeds given with WithSeeds, and those that servers name. Each call goes
+// where the map says (see Routing); what the members answer steers it:
 //
-//   - New connects to the first seed that answers and asks it for CLUSTER
-//     SLOTS. A reply names the leader, which becomes the target, and the
-//     other members. A server that answers with an error, as a plain Flint
-//     or Redis server does, becomes the target itself.
-//   - A follower refuses a command with "MOVED <slot> <host:port>": the
-//     call is sent at once to that address, which becomes the target for
-//     later calls. (The Client keeps a table from slot ranges to members;
-//     until commands are routed by their keys' slots, every call goes to
-//     the member serving slot 0, which, while a cluster has one group,
-//     serves them all.)
+//   - MOVED and ASK send the call on at once, as Routing says.
 //   - TRYAGAIN and CLUSTERDOWN (no leader), READONLY (not the leader, and
 //     not knowing who is) and LOADING, and a failure to connect, make the
-//     call wait and try the next member, round the list. A member that runs
-//     the call after the target failed it becomes the target.
+//     call wait and try again: at the member the map now names for its
+//     slot, if that changed meanwhile (another call, or a refresh of the
+//     map, learned of a new leader), or else at the next candidate, round
+//     the list. For a command with keys in a sharded map the candidates are
+//     the nodes of its slot's range, master and replicas; otherwise they
+//     are all the members.
+//     A candidate that runs the call after the master failed it becomes the
+//     master of the slot's range (of every slot, in a map of one range).
+//   - A command sent where a MOVED said and answered with another MOVED,
+//     or sent where an ASK said and answered with another ASK (two members
+//     naming each other while a leader or a slot changes hands), waits
+//     before it goes on.
+//
+// Each command of a call, or of a Batch, goes its own way: those whose
+// member is down wait and retry, and the others are answered. A call
+// returns once all of its commands are. A shard that is down holds up only
+// the calls with commands for its slots.
 //
 // The waits double from 10 ms up to a second, each jittered. A call retries
 // until it succeeds or its context ends, and then returns the last error
 // together with the context's. A call whose context has no deadline, to a
 // cluster that stays down, waits until it comes back.
 //
-// A command refused with MOVED, TRYAGAIN, CLUSTERDOWN, READONLY or LOADING
-// did not run, and a request not sent did not either: resending it is
-// safe. But a command whose connection broke after it was written may have
-// taken effect. The rule is:
+// A command refused with MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY or
+// LOADING did not run, and a request not sent did not either: resending it
+// is safe. But a command whose connection broke after it was written may
+// have taken effect. The rule is:
 //
 //   - A read (GET, MGET, EXISTS, STRLEN, RANGE, DBSIZE, PING, ECHO) whose
 //     outcome is unknown is sent again, like a refused one.
@@ -68,9 +128,10 @@
 //     knows whether the write may apply twice, decides.
 //
 // In a Batch, the commands a member refuses are sent again, in order, and
-// each reply still takes its command's place; a batch that holds a write
-// is not resent after its connection broke, unless the Client has a
-// session.
+// each reply still takes its command's place; a batch's request to a
+// member that holds a write is not resent after its connection broke,
+// unless the Client has a session, and the batch then fails with
+// ErrUnknownOutcome, whatever became of its requests to other members.
 //
 // # Sessions
 //
@@ -81,22 +142,34 @@
 //
 //	FLINT.SEQ <client id> <seq> <lowest unacknowledged> <command> [arg ...]
 //
-// Each write gets the next sequence number, 1 first. The lowest
-// unacknowledged number is the least of the numbers whose calls have not
-// returned, concurrent calls included, so the server drops a kept reply
-// only once no call can send its write again. A call that ends, by its
-// context or otherwise, gives its number up. Reads and other commands go
-// as they are.
+// Each write gets the next sequence number of its session, 1 first. The
+// lowest unacknowledged number is the least of the session's numbers whose
+// calls have not returned, concurrent calls included, so the server drops
+// a kept reply only once no call can send its write again. A call that
+// ends, by its context or otherwise, gives its numbers up. Reads and other
+// commands go as they are.
+//
+// Each group of a cluster keeps its own sessions, so in a sharded map the
+// Client has one session per slot range: it opens it by sending
+// FLINT.SESSION to the range's master on the range's first write, and
+// sends each write in the session of its slot's range. Ranges open their
+// sessions independently: a group with no leader holds up the writes to
+// its own slots only. A range whose bounds change (a slot moved out of it,
+// learned from a MOVED or a refresh of the map) gets a new session. A
+// write resent after its slot moved to another group keeps its session and
+// number; the new group answers SESSIONEXPIRED if it does not know them.
 //
 // If the server answers a write with SESSIONEXPIRED (the session went
-// unused for longer than the store's session TTL, ten minutes by default),
+// unused for longer than the store's session TTL, ten minutes by default,
+// or the write's slot moved to a group that does not know the session),
 // the write was not applied by that send. If no earlier send of it may
 // have applied it, a call of one command sends it once more in a new
 // session, and a pipeline fails with an error wrapping the *ReplyError.
 // If an earlier send may have applied it (its connection broke, or it was
 // answered UNKNOWN), the call fails with ErrUnknownOutcome wrapping the
 // *ReplyError: the reply that would say so went with the session, and the
-// write is not sent again. Either way the next write opens a new session.
+// write is not sent again. Either way the next write of the range opens a
+// new session.
 //
 // A server that does not know FLINT.SESSION (Redis, an older Flint) or
 // has no replicated log to keep sessions in (a Flint store used without
@@ -118,8 +191,9 @@
 //   - ErrNil: the server replied with nil (a missing key).
 //   - *ReplyError: the server replied with an error; Code gives its first
 //     word (ERR, WRONGPASS, NOAUTH, ...). The connection stays usable.
-//     Refusals (MOVED, TRYAGAIN, ...) are retried, and returned only as the
-//     last error of a call whose context ended.
+//     Refusals (MOVED, ASK, TRYAGAIN, ...) are retried, and returned only
+//     as the last error of a call whose context ended. CROSSSLOT (a write
+//     of keys in several slots, in a sharded cluster) is returned at once.
 //   - ErrConnect: the client could not connect (dial, AUTH or HELLO failed),
 //     or its connection broke before the request was written. A write that
 //     fails with ErrConnect did not take effect: it was never sent, or was

@@ -105,6 +105,16 @@ func (p *pool) send(ctx context.Context, cmd []byte, n int) ([]Value, error) {
 	}
 }
 
+// connected reports whether one of the pool's connections is open.
+func (p *pool) connected() bool {
+	for i := range p.slots {
+		if cn := p.slots[i].cn.Load(); cn != nil && cn.healthy() {
+			return true
+		}
+	}
+	return false
+}
+
 // pick returns the next healthy connection round-robin, dialing a new one
 // if the slot's has failed.
 func (p *pool) pick(ctx context.Context) (*conn, error) {

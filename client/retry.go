@@ -1,11 +1,11 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/flintkv/flint/internal/backoff"
 	"github.com/flintkv/flint/internal/protocol"
@@ -15,6 +15,10 @@ import (
 type request struct {
 	cmd  []byte
 	ends []int // ends[i] is where command i ends in cmd; nil for a single command
+	// slots[i] is the slot command i is routed by, or -1 to send it to the
+	// target (it has no key). nil: every command goes to the target, as in
+	// a map that is not sharded.
+	slots []int
 }
 
 func (r request) len() int {
@@ -36,34 +40,63 @@ func (r request) command(i int) []byte {
 	return r.cmd[start:r.ends[i]]
 }
 
-// exec runs req's commands and returns their replies, error replies
-// included, following MOVED and retrying refusals and failures as the
-// package doc says (Failover). The first attempt goes to the target; only
-// a refusal or a failure costs more.
-func (c *Client) exec(ctx context.Context, req request) ([]Value, error) {
-	replies, _, err := c.execResent(ctx, req)
-	return replies, err
+// slot returns the slot command i is routed by, or -1.
+func (r request) slot(i int) int {
+	if r.slots == nil {
+		return -1
+	}
+	return r.slots[i]
 }
 
-// execResent is exec that also reports whether a write of req was sent
-// more than once after an attempt that may have taken effect: if not, a
-// write's reply is the outcome of its only send that may have applied.
-func (c *Client) execResent(ctx context.Context, req request) ([]Value, bool, error) {
+// send runs req's commands, as routed by req.slots, and returns their
+// replies, error replies included, following MOVED and ASK and retrying
+// refusals and failures as the package doc says (Failover). It also
+// reports whether a write of req was sent more than once after an attempt
+// that may have taken effect: if not, a write's reply is the outcome of
+// its only send that may have applied. at tells which member gave each
+// reply.
+//
+// The first attempt sends each command to the owner of its slot; commands
+// for one member go together, in order, in one request on one connection,
+// and the requests to different members go concurrently. Only a refusal
+// or a failure costs more.
+func (c *Client) send(ctx context.Context, req request) (replies []Value, at origin, resent bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, false, fmt.Errorf("client: request not sent: %w", err)
+		return nil, origin{}, false, fmt.Errorf("client: request not sent: %w", err)
 	}
-	p := c.target.Load()
-	replies, err := p.send(ctx, req.cmd, req.len())
-	if err == nil && settled(req, replies) {
-		return replies, false, nil
+	p, one := c.owner(req.slot(0)), true
+	for i := 1; i < req.len() && one && req.slots != nil; i++ {
+		one = c.owner(req.slots[i]) == p
 	}
-	rt := &retrier{c: c, req: req, replies: make([]Value, req.len()), seen: p, wait: backoff.Default()}
-	rt.pending = make([]int, req.len())
-	for i := range rt.pending {
-		rt.pending[i] = i
+	var rt *retrier
+	var legs []leg
+	if one {
+		replies, err := p.send(ctx, req.cmd, req.len())
+		if err == nil && settled(req, replies) {
+			return replies, origin{all: p}, false, nil
+		}
+		rt = newRetrier(c, req, func(int) *pool { return p })
+		legs = []leg{{p: p, parts: rt.pending, replies: replies, err: err}}
+	} else {
+		rt = newRetrier(c, req, func(i int) *pool { return c.owner(req.slot(i)) })
+		legs = rt.legs()
+		c.sendLegs(ctx, req, legs)
 	}
-	replies, err = rt.run(ctx, p, replies, err)
-	return replies, rt.maybe != nil, err
+	replies, err = rt.run(ctx, legs)
+	return replies, origin{each: rt.at()}, rt.maybe != nil, err
+}
+
+// origin tells which member gave each reply of a request.
+type origin struct {
+	all  *pool   // every reply's, if each is nil
+	each []*pool // the reply of command i's
+}
+
+func (o origin) of(i int) *pool {
+	if o.each == nil {
+		return o.all
+	}
+	return o.each[i]
 }
 
 // settled reports whether every reply to req is final: none is a refusal
@@ -89,21 +122,22 @@ func classify(v Value, cmd []byte) refusal {
 	if r := refusalOf(v.Str); r != accepted {
 		return r
 	}
-	if bytes.HasPrefix(v.Str, []byte("UNKNOWN ")) && commandName(cmd) == "FLINT.SEQ" {
+	if strings.HasPrefix(string(v.Str), "UNKNOWN ") && commandName(cmd) == "FLINT.SEQ" {
 		return busy
 	}
 	return accepted
 }
 
-// retrier carries one call through its attempts after the first.
+// retrier carries one call through its attempts after the first. Each
+// command of the call goes its own way (a hop), and an attempt sends
+// every command still pending, grouped by member (legs).
 type retrier struct {
 	c       *Client
 	req     request
 	replies []Value // each command's final reply, once it has come
+	final   []bool  // whether replies[i] has come
 	pending []int   // the commands with no final reply yet, in order
-	seen    *pool   // the Client's target when the call last looked
-	rotated bool    // the last attempt's pool was the member after the one before
-	moved   bool    // the last attempt's pool was named by a MOVED
+	hops    []hop   // each command's way
 	last    error   // the last failure or refusal, for when the call gives up
 	// maybe is why an earlier attempt of a write may have taken effect (a
 	// session's write resent after its outcome was unknown), or nil: a
@@ -112,113 +146,209 @@ type retrier struct {
 	wait  backoff.Backoff
 }
 
+// hop is where one command of a call goes next, and why.
+type hop struct {
+	to   *pool // the member it goes to next: where its last attempt went, until it is rerouted
+	via  via   // why to was chosen
+	seen *pool // the owner of the command's slot when the call last looked
+	wait bool  // it waits out a backoff before its next attempt
+	pick bool  // after the backoff, it picks its member afresh (see reroute)
+}
+
+// via is why a command goes to a member.
+type via uint8
+
+const (
+	viaOwner   via = iota // the member the map names for its slot
+	viaMoved              // a MOVED named it
+	viaAsked              // an ASK named it: the command goes after ASKING, and the map is unchanged
+	viaRotated            // the member after the one before, which failed or had no leader
+)
+
+// newRetrier returns the retrier of a call of req whose first attempt
+// sent command i to to(i).
+func newRetrier(c *Client, req request, to func(i int) *pool) *retrier {
+	n := req.len()
+	rt := &retrier{c: c, req: req, wait: backoff.Default()}
+	rt.replies, rt.final = make([]Value, n), make([]bool, n)
+	rt.pending, rt.hops = make([]int, n), make([]hop, n)
+	for i := range n {
+		p := to(i)
+		rt.pending[i], rt.hops[i] = i, hop{to: p, seen: p}
+	}
+	return rt
+}
+
+// at returns the member that answered each command.
+func (rt *retrier) at() []*pool {
+	at := make([]*pool, len(rt.hops))
+	for i, h := range rt.hops {
+		at[i] = h.to
+	}
+	return at
+}
+
 // run makes attempts until every command has its final reply or the call
-// has to stop. The attempt at p gave replies or err.
-func (rt *retrier) run(ctx context.Context, p *pool, replies []Value, err error) ([]Value, error) {
+// has to stop. legs are the outcomes of the last attempt.
+func (rt *retrier) run(ctx context.Context, legs []leg) ([]Value, error) {
 	for {
-		var to *pool // the pool a MOVED named
-		if err != nil {
-			if !rt.resendable(ctx, err) {
+		for i := range legs {
+			if err := rt.file(ctx, &legs[i]); err != nil {
 				return nil, rt.giveUp(err)
 			}
-			rt.last = err
-			if errors.Is(err, ErrUnknownOutcome) && !rt.readOnly() {
-				rt.maybe = err
-			}
-		} else if to = rt.sort(p, replies); len(rt.pending) == 0 {
+		}
+		rt.pending = rt.stillPending()
+		if len(rt.pending) == 0 {
 			return rt.replies, nil
 		}
-		if p, err = rt.nextPool(ctx, p, to); err != nil {
-			return nil, rt.giveUp(err)
+		if rt.waiting() {
+			if err := rt.wait.Wait(ctx); err != nil {
+				return nil, rt.giveUp(fmt.Errorf("client: gave up retrying: %w", err))
+			}
+			rt.reroute()
 		}
-		replies, err = p.send(ctx, rt.commands(), len(rt.pending))
+		legs = rt.legs()
+		rt.c.sendLegs(ctx, rt.req, legs)
 	}
 }
 
-// sort files the replies of an attempt at p: final ones in their commands'
-// places, refused commands kept pending, in order. It returns the pool a
-// MOVED named, if any. A member turned to after another failed that runs a
-// command becomes the Client's target.
-func (rt *retrier) sort(p *pool, replies []Value) (to *pool) {
-	kept, answered := rt.pending[:0], false // filtered in place: kept never passes the reading
-	for i, v := range replies {
-		cmd := rt.pending[i]
-		r := classify(v, rt.req.command(cmd))
-		switch r {
+// file takes the outcome of one leg: final replies in their commands'
+// places, refused commands kept pending with their next hop. It returns
+// the leg's error if its commands may not be sent again. A member turned
+// to after another failed that runs a command becomes the owner of the
+// command's slot.
+func (rt *retrier) file(ctx context.Context, lg *leg) error {
+	if lg.err != nil {
+		return rt.failed(ctx, lg)
+	}
+	promoted := -2 // the range last promoted to lg.p, to do it once per range
+	for k, i := range lg.parts {
+		v, h := lg.replies[k], &rt.hops[i]
+		switch classify(v, rt.req.command(i)) {
 		case accepted:
-			rt.replies[cmd], answered = v, true
+			rt.replies[i], rt.final[i] = v, true
+			if r := rt.c.table.Load().rangeOf(rt.req.slot(i)); h.via == viaRotated && r != promoted {
+				rt.c.promote(lg.p, rt.req.slot(i))
+				promoted = r
+			}
 			continue
 		case movedTo:
-			slot, addr, _ := parseMoved(v.Str)
-			to = rt.c.moved(slot, addr)
+			rt.redirected(h, rt.movedTo(i, v.Str), viaMoved)
+		case askedTo:
+			_, _, addr, _ := parseRedirect(v.Str)
+			rt.redirected(h, rt.c.poolOf(addr), viaAsked)
 		default:
 			if refusalOf(v.Str) == accepted { // UNKNOWN, to a session's write
 				rt.maybe = &ReplyError{Msg: string(v.Str)}
 			}
+			h.wait, h.pick = true, true
 		}
 		rt.last = &ReplyError{Msg: string(v.Str)}
-		kept = append(kept, cmd)
 	}
-	if answered && rt.rotated {
-		rt.c.promote(p)
-	}
-	if to != nil || answered && rt.rotated {
-		rt.seen = rt.c.target.Load()
-	}
-	rt.pending = kept
-	return to
+	return nil
 }
 
-// nextPool returns the pool for the attempt after one at p: to, at once, if
-// a MOVED named it and the attempt was not itself sent where a MOVED said;
-// otherwise, after a backoff, to, or the Client's target if it changed
-// since the call last looked (another call learned where the leader is),
-// or else the member after p.
-func (rt *retrier) nextPool(ctx context.Context, p, to *pool) (*pool, error) {
-	wasMoved := rt.moved
-	rt.moved, rt.rotated = to != nil, false
-	if to != nil && !wasMoved {
-		return to, nil
+// failed takes a leg whose request failed with lg.err.
+func (rt *retrier) failed(ctx context.Context, lg *leg) error {
+	if !rt.resendable(ctx, lg.err, lg.parts) {
+		return lg.err
 	}
-	if err := rt.wait.Wait(ctx); err != nil {
-		return nil, fmt.Errorf("client: gave up retrying: %w", err)
+	rt.last = lg.err
+	if errors.Is(lg.err, ErrUnknownOutcome) && !rt.readOnly(lg.parts) {
+		rt.maybe = lg.err
 	}
-	if to != nil {
-		return to, nil
+	for _, i := range lg.parts {
+		rt.hops[i].wait, rt.hops[i].pick = true, true
 	}
-	if t := rt.c.target.Load(); t != rt.seen {
-		rt.seen = t
-		return t, nil
+	if rt.c.table.Load().sharded() { // a node failed: the map may have changed
+		rt.c.refresh()
 	}
-	rt.rotated = true
-	return rt.c.after(p), nil
+	return nil
 }
 
-// commands returns the encodings of the pending commands. It builds a new
-// slice each time: a connection may still be copying the last one.
-func (rt *retrier) commands() []byte {
-	if len(rt.pending) == rt.req.len() {
-		return rt.req.cmd
+// movedTo records the MOVED reply msg to command i and returns the pool it
+// names. The map learns that the member serves the slot the command is
+// routed by, which for a command routed by its group (RANGE) is not the
+// slot of its first argument that the reply names. A MOVED that the map
+// knows already (another command of the call had it) changes nothing.
+func (rt *retrier) movedTo(i int, msg []byte) *pool {
+	_, slot, addr, _ := parseRedirect(msg)
+	if s := rt.req.slot(i); s >= 0 {
+		slot = s
 	}
-	var b []byte
+	if p := rt.c.owner(slot); p.addr == addr {
+		return p
+	}
+	return rt.c.moved(slot, addr)
+}
+
+// redirected sends a command a MOVED or an ASK named p for: at once, unless
+// its last attempt went there for the same reason (two members naming each
+// other, as can happen while a leader or a slot changes hands), in which
+// case after a backoff.
+func (rt *retrier) redirected(h *hop, p *pool, why via) {
+	h.wait, h.pick = h.via == why, false
+	h.to, h.via = p, why
+	if why == viaMoved {
+		h.seen = p
+	}
+}
+
+// stillPending returns the pending commands that have no final reply, in
+// order. It filters in place: the kept never pass the reading.
+func (rt *retrier) stillPending() []int {
+	kept := rt.pending[:0]
 	for _, i := range rt.pending {
-		b = append(b, rt.req.command(i)...)
+		if !rt.final[i] {
+			kept = append(kept, i)
+		}
 	}
-	return b
+	return kept
 }
 
-// resendable reports whether the pending commands may be sent again after
-// an attempt failed with err: the context has not ended, the Client is
-// open, no server refused the connection for good, and the commands were
-// not sent or are all reads or session commands. A write outside a
-// session whose outcome is unknown is never sent again: it may have taken
-// effect.
-func (rt *retrier) resendable(ctx context.Context, err error) bool {
+// waiting reports whether a pending command waits out a backoff; then all
+// do, so that an attempt stays one request per member.
+func (rt *retrier) waiting() bool {
+	for _, i := range rt.pending {
+		if rt.hops[i].wait {
+			return true
+		}
+	}
+	return false
+}
+
+// reroute picks, after a backoff, the member of each pending command that
+// was refused or failed: the owner of its slot if that changed since the
+// call last looked (another call learned where the leader is, or the map
+// was refreshed), or else the member after the one it went to.
+func (rt *retrier) reroute() {
+	for _, i := range rt.pending {
+		h := &rt.hops[i]
+		h.wait = false
+		if !h.pick {
+			continue
+		}
+		h.pick = false
+		s := rt.req.slot(i)
+		if o := rt.c.owner(s); o != h.seen {
+			h.to, h.seen, h.via = o, o, viaOwner
+			continue
+		}
+		h.to, h.via = rt.c.after(h.to, s), viaRotated
+	}
+}
+
+// resendable reports whether the commands may be sent again after an
+// attempt failed with err: the context has not ended, the Client is open,
+// no server refused the connection for good, and the commands were not
+// sent or are all reads or session commands. A write outside a session
+// whose outcome is unknown is never sent again: it may have taken effect.
+func (rt *retrier) resendable(ctx context.Context, err error, cmds []int) bool {
 	switch {
 	case ctx.Err() != nil, errors.Is(err, ErrClosed), refusedHandshake(err):
 		return false
 	case errors.Is(err, ErrUnknownOutcome):
-		return rt.reads()
+		return rt.reads(cmds)
 	}
 	return errors.Is(err, ErrConnect)
 }
@@ -236,10 +366,10 @@ var readOnly = map[string]bool{
 // expires.
 var sessionCommands = map[string]bool{"FLINT.SEQ": true, "FLINT.SESSION": true}
 
-// reads reports whether every pending command is a read, or a session
-// command, so that it may be sent again whatever its outcome.
-func (rt *retrier) reads() bool {
-	for _, i := range rt.pending {
+// reads reports whether every one of cmds is a read, or a session command,
+// so that it may be sent again whatever its outcome.
+func (rt *retrier) reads(cmds []int) bool {
+	for _, i := range cmds {
 		if name := commandName(rt.req.command(i)); !readOnly[name] && !sessionCommands[name] {
 			return false
 		}
@@ -247,10 +377,10 @@ func (rt *retrier) reads() bool {
 	return true
 }
 
-// readOnly reports whether every pending command is a read: one whose
-// outcome does not matter.
-func (rt *retrier) readOnly() bool {
-	for _, i := range rt.pending {
+// readOnly reports whether every one of cmds is a read: one whose outcome
+// does not matter.
+func (rt *retrier) readOnly(cmds []int) bool {
+	for _, i := range cmds {
 		if !readOnly[commandName(rt.req.command(i))] {
 			return false
 		}
@@ -286,4 +416,92 @@ func (rt *retrier) giveUp(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w; before that: %w", err, rt.last)
+}
+
+// leg is the commands of an attempt that go to one member, in one request
+// on one connection, and what came of it.
+type leg struct {
+	p       *pool
+	parts   []int   // the commands, in order
+	asked   []bool  // whether each goes after ASKING; nil if none does
+	replies []Value // one per command, ASKING's left out; nil if err
+	err     error
+}
+
+// legs groups the pending commands by the member each goes to, in order,
+// the members in the order their first commands come.
+func (rt *retrier) legs() []leg {
+	var legs []leg
+	for _, i := range rt.pending {
+		h := rt.hops[i]
+		k := 0
+		for k < len(legs) && legs[k].p != h.to {
+			k++
+		}
+		if k == len(legs) {
+			legs = append(legs, leg{p: h.to})
+		}
+		lg := &legs[k]
+		if h.via == viaAsked && lg.asked == nil {
+			lg.asked = make([]bool, len(lg.parts), len(rt.pending))
+		}
+		lg.parts = append(lg.parts, i)
+		if lg.asked != nil {
+			lg.asked = append(lg.asked, h.via == viaAsked)
+		}
+	}
+	if len(legs) == 1 {
+		legs[0].parts = rt.pending // no need for a copy
+	}
+	return legs
+}
+
+// asking is the encoding of ASKING, which makes the member that an ASK
+// named run the next command on the connection for a slot it is importing.
+var asking = appendArgs(nil, "ASKING")
+
+// sendLegs sends each leg's commands of req to its member, all legs at
+// once, and waits for them all.
+func (c *Client) sendLegs(ctx context.Context, req request, legs []leg) {
+	if len(legs) == 1 {
+		legs[0].run(ctx, req)
+		return
+	}
+	var wg sync.WaitGroup
+	for k := range legs[1:] {
+		wg.Go(func() { legs[k+1].run(ctx, req) })
+	}
+	legs[0].run(ctx, req)
+	wg.Wait()
+}
+
+// run sends the leg's commands of req, each after ASKING if it was asked
+// for, and keeps the replies to the commands.
+func (lg *leg) run(ctx context.Context, req request) {
+	if len(lg.parts) == req.len() && lg.asked == nil {
+		lg.replies, lg.err = lg.p.send(ctx, req.cmd, req.len())
+		return
+	}
+	var b []byte
+	n := len(lg.parts)
+	for k, i := range lg.parts {
+		if lg.asked != nil && lg.asked[k] {
+			b = append(b, asking...)
+			n++
+		}
+		b = append(b, req.command(i)...)
+	}
+	replies, err := lg.p.send(ctx, b, n)
+	if err != nil || lg.asked == nil {
+		lg.replies, lg.err = replies, err
+		return
+	}
+	lg.replies = make([]Value, 0, len(lg.parts))
+	for k := range lg.parts {
+		if lg.asked[k] {
+			replies = replies[1:] // ASKING's: the command's own tells what became of it
+		}
+		lg.replies = append(lg.replies, replies[0])
+		replies = replies[1:]
+	}
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"slices"
 	"strconv"
@@ -23,41 +22,34 @@ const maxLearned = 64
 type slotRange struct {
 	first, last int
 	addr        string
+	// nodes are the range's members as CLUSTER SLOTS named them, its
+	// master first, or nil if only a MOVED named addr. A MOVED to one of
+	// them is a leader change within the range's group.
+	nodes []string
 }
 
 // routes maps slot ranges to the members that serve them, as CLUSTER SLOTS
 // and MOVED replies tell. It is empty until one of them does.
 // Invariant: the ranges are sorted, disjoint, and within [0, numSlots).
 //
-// Commands are not yet routed by their keys' slots: every call goes to the
-// member serving slot 0, which, while a cluster has one group, serves all
-// slots. A MOVED for another range is followed for its call alone.
+// A map of one range is one group serving every slot: the Client sends
+// every call to its master, as to a single server. A map of several is a
+// sharded cluster: each call goes to the master of its key's slot (see
+// table).
 type routes []slotRange
 
 // lookup returns the member serving slot, if a route names one.
 func (r routes) lookup(slot int) (string, bool) {
-	for _, sr := range r {
-		if sr.first <= slot && slot <= sr.last {
-			return sr.addr, true
-		}
+	if i, ok := r.find(slot); ok {
+		return r[i].addr, true
 	}
 	return "", false
 }
 
-// names reports whether a route names addr.
-func (r routes) names(addr string) bool {
-	return slices.ContainsFunc(r, func(sr slotRange) bool { return sr.addr == addr })
-}
-
-// moved records that addr serves slot: the range holding slot moves to
-// addr; with no range known, the whole key space does (one group serves
-// it all, as far as anything said); with ranges known but none holding
-// slot, slot alone does.
-func (r routes) moved(slot int, addr string) routes {
-	if len(r) == 0 {
-		return routes{{0, numSlots - 1, addr}}
-	}
-	i, found := slices.BinarySearchFunc(r, slot, func(sr slotRange, slot int) int {
+// find returns the index of the range holding slot, or, with false, where
+// one holding it would go.
+func (r routes) find(slot int) (int, bool) {
+	return slices.BinarySearchFunc(r, slot, func(sr slotRange, slot int) int {
 		switch {
 		case sr.last < slot:
 			return -1
@@ -66,35 +58,82 @@ func (r routes) moved(slot int, addr string) routes {
 		}
 		return 0
 	})
-	if found {
+}
+
+// names reports whether a route names addr.
+func (r routes) names(addr string) bool {
+	return slices.ContainsFunc(r, func(sr slotRange) bool { return sr.addr == addr })
+}
+
+// moved records that addr serves slot. With no range known, the whole key
+// space moves (one group serves it all, as far as anything said). In a
+// map of one range, that range moves: its group has a new leader. In a map
+// of several, the range holding slot moves if addr is one of its nodes or
+// its nodes are unknown (a new leader, again), and slot alone moves if
+// addr is a node of another group's (the slot moved between groups: the
+// rest of the range did not, as far as this reply says; a refresh of the
+// map tells the rest). With no range holding slot, slot alone moves.
+func (r routes) moved(slot int, addr string) routes {
+	if len(r) == 0 {
+		return routes{{first: 0, last: numSlots - 1, addr: addr}}
+	}
+	i, found := r.find(slot)
+	switch {
+	case !found:
+		return slices.Insert(r, i, slotRange{first: slot, last: slot, addr: addr})
+	case len(r) == 1 || r[i].nodes == nil || slices.Contains(r[i].nodes, addr):
 		r[i].addr = addr
 		return r
 	}
-	return slices.Insert(r, i, slotRange{slot, slot, addr})
+	sr := r[i]
+	split := make(routes, 0, 3)
+	if sr.first < slot {
+		split = append(split, slotRange{first: sr.first, last: slot - 1, addr: sr.addr, nodes: sr.nodes})
+	}
+	split = append(split, slotRange{first: slot, last: slot, addr: addr})
+	if slot < sr.last {
+		split = append(split, slotRange{first: slot + 1, last: sr.last, addr: sr.addr, nodes: sr.nodes})
+	}
+	return slices.Concat(r[:i], split, r[i+1:])
 }
 
-// parseMoved parses "MOVED <slot> <host:port>", the reply of a member that
-// does not serve the command's slot.
-func parseMoved(msg []byte) (slot int, addr string, ok bool) {
+// members returns the nodes of the range holding slot, its master first
+// and addr among them, or nil if no range holds it.
+func (r routes) members(slot int) []string {
+	i, ok := r.find(slot)
+	if !ok {
+		return nil
+	}
+	if slices.Contains(r[i].nodes, r[i].addr) {
+		return r[i].nodes
+	}
+	return append([]string{r[i].addr}, r[i].nodes...)
+}
+
+// parseRedirect parses "MOVED <slot> <host:port>", the reply of a member
+// that does not serve the command's slot, or "ASK <slot> <host:port>",
+// that of one whose slot is moving and which does not hold the key: kind
+// is MOVED or ASK.
+func parseRedirect(msg []byte) (kind string, slot int, addr string, ok bool) {
 	f := strings.Fields(string(msg))
-	if len(f) != 3 || f[0] != "MOVED" {
-		return 0, "", false
+	if len(f) != 3 || f[0] != "MOVED" && f[0] != "ASK" {
+		return "", 0, "", false
 	}
 	slot, err := strconv.Atoi(f[1])
 	if err != nil || slot < 0 || slot >= numSlots {
-		return 0, "", false
+		return "", 0, "", false
 	}
 	if _, _, err := net.SplitHostPort(f[2]); err != nil {
-		return 0, "", false
+		return "", 0, "", false
 	}
-	return slot, f[2], true
+	return f[0], slot, f[2], true
 }
 
 // parseSlots parses a CLUSTER SLOTS reply from the member at queried: an
 // array of [first, last, master, replicas...] whose nodes are
 // [host, port, ...], an empty host meaning queried's. It returns the ranges
-// with their masters, every node's address, and false if the reply is not
-// that or names no slot.
+// with their masters and nodes, every node's address, and false if the
+// reply is not that or names no slot.
 func parseSlots(v Value, queried string) (routes, []string, bool) {
 	if v.Kind != KindArray || len(v.Elems) == 0 {
 		return nil, nil, false
@@ -110,16 +149,17 @@ func parseSlots(v Value, queried string) (routes, []string, bool) {
 		if first < 0 || first > last || last >= numSlots {
 			return nil, nil, false
 		}
-		for i, n := range e.Elems[2:] {
+		sr := slotRange{first: first, last: last}
+		for _, n := range e.Elems[2:] {
 			addr, ok := nodeAddr(n, host)
 			if !ok {
 				return nil, nil, false
 			}
-			if i == 0 {
-				r = append(r, slotRange{first, last, addr})
-			}
+			sr.nodes = append(sr.nodes, addr)
 			addrs = append(addrs, addr)
 		}
+		sr.addr = sr.nodes[0]
+		r = append(r, sr)
 	}
 	slices.SortFunc(r, func(a, b slotRange) int { return a.first - b.first })
 	for i := 1; i < len(r); i++ {
@@ -146,123 +186,36 @@ func nodeAddr(n Value, defaultHost string) (string, bool) {
 	return net.JoinHostPort(h, strconv.FormatInt(n.Elems[1].Int, 10)), true
 }
 
-// discover asks p's member for CLUSTER SLOTS and learns the routes and
-// members it names. A server without the command, or any other failure,
-// leaves the routes empty: calls then go to p and, if it fails, to the
-// other seeds.
-func (c *Client) discover(p *pool) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.dialTimeout)
-	defer cancel()
-	replies, err := p.send(ctx, appendArgs(nil, "CLUSTER", "SLOTS"), 1)
-	if err != nil {
-		return
-	}
-	r, addrs, ok := parseSlots(replies[0], p.addr)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.routes = r
-	for _, a := range addrs {
-		c.poolLocked(a)
-	}
-	c.retargetLocked()
-}
-
-// moved records a MOVED reply: addr serves slot. It returns addr's pool.
-func (c *Client) moved(slot int, addr string) *pool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.routes = c.mu.routes.moved(slot, addr)
-	p := c.poolLocked(addr)
-	c.retargetLocked()
-	return p
-}
-
-// promote records that p's member answered a call that the target could
-// not take, so that later calls go to it first.
-func (c *Client) promote(p *pool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.routes = c.mu.routes.moved(0, p.addr)
-	c.poolLocked(p.addr) // p may have been forgotten meanwhile
-	c.retargetLocked()
-}
-
-// retargetLocked points target at the member serving slot 0, if a route
-// names one.
-func (c *Client) retargetLocked() {
-	if addr, ok := c.mu.routes.lookup(0); ok {
-		c.target.Store(c.poolLocked(addr))
-	}
-}
-
-// after returns the member after p in the member list, round it, so that
-// retries visit every member in turn.
-func (c *Client) after(p *pool) *pool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.mu.members
-	i := slices.Index(m, p) // -1 for a forgotten member: start again at the first
-	return m[(i+1)%len(m)]
-}
-
-// poolLocked returns addr's pool, making addr a member if it is not one,
-// and forgetting another if the Client then knows too many.
-func (c *Client) poolLocked(addr string) *pool {
-	if p, ok := c.mu.byAddr[addr]; ok {
-		return p
-	}
-	p := c.addLocked(addr)
-	if len(c.mu.members)-c.mu.seeds > maxLearned {
-		c.forgetLocked()
-	}
-	return p
-}
-
-// addLocked makes addr, which is not one, the newest member.
-func (c *Client) addLocked(addr string) *pool {
-	p := newPool(c, addr)
-	c.mu.byAddr[addr] = p
-	c.mu.members = append(c.mu.members, p)
-	return p
-}
-
-// forgetLocked drops the member learned longest ago that no route names,
-// and closes its connections.
-func (c *Client) forgetLocked() {
-	learned := c.mu.members[c.mu.seeds:]
-	i := slices.IndexFunc(learned, func(p *pool) bool { return !c.mu.routes.names(p.addr) })
-	if i < 0 {
-		return // every learned member serves a range: keep them all
-	}
-	p := learned[i]
-	c.mu.members = slices.Delete(c.mu.members, c.mu.seeds+i, c.mu.seeds+i+1)
-	delete(c.mu.byAddr, p.addr)
-	p.forget()
-}
-
 // refusal is how a server turned a command down without running it.
 type refusal uint8
 
 const (
 	accepted refusal = iota // not turned down: the command ran, or failed on its own account
 	movedTo                 // MOVED: another member serves the slot
+	askedTo                 // ASK: the slot is moving, and its key is at another member
 	busy                    // TRYAGAIN, CLUSTERDOWN, READONLY or LOADING: ask later, or another member
 )
 
-// refusalOf classifies an error reply's message. A MOVED that does not
-// parse is not a refusal the client can act on, so it counts as accepted.
+// refusalOf classifies an error reply's message. A MOVED or ASK that does
+// not parse is not a refusal the client can act on, so it counts as
+// accepted. CROSSSLOT is accepted too: sending the command again would
+// not change its keys.
 func refusalOf(msg []byte) refusal {
 	code, _, _ := bytes.Cut(msg, []byte(" "))
 	switch string(code) {
-	case "MOVED":
-		if _, _, ok := parseMoved(msg); ok {
+	case "MOVED", "ASK":
+		if kind, _, _, ok := parseRedirect(msg); ok && kind == "MOVED" {
 			return movedTo
+		} else if ok {
+			return askedTo
 		}
 	case "TRYAGAIN", "CLUSTERDOWN", "READONLY", "LOADING":
 		return busy
 	}
 	return accepted
+}
+
+// String shows the range as first-last@addr, for tests and debugging.
+func (sr slotRange) String() string {
+	return strconv.Itoa(sr.first) + "-" + strconv.Itoa(sr.last) + "@" + sr.addr
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,17 +22,35 @@ var sessionWrites = map[string]bool{
 	"INCRBY": true, "DECRBY": true, "APPEND": true, "FLUSHDB": true, "FLUSHALL": true,
 }
 
-// sessions is the Client's client session (see Sessions in the package
-// doc). It is used only with WithSessions.
+// sessions are the Client's client sessions (see Sessions in the package
+// doc), one per range of slots of the map, since each group keeps its own.
+// They are used only with WithSessions.
 type sessions struct {
+	off atomic.Bool // the server has no sessions: writes go as they are
+	mu  struct {
+		sync.Mutex
+		bySpan map[span]*sessionSlot
+	}
+}
+
+// span is the slots first..last that one session serves: those of a range
+// of a sharded map, or, as {-1, -1}, every slot of a map that is not
+// sharded, or no range holds.
+type span struct{ first, last int }
+
+// anySpan is the span of the commands that go to the target.
+var anySpan = span{-1, -1}
+
+// sessionSlot holds the session of one span.
+type sessionSlot struct {
 	cur  atomic.Pointer[session] // nil until one is open, and again once it expired
-	off  atomic.Bool             // the server has no sessions: writes go as they are
 	open chan struct{}           // capacity 1: held while opening, so one opens at a time
 }
 
 // session is one open session and the sequence numbers of its writes.
 type session struct {
 	id uint64
+	sp span // the span it was opened for, in the group that serves it
 	mu struct {
 		sync.Mutex
 		next uint64 // the number the next write gets; the first is 1
@@ -44,8 +63,8 @@ type session struct {
 	}
 }
 
-func newSession(id uint64) *session {
-	s := &session{id: id}
+func newSession(id uint64, sp span) *session {
+	s := &session{id: id, sp: sp}
 	s.mu.next, s.mu.low = 1, 1
 	s.mu.sent = make(map[uint64]struct{})
 	return s
@@ -80,11 +99,20 @@ func (s *session) done(first uint64, n int) {
 	}
 }
 
-// call runs req as exec does, in the Client's session if it has one: each
-// write goes in FLINT.SEQ with a number of its own, which a resend keeps,
-// so that the server applies it once however often it is sent.
+// call runs req as exec does, in the Client's sessions if it has them:
+// each write goes in FLINT.SEQ with a number of its own in the session of
+// its slot's range, which a resend keeps, so that the server applies it
+// once however often it is sent.
 func (c *Client) call(ctx context.Context, req request) ([]Value, error) {
 	return c.callIn(ctx, req, false)
+}
+
+// sessionWrite is one write of a request and the session it goes in.
+type sessionWrite struct {
+	cmd int
+	s   *session
+	seq uint64 // its number in s
+	low uint64 // s's lowest unacknowledged number when seq was given
 }
 
 // callIn is call. A single write that its session refused as expired, in
@@ -94,54 +122,108 @@ func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value
 	if !c.opts.sessions || c.sess.off.Load() {
 		return c.exec(ctx, req)
 	}
-	n := countWrites(req)
-	if n == 0 {
-		return c.exec(ctx, req)
-	}
-	s, err := c.session(ctx)
+	ws, err := c.sessionWrites(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if s == nil { // the server has no sessions
+	if ws == nil { // no writes, or the server has no sessions
 		return c.exec(ctx, req)
 	}
-	first, low := s.issue(n)
-	replies, resent, err := c.execResent(ctx, s.wrap(req, first, low))
-	s.done(first, n)
+	done := issue(ws)
+	replies, resent, err := c.execResent(ctx, wrap(req, ws))
+	done()
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range replies {
+	for _, w := range ws {
+		v := replies[w.cmd]
 		if !v.IsError() || !bytes.HasPrefix(v.Str, []byte("SESSIONEXPIRED")) {
 			continue
 		}
-		c.sess.cur.CompareAndSwap(s, nil) // the next write opens a new one
+		c.sess.expired(w.s) // the next write of its span opens a new one
 		rerr := &ReplyError{Msg: string(v.Str)}
 		switch {
 		case resent:
 			return nil, fmt.Errorf("%w: client session %d expired before the write was answered (later writes go in a new session): %w",
-				ErrUnknownOutcome, s.id, rerr)
+				ErrUnknownOutcome, w.s.id, rerr)
 		case req.len() == 1 && !retried:
 			return c.callIn(ctx, req, true) // refused, so not applied: send it in a new session
 		}
-		return nil, fmt.Errorf("client: client session %d had expired, and the writes it refused were not applied (later writes go in a new session): %w", s.id, rerr)
+		return nil, fmt.Errorf("client: client session %d had expired, and the writes it refused were not applied (later writes go in a new session): %w", w.s.id, rerr)
 	}
 	return replies, nil
 }
 
-// wrap returns req with each write in FLINT.SEQ, numbered from first on.
-func (s *session) wrap(req request, first, low uint64) request {
+// sessionWrites returns the writes of req with the sessions they go in,
+// opening those that are not open, or nil if req has no write or the
+// server has no sessions.
+func (c *Client) sessionWrites(ctx context.Context, req request) ([]sessionWrite, error) {
+	var ws []sessionWrite
+	for i := range req.len() {
+		cmd := req.command(i)
+		if _, _, name := splitCommand(cmd); !sessionWrites[name] {
+			continue
+		}
+		s, err := c.session(ctx, slotOfCommand(cmd))
+		if err != nil || s == nil {
+			return nil, err
+		}
+		ws = append(ws, sessionWrite{cmd: i, s: s})
+	}
+	return ws, nil
+}
+
+// issue numbers the writes of ws, in order within each session, and
+// returns the function that gives the numbers up once their call returns.
+func issue(ws []sessionWrite) (done func()) {
+	type block struct {
+		s     *session
+		first uint64
+		n     int
+	}
+	var blocks []block
+	for _, w := range ws {
+		k := slices.IndexFunc(blocks, func(b block) bool { return b.s == w.s })
+		if k < 0 {
+			k = len(blocks)
+			blocks = append(blocks, block{s: w.s})
+		}
+		blocks[k].n++
+	}
+	for k := range blocks {
+		b := &blocks[k]
+		first, low := b.s.issue(b.n)
+		b.first = first
+		for i := range ws {
+			if ws[i].s == b.s {
+				ws[i].seq, ws[i].low = first, low
+				first++
+			}
+		}
+	}
+	return func() {
+		for _, b := range blocks {
+			b.s.done(b.first, b.n)
+		}
+	}
+}
+
+// wrap returns req with each write of ws in FLINT.SEQ, with its session's
+// id, its number and the session's lowest unacknowledged number.
+func wrap(req request, ws []sessionWrite) request {
 	var out request
 	if req.ends != nil {
 		out.ends = make([]int, 0, len(req.ends))
 	}
-	id, lowArg := strconv.FormatUint(s.id, 10), strconv.FormatUint(low, 10)
 	for i := range req.len() {
 		cmd := req.command(i)
-		if n, body, name := splitCommand(cmd); sessionWrites[name] {
-			out.cmd = appendArgsN(out.cmd, n+4, "FLINT.SEQ", id, strconv.FormatUint(first, 10), lowArg)
+		if len(ws) > 0 && ws[0].cmd == i {
+			w := ws[0]
+			ws = ws[1:]
+			n, body, _ := splitCommand(cmd)
+			out.cmd = appendArgsN(out.cmd, n+4, "FLINT.SEQ", strconv.FormatUint(w.s.id, 10),
+				strconv.FormatUint(w.seq, 10), strconv.FormatUint(w.low, 10))
 			out.cmd = append(out.cmd, body...)
-			first++
 		} else {
 			out.cmd = append(out.cmd, cmd...)
 		}
@@ -150,17 +232,6 @@ func (s *session) wrap(req request, first, low uint64) request {
 		}
 	}
 	return out
-}
-
-// countWrites returns how many of req's commands go in FLINT.SEQ.
-func countWrites(req request) int {
-	n := 0
-	for i := range req.len() {
-		if _, _, name := splitCommand(req.command(i)); sessionWrites[name] {
-			n++
-		}
-	}
-	return n
 }
 
 // splitCommand returns the number of arguments of an encoded command, the
@@ -185,25 +256,34 @@ func splitCommand(cmd []byte) (n int, body []byte, name string) {
 	return n, body, strings.ToUpper(string(body[j+1 : j+1+l]))
 }
 
-// session returns the open session, opening one if there is none, or nil
-// if the server has no sessions. The error says why no session could be
-// opened; the write that needed it was not sent.
-func (c *Client) session(ctx context.Context) (*session, error) {
-	if s := c.sess.cur.Load(); s != nil {
+// session returns the open session of the range holding slot (-1 for a
+// write without keys), opening one if there is none, or nil if the server
+// has no sessions. The error says why no session could be opened; the
+// write that needed it was not sent.
+//
+// A session is opened in the group that serves its range, by sending
+// FLINT.SESSION to the range's master, and is used for the writes to that
+// range: a group does not know another's sessions. Sessions of different
+// ranges open independently, so that a range whose group has no leader
+// holds up only its own writes.
+func (c *Client) session(ctx context.Context, slot int) (*session, error) {
+	sp, route := c.spanOf(slot)
+	ss := c.sess.slot(sp, c.table.Load())
+	if s := ss.cur.Load(); s != nil {
 		return s, nil
 	}
 	select {
-	case c.sess.open <- struct{}{}:
+	case ss.open <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("client: request not sent: waiting for a session: %w", ctx.Err())
 	}
-	defer func() { <-c.sess.open }()
-	if s := c.sess.cur.Load(); s != nil || c.sess.off.Load() {
+	defer func() { <-ss.open }()
+	if s := ss.cur.Load(); s != nil || c.sess.off.Load() {
 		return s, nil
 	}
 	wait := backoff.Default()
 	for {
-		v, err := c.exec(ctx, request{cmd: appendArgs(nil, "FLINT.SESSION")})
+		v, err := c.exec(ctx, request{cmd: appendArgs(nil, "FLINT.SESSION"), slots: []int{route}})
 		switch {
 		case err != nil && errors.Is(err, ErrUnknownOutcome):
 			// The user's write was not sent, whatever became of FLINT.SESSION.
@@ -216,15 +296,57 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 			}
 			continue
 		}
-		return c.opened(v[0])
+		return c.opened(ss, sp, v[0])
 	}
 }
 
-// opened handles the reply to FLINT.SESSION.
-func (c *Client) opened(v Value) (*session, error) {
+// spanOf returns the span of the session for a write routed by slot, and
+// the slot to route its FLINT.SESSION by.
+func (c *Client) spanOf(slot int) (span, int) {
+	t := c.table.Load()
+	i := t.rangeOf(slot)
+	if i < 0 {
+		return anySpan, -1
+	}
+	r := t.ranges[i]
+	return span{r.first, r.last}, r.first
+}
+
+// slot returns the session slot of sp, adding it if there is none. Adding
+// one drops those of spans that are no longer ranges of t's map, whose
+// sessions the server lets expire.
+func (ss *sessions) slot(sp span, t *table) *sessionSlot {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s, ok := ss.mu.bySpan[sp]; ok {
+		return s
+	}
+	for old := range ss.mu.bySpan {
+		if old != anySpan && !slices.ContainsFunc(t.ranges, func(r slotRange) bool { return r.first == old.first && r.last == old.last }) {
+			delete(ss.mu.bySpan, old)
+		}
+	}
+	s := &sessionSlot{open: make(chan struct{}, 1)}
+	ss.mu.bySpan[sp] = s
+	return s
+}
+
+// expired records that the server refused s as expired: the next write of
+// its span opens a new one.
+func (ss *sessions) expired(s *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if slot, ok := ss.mu.bySpan[s.sp]; ok {
+		slot.cur.CompareAndSwap(s, nil)
+	}
+}
+
+// opened handles the reply to FLINT.SESSION for the span sp, whose slot
+// is ss.
+func (c *Client) opened(ss *sessionSlot, sp span, v Value) (*session, error) {
 	if v.Kind == KindInt && v.Int > 0 {
-		s := newSession(uint64(v.Int))
-		c.sess.cur.Store(s)
+		s := newSession(uint64(v.Int), sp)
+		ss.cur.Store(s)
 		return s, nil
 	}
 	if v.IsError() && noSessions(v.Str) {

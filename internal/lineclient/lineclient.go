@@ -20,7 +20,12 @@
 //
 // Each command is one Flint command, so it is atomic and linearizable as the
 // server's commands are: PUT is SET k v GET (never GET then SET), SWAP is
-// SWAP, GET is GET, DELETE is DEL and SCAN is RANGE k1 k2.
+// SWAP, GET is GET, DELETE is DEL and SCAN is RANGE k1 k2. Against a sharded
+// cluster the Go client sends each key's command to its group, and SCAN's
+// RANGE to every group, merging their pairs in key order: each pair is
+// linearizable, as the users' scan rule asks, but the scan as a whole is
+// not one instant's; it waits while a group that owns part of it has no
+// leader.
 //
 // # Failures
 //

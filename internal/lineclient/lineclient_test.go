@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -254,5 +255,37 @@ func TestResentWriteOnce(t *testing.T) {
 	}
 	if p.Cuts() != 2 {
 		t.Fatalf("the proxy cut %d connections, want 2", p.Cuts())
+	}
+}
+
+// TestCluster runs the line client against a fake sharded cluster of three
+// shards, given every shard's address as the harness gives them: each key
+// goes to its shard, writes in that shard's session, and SCAN returns the
+// keys of all three in order.
+func TestCluster(t *testing.T) {
+	cl := resptest.StartCluster(t, 3)
+	var in, want strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&in, "PUT key%03d v%d\n", i, i)
+		fmt.Fprintf(&want, "PUT key%03d not_found\n", i)
+	}
+	in.WriteString("SWAP key001 w\nDELETE key002\nGET key002\nSCAN key000 key005\n")
+	want.WriteString("SWAP key001 v1\nDELETE key002 found\nGET key002 null\nSCAN key000 key005 BEGIN\n" +
+		"  key000 v0\n  key001 w\n  key003 v3\n  key004 v4\n  key005 v5\nSCAN END\nSTOP\n")
+	var addrs []string
+	for _, s := range cl.Servers {
+		addrs = append(addrs, s.Addr)
+	}
+	out, diag, err := runOn(t, addrs, in.String())
+	if err != nil || out != want.String() || diag != "" {
+		t.Fatalf("Run = %v, output\n%s\ndiagnostics %q; want output\n%s", err, out, diag, want.String())
+	}
+	if moved, asked := cl.Redirects(); moved+asked != 0 {
+		t.Fatalf("%d MOVED and %d ASK; want none", moved, asked)
+	}
+	for s := range cl.Servers {
+		if cl.Count(s, "FLINT.SEQ") == 0 || cl.Count(s, "FLINT.SESSION") != 1 {
+			t.Errorf("shard %d got %d writes in %d sessions; want some, in one", s, cl.Count(s, "FLINT.SEQ"), cl.Count(s, "FLINT.SESSION"))
+		}
 	}
 }
