@@ -79,6 +79,18 @@ type Shards struct {
 	Leaders map[uint64]uint64 // hints: each group's leader, as last learned, by member id
 }
 
+// firstSlot returns the first slot of the member's group, or 0 if it has
+// none or the view is empty.
+func (sh *Shards) firstSlot() int {
+	if sh == nil || sh.Map == nil {
+		return 0
+	}
+	if g := sh.Map.Group(sh.Group); g != nil && len(g.Slots) > 0 {
+		return g.Slots[0].First
+	}
+	return 0
+}
+
 // leaderAddr returns the client address of group g's leader as the view
 // believes it to be, or of its first member if it knows none.
 func (sh *Shards) leaderAddr(g *shardmap.Group) string {
@@ -102,8 +114,14 @@ func (c *conn) redirect(cmd *command, args [][]byte) bool {
 		return false
 	}
 	s := slot.Of(args[cmd.first])
-	if c.srv.sharded != nil && c.routeShard(c.srv.sharded.Shards(), cmd, args, s) {
-		return true
+	if c.srv.sharded != nil {
+		sh := c.srv.sharded.Shards()
+		if c.routeShard(sh, cmd, args, s) {
+			return true
+		}
+		if cmd.perGroup {
+			s = sh.firstSlot() // a MOVED to the leader names a slot of the group
+		}
 	}
 	if c.readonly && !cmd.write {
 		return false

@@ -10,6 +10,7 @@ import (
 	"github.com/flintkv/flint/internal/replica"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
+	"github.com/flintkv/flint/internal/shardmap"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -121,5 +122,79 @@ func TestRefusedWriteRedirects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// fakeShard is fakeMember as member 1 of group 2 of a sharded cluster of
+// three groups, slots split as redis-cli splits them: 0-5460 group 1 (led
+// by its member 2, at 127.0.0.1:7102), 5461-10922 group 2 (this one),
+// 10923-16383 group 3 (no leader known: its first member, 127.0.0.1:7301).
+type fakeShard struct {
+	fakeMember
+	view *server.Shards
+}
+
+func (f *fakeShard) Shards() *server.Shards { return f.view }
+
+func newFakeShard(t *testing.T) *fakeShard {
+	var groups [][]shardmap.Member
+	for g := 1; g <= 3; g++ {
+		var ms []shardmap.Member
+		for m := 1; m <= 3; m++ {
+			ms = append(ms, shardmap.Member{ID: uint64(m), Addr: fmt.Sprintf("127.0.0.1:7%d0%d", g, m)})
+		}
+		groups = append(groups, ms)
+	}
+	m, err := shardmap.Even(groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeShard{view: &server.Shards{Map: m, Group: 2, Leaders: map[uint64]uint64{1: 2}}}
+}
+
+// TestShardRouting: a data node of group 2 runs commands on its slots'
+// keys, answers MOVED for the others' (to the group's leader, or its first
+// member), CROSSSLOT for keys in several slots, routes FLINT.SEQ by the
+// write it wraps and does not route RANGE (at a follower, RANGE's MOVED
+// names a slot of the group's own); before it has the map, it
+// answers CLUSTERDOWN.
+func TestShardRouting(t *testing.T) {
+	f := newFakeShard(t)
+	f.mu.lead = 1
+	f.Local = server.Local{S: store.New(store.Options{})}
+	c := dialRaw(t, servertest.StartBackend(t, server.Config{}, f).Addr)
+	// Keys: "a" is in slot 15495 (group 3), "b" 3300 (group 1), "foo" 12182
+	// (group 3), "c" 7365 and "{c}x" 7365 (group 2).
+	for _, tc := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"SET", "c", "1"}, `"OK"`},
+		{[]string{"GET", "c"}, `"1"`},
+		{[]string{"SET", "b", "1"}, "(error) MOVED 3300 127.0.0.1:7102"},
+		{[]string{"GET", "a"}, "(error) MOVED 15495 127.0.0.1:7301"},
+		{[]string{"MSET", "c", "1", "{c}x", "2"}, `"OK"`},
+		{[]string{"MSET", "c", "1", "b", "2"}, "(error) CROSSSLOT Keys in request don't hash to the same slot"},
+		{[]string{"MGET", "b", "c"}, "(error) CROSSSLOT Keys in request don't hash to the same slot"},
+		{[]string{"MGET", "b", "b"}, "(error) MOVED 3300 127.0.0.1:7102"},
+		{[]string{"FLINT.SEQ", "1", "1", "1", "SET", "b", "1"}, "(error) MOVED 3300 127.0.0.1:7102"},
+		{[]string{"FLINT.SEQ", "1", "1", "1", "MSET", "c", "1", "b", "2"}, "(error) CROSSSLOT Keys in request don't hash to the same slot"},
+		{[]string{"RANGE", "a", "~"}, `["c" "1" "{c}x" "2"]`},
+	} {
+		if got := c.do(tc.cmd...).String(); got != tc.want {
+			t.Errorf("%q = %s, want %s", tc.cmd, got, tc.want)
+		}
+	}
+	// At a follower, RANGE is redirected to the leader with a slot of the
+	// group's own, not its start key's.
+	f.mu.Lock()
+	f.mu.lead = 2
+	f.mu.Unlock()
+	if got := c.do("RANGE", "a", "~").String(); got != "(error) MOVED 5461 127.0.0.1:7002" {
+		t.Errorf("RANGE at a follower = %s, want MOVED 5461 to its leader", got)
+	}
+	f.view = &server.Shards{Group: 2}
+	if got := c.do("GET", "c").String(); got != "(error) CLUSTERDOWN The cluster is down" {
+		t.Errorf("GET before the map is known = %s", got)
 	}
 }
