@@ -54,11 +54,12 @@ func clusterCmd(args []string) int {
 // clusterUpCmd runs `flint cluster up`.
 func clusterUpCmd(args []string) int {
 	fs := flag.NewFlagSet("cluster up", flag.ContinueOnError)
-	nodes := fs.Int("nodes", 3, "members of a new cluster: 1, 3, 5, 7 or 9 (a directory made before keeps its own)")
+	nodes := fs.Int("nodes", 3, "members of a new cluster (of each of its groups): 1, 3, 5, 7 or 9 (a directory made\nbefore keeps its own)")
+	groups := fs.Int("groups", 0, "make a new sharded cluster of this many data groups of --nodes members each, every\nmember its own process, and a manager; 0: one group, not sharded")
 	dir := fs.String("dir", "./cluster", "the cluster's directory: cluster.json, and each member's data and log")
 	fsync := fs.String("fsync", "always", "each member's --fsync")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, prints\neach member's client address, and stops them on Ctrl-C. Run again on the same\n--dir, it starts the same group again.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, or with\n--groups a sharded cluster of such groups and its manager; prints each process's\nclient address, and stops them on Ctrl-C. Run again on the same --dir, it starts\nthe same cluster again.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
@@ -71,7 +72,7 @@ func clusterUpCmd(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = localcluster.Up(ctx, localcluster.Config{Bin: bin, Dir: *dir, Nodes: *nodes, Stdout: os.Stdout,
+	err = localcluster.Up(ctx, localcluster.Config{Bin: bin, Dir: *dir, Nodes: *nodes, Groups: *groups, Stdout: os.Stdout,
 		Args: []string{"--fsync", *fsync}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flint cluster up: %v\n", err)

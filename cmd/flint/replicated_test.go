@@ -307,7 +307,15 @@ func TestReplicatedGroup(t *testing.T) {
 // clusterUp starts `flint cluster up` on dir and returns it with its
 // members' client addresses, once it says they are up.
 func clusterUp(t *testing.T, dir string, nodes int) (*exec.Cmd, []string) {
-	c := exec.Command(flintBin, "cluster", "up", "--nodes", fmt.Sprint(nodes), "--dir", dir)
+	c, addrs, _ := clusterUpArgs(t, "--nodes", fmt.Sprint(nodes), "--dir", dir)
+	return c, addrs
+}
+
+// clusterUpArgs starts `flint cluster up args...` and returns it with its
+// processes' client addresses and names ("member 1", "manager", "group 2
+// member 1"), in the order it printed them, once it says they are up.
+func clusterUpArgs(t *testing.T, args ...string) (*exec.Cmd, []string, []string) {
+	c := exec.Command(flintBin, append([]string{"cluster", "up"}, args...)...)
 	out, err := c.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -321,20 +329,19 @@ func clusterUp(t *testing.T, dir string, nodes int) (*exec.Cmd, []string) {
 			c.Wait()
 		}
 	})
-	var addrs []string
+	var addrs, names []string
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
-		f := strings.Fields(lines.Text())
-		if len(f) >= 2 && f[0] == "member" && strings.HasSuffix(f[1], ":") {
-			addrs = append(addrs, f[2])
+		if name, rest, ok := strings.Cut(lines.Text(), ": "); ok && strings.Contains(rest, " (log: ") {
+			names, addrs = append(names, name), append(addrs, strings.Fields(rest)[0])
 		}
-		if strings.Contains(lines.Text(), "members up") {
+		if strings.Contains(lines.Text(), " up; Ctrl-C stops them") {
 			go io.Copy(io.Discard, out)
-			return c, addrs
+			return c, addrs, names
 		}
 	}
-	t.Fatalf("flint cluster up ended before its members were up: %v", lines.Err())
-	return nil, nil
+	t.Fatalf("flint cluster up ended before its processes were up: %v", lines.Err())
+	return nil, nil, nil
 }
 
 // TestClusterUp starts a cluster of three with `flint cluster up`, writes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -225,6 +226,48 @@ func TestHarnessBadArguments(t *testing.T) {
 		out, code := runFlint(t, flintBin, nil, args...)
 		if code != 2 || !strings.Contains(out, "usage: flint harness") {
 			t.Errorf("flint %s: exit %d, output:\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+}
+
+// TestClusterUpSharded starts a sharded cluster of two data groups of one
+// member each with `flint cluster up --groups 2 --nodes 1`, writes keys
+// of both through the manager, stops it with SIGINT, and starts it again
+// on the same directory: the same addresses, and the keys are there.
+func TestClusterUpSharded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	up, addrs, names := clusterUpArgs(t, "--groups", "2", "--nodes", "1", "--dir", dir)
+	if strings.Join(names, ",") != "manager,group 1 member 1,group 2 member 1" {
+		t.Fatalf("flint cluster up printed %v at %v", names, addrs)
+	}
+	cc := clusterClient(addrs[:1])
+	defer cc.Close()
+	// "a" is in slot 15495 (group 2), "b" in 3300 (group 1).
+	for _, k := range []string{"a", "b"} {
+		if err := cc.Set(ctx, k, "v"+k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, addr := range addrs[1:] {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		if n, err := c.DBSize(ctx).Result(); err != nil || n != 1 {
+			t.Errorf("group %d holds %d keys (%v), want 1", i+1, n, err)
+		}
+		c.Close()
+	}
+	up.Process.Signal(os.Interrupt)
+	if err := up.Wait(); err != nil {
+		t.Fatalf("flint cluster up after SIGINT: %v", err)
+	}
+	_, again, _ := clusterUpArgs(t, "--dir", dir, "--nodes", "0")
+	if strings.Join(again, ",") != strings.Join(addrs, ",") {
+		t.Fatalf("restarted on %v, first on %v", again, addrs)
+	}
+	for _, k := range []string{"a", "b"} {
+		if v, err := cc.Get(ctx, k).Result(); err != nil || v != "v"+k {
+			t.Fatalf("%s after a restart = %q (%v)", k, v, err)
 		}
 	}
 }
