@@ -30,6 +30,7 @@ var adminCommands = []*command{
 	{name: "flint.map", arity: 1, flags: "loading stale", run: (*conn).mapCmd},
 	{name: "flint.seq", arity: -5, flags: "write", first: 5, last: 5, step: 1, run: (*conn).seqCmd},
 	{name: "readonly", arity: 1, flags: "loading stale fast", run: (*conn).readonlyCmd},
+	{name: "asking", arity: 1, flags: "fast", run: (*conn).askingCmd},
 	{name: "readwrite", arity: 1, flags: "loading stale fast", run: (*conn).readwriteCmd},
 }
 

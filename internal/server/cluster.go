@@ -231,6 +231,11 @@ func (c *conn) clusterCmd(args [][]byte) {
 		c.err("ERR This instance has cluster support disabled")
 		return
 	}
+	switch sub {
+	case "countkeysinslot", "getkeysinslot":
+		c.keysInSlot(sub, args)
+		return
+	}
 	t := c.topology()
 	switch sub {
 	case "myid":
@@ -257,6 +262,73 @@ func splitAddr(addr string) (string, int) {
 	port, _ := strconv.Atoi(p)
 	return host, port
 }
+
+// keysInSlot runs CLUSTER COUNTKEYSINSLOT <slot> and GETKEYSINSLOT <slot>
+// <count>, as Redis words them, over the keys this member's group holds,
+// read linearizably. Unlike Redis, which counts keys per slot as they are
+// written, they scan every key of the group: they are for tools, not for
+// a hot path.
+func (c *conn) keysInSlot(sub string, args [][]byte) {
+	want := 3
+	if sub == "getkeysinslot" {
+		want = 4
+	}
+	if len(args) != want {
+		c.errArity("cluster|" + sub)
+		return
+	}
+	count := int64(-1) // COUNTKEYSINSLOT
+	sl, ok := intArg(args[2])
+	if want == 4 {
+		var okCount bool
+		count, okCount = intArg(args[3])
+		ok = ok && okCount
+	}
+	switch {
+	case !ok:
+		c.err("ERR value is not an integer or out of range")
+		return
+	case want == 4 && (count < 0 || sl < 0 || sl >= slot.Count):
+		c.err("ERR Invalid slot or number of keys")
+		return
+	case sl < 0 || sl >= slot.Count:
+		c.err("ERR Invalid slot")
+		return
+	}
+	st, ok := c.read()
+	if !ok {
+		return
+	}
+	if count == 0 {
+		c.out = protocol.AppendArray(c.out, 0)
+		return
+	}
+	var keys []string
+	n := int64(0)
+	st.Snapshot().Ascend(func(key string, _ []byte) bool {
+		if slot.Of([]byte(key)) != int(sl) {
+			return true
+		}
+		n++
+		if count >= 0 {
+			keys = append(keys, key)
+		}
+		return count < 0 || n < count
+	})
+	if count < 0 {
+		c.int(n)
+		return
+	}
+	c.out = protocol.AppendArray(c.out, len(keys))
+	for _, k := range keys {
+		c.bulkString(k)
+	}
+}
+
+// askingCmd is ASKING, which a client sends before the one command that
+// an ASK redirection names. No slot is ever being moved yet, so no command
+// is answered ASK, and ASKING only answers OK.
+func (c *conn) askingCmd([][]byte) { c.ok() }
 
 // readonly and readwrite set whether the connection's reads may be served
 // by a follower (READONLY, READWRITE).

@@ -185,6 +185,26 @@ func TestShardRouting(t *testing.T) {
 			t.Errorf("%q = %s, want %s", tc.cmd, got, tc.want)
 		}
 	}
+	// The keys of a slot, of those this group holds; ASKING is known.
+	for _, tc := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"CLUSTER", "COUNTKEYSINSLOT", "7365"}, "2"},
+		{[]string{"CLUSTER", "COUNTKEYSINSLOT", "3300"}, "0"},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", "7365", "10"}, `["c" "{c}x"]`},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", "7365", "1"}, `["c"]`},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", "7365", "0"}, `[]`},
+		{[]string{"CLUSTER", "COUNTKEYSINSLOT", "16384"}, "(error) ERR Invalid slot"},
+		{[]string{"CLUSTER", "COUNTKEYSINSLOT", "x"}, "(error) ERR value is not an integer or out of range"},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", "1", "-1"}, "(error) ERR Invalid slot or number of keys"},
+		{[]string{"CLUSTER", "GETKEYSINSLOT", "1"}, "(error) ERR wrong number of arguments for 'cluster|getkeysinslot' command"},
+		{[]string{"ASKING"}, `"OK"`},
+	} {
+		if got := c.do(tc.cmd...).String(); got != tc.want {
+			t.Errorf("%q = %s, want %s", tc.cmd, got, tc.want)
+		}
+	}
 	// At a follower, RANGE is redirected to the leader with a slot of the
 	// group's own, not its start key's.
 	f.mu.Lock()
