@@ -265,7 +265,7 @@ func parsePort(s string) (int, error) {
 func parseIndex(what, s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("bad %s %q: want 0, 1, ...", what, s)
+		return 0, fmt.Errorf("bad %s %q: want a number from 0", what, s)
 	}
 	return n, nil
 }

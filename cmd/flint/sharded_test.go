@@ -170,6 +170,7 @@ func TestShardedCluster(t *testing.T) {
 	var slots []string
 	for _, addr := range append([]string{s.manager}, s.servers...) {
 		c := redis.NewClient(&redis.Options{Addr: addr})
+		//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient asks, deprecated or not
 		got, err := c.ClusterSlots(ctx).Result()
 		c.Close()
 		if err != nil || len(got) != 3 {
