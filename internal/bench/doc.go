@@ -31,7 +31,7 @@
 // microseconds is the driver's floor (`--target null --rate R` measures
 // it). Operations due during --warmup run but are not measured.
 //
-// Before the run phase the records are loaded with MSETs from 8 goroutines;
+// Before the run phase the records are loaded with batches of SETs from 8 goroutines;
 // a target that holds the same records from an earlier run of the same
 // invocation is not loaded again. A workload that scans first probes the
 // target with RANGE: an unknown-command error makes the run "unsupported".

@@ -18,8 +18,10 @@ type loadKey struct {
 	valueSize int
 }
 
-// Loading sends MSETs of about loadMSetBytes each from loadWorkers
-// goroutines at once; the client pipelines them over its connections.
+// Loading sends batches of SETs of about loadMSetBytes each from
+// loadWorkers goroutines at once; the client pipelines them over its
+// connections, split among a sharded cluster's groups (an MSET of keys in
+// several slots would be refused there).
 const (
 	loadMSetBytes = 64 << 10
 	loadMaxKeys   = 1000
@@ -49,20 +51,25 @@ func (b *clientBackend) load(ctx context.Context, k loadKey) error {
 	return nil
 }
 
-// loadChunks sends MSETs of per keys until every key number is taken.
+// loadChunks sends batches of per SETs until every key number is taken.
 func (b *clientBackend) loadChunks(ctx context.Context, k loadKey, per int, value []byte, next *atomic.Int64) error {
-	kvs := make([]client.KV, 0, per)
+	batch := b.c.Batch()
 	for {
 		first := int(next.Add(int64(per))) - per
 		if first >= k.records {
 			return nil
 		}
-		kvs = kvs[:0]
 		for n := first; n < min(first+per, k.records); n++ {
-			kvs = append(kvs, client.KV{Key: k.keys.key(uint64(n)), Value: value})
+			batch.Set(k.keys.key(uint64(n)), value)
 		}
-		if err := b.c.MSet(ctx, kvs...); err != nil {
+		replies, err := batch.Exec(ctx)
+		if err != nil {
 			return err
+		}
+		for _, r := range replies {
+			if r.IsError() {
+				return &client.ReplyError{Msg: string(r.Str)}
+			}
 		}
 	}
 }
