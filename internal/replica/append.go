@@ -23,6 +23,8 @@ const minSpace = 4 << 10
 
 // appendLoop is the append thread: it saves raft's append messages to the
 // WAL, every waiting message in one write and one fsync, then tells raft.
+// The raft loop keeps what waits to at most maxAppendBytes of entries (see
+// handAppend), which so bounds each write.
 func (r *Replica) appendLoop() {
 	var msgs []raftpb.Message
 	var ents []raftpb.Entry
@@ -39,7 +41,9 @@ func (r *Replica) appendLoop() {
 		ents, resps = ents[:0], resps[:0]
 		var hs raftpb.HardState
 		var restart *raftpb.Snapshot
+		size := int64(0) // of the entries in msgs, as handAppend counted them
 		for _, m := range msgs {
+			size += entryBytes(m.Entries)
 			if m.Snapshot != nil && !raft.IsEmptySnap(*m.Snapshot) {
 				restart, ents = m.Snapshot, ents[:0] // it replaces the log
 			}
@@ -84,12 +88,22 @@ func (r *Replica) appendLoop() {
 			r.storage.SetHardState(hs)
 		}
 		r.appending.Add(-int64(len(msgs))) // before respc: the loop then sees it
+		r.appendBytes.Add(-size)
+		select {
+		case r.appendRoom <- struct{}{}:
+		default: // a token waits already
+		}
 		select {
 		case r.respc <- append([]raftpb.Message(nil), resps...):
 		case <-r.dead:
 			return
 		}
+		// Nothing written stays reachable from here: the slices are kept
+		// for the next write, which may be shorter (and a snapshot may
+		// have cut ents short).
 		clear(msgs)
+		clear(ents[:cap(ents)])
+		clear(resps)
 	}
 }
 

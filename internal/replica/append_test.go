@@ -212,3 +212,53 @@ func (f *holdSyncFile) Sync() error {
 	}
 	return f.File.Sync()
 }
+
+// TestAppendQueueBounded holds a log fsync while entries come faster than
+// maxAppendBytes lets wait for the append thread: the raft loop hands it
+// the first, holds the next back until that write is done, then hands it
+// over alone although it is larger than the bound. So a member holds no
+// more than the bound of entries it has not written (or one entry),
+// whatever its leader, or its own clients, send.
+func TestAppendQueueBounded(t *testing.T) {
+	defer func(n int64) { maxAppendBytes = n }(maxAppendBytes)
+	maxAppendBytes = 4 << 20
+	r, fs := heldReplica(t)
+	defer r.Close()
+	fs.hold()
+	defer fs.release() // first, if the test fails: Close waits for the held fsync
+	done := make(chan error, 2)
+	go func() { done <- r.Apply(context.Background(), batchOf("a", strings.Repeat("a", 1<<20)), nil) }()
+	<-fs.held
+	first := r.appendBytes.Load() // the entry being written
+	if first < 1<<20 || first > maxAppendBytes || r.stats.appendWaits.Load() != 0 {
+		t.Fatalf("with the first write held: %d bytes handed to the append thread, %d waits", first, r.stats.appendWaits.Load())
+	}
+	// A batch of maxEntryBytes is proposed at once, even during a write.
+	big := strings.Repeat("b", maxEntryBytes)
+	go func() { done <- r.Apply(context.Background(), batchOf("b", big), nil) }()
+	for deadline := time.Now().Add(10 * time.Second); r.stats.appendWaits.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the raft loop did not hold back an entry of %d bytes with %d of %d unwritten", len(big), first, maxAppendBytes)
+		}
+	}
+	if got := r.appendBytes.Load(); got != first {
+		t.Fatalf("while the loop holds back an entry: %d bytes handed to the append thread, want %d", got, first)
+	}
+	fs.release()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a write was not applied within 10 s of the fsync's release")
+		}
+	}
+	if got := r.appendBytes.Load(); got != 0 {
+		t.Fatalf("%d bytes still counted as handed to the append thread once every write is applied", got)
+	}
+	if got := get(t, r, "b"); got != big {
+		t.Fatalf("b holds %d bytes, want %d", len(got), len(big))
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/store"
+	"github.com/flintkv/flint/internal/transport"
 	"github.com/flintkv/flint/internal/transport/transporttest"
 	"github.com/flintkv/flint/internal/vfs"
 )
@@ -75,6 +76,9 @@ type cluster struct {
 	hs     []*router
 	rs     []*Replica // nil while a member is down
 	opt    Options    // for every member, but for what start sets
+	// sender, if set, is what a member sends through, made of its
+	// endpoint; otherwise the endpoint itself.
+	sender func(e transport.Sender) transport.Sender
 }
 
 func newCluster(t *testing.T, n int, seed uint64) *cluster {
@@ -82,7 +86,13 @@ func newCluster(t *testing.T, n int, seed uint64) *cluster {
 }
 
 func newClusterWith(t *testing.T, n int, seed uint64, opt Options) *cluster {
-	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), opt: opt}
+	return newClusterSending(t, n, seed, opt, nil)
+}
+
+// newClusterSending is newClusterWith, every member sending through what
+// sender makes of its endpoint, if sender is not nil.
+func newClusterSending(t *testing.T, n int, seed uint64, opt Options, sender func(transport.Sender) transport.Sender) *cluster {
+	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), opt: opt, sender: sender}
 	for i := range n {
 		c.voters = append(c.voters, uint64(i+1))
 		c.fs, c.incs = append(c.fs, vfs.NewMem()), append(c.incs, uint64(i+1)<<32|1)
@@ -106,7 +116,7 @@ func newClusterWith(t *testing.T, n int, seed uint64, opt Options) *cluster {
 func (c *cluster) start(i int) {
 	c.t.Helper()
 	opt := c.opt
-	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Voters, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), c.voters, c.eps[i]
+	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Voters, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), c.voters, c.peers(i)
 	opt.Incarnation = c.incs[i]
 	r, err := Open(opt)
 	if err != nil {
@@ -114,6 +124,14 @@ func (c *cluster) start(i int) {
 	}
 	c.rs[i] = r
 	c.hs[i].r.Store(r)
+}
+
+// peers is what member i sends through.
+func (c *cluster) peers(i int) transport.Sender {
+	if c.sender != nil {
+		return c.sender(c.eps[i])
+	}
+	return c.eps[i]
 }
 
 // stop closes member i, if it is up.
@@ -286,7 +304,7 @@ func (c *cluster) join() int {
 	c.eps = append(c.eps, c.net.Register(uint64(i+1), c.hs[i]))
 	c.rs = append(c.rs, nil)
 	opt := c.opt
-	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Join, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), true, c.eps[i]
+	opt.FS, opt.Dir, opt.Logger, opt.ID, opt.Join, opt.Peers = c.fs[i], "data", memberLogger(i+1), uint64(i+1), true, c.peers(i)
 	opt.Incarnation = c.incs[i]
 	r, err := Open(opt)
 	if err != nil {

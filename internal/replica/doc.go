@@ -16,7 +16,10 @@
 //     an fsync share the next one (group commit).
 //   - the append thread saves log entries and hard state to the WAL. It takes
 //     every append message waiting when it starts a write, with one write
-//     and one fsync for them all.
+//     and one fsync for them all. The raft loop hands it at most
+//     maxAppendBytes of entries it has not written, and waits beyond that
+//     (loop.handAppend), so that what a member holds before writing it is
+//     bounded whatever it is sent.
 //     Messages that only advance the commit index are not written, even
 //     when raft waits to hear back. The log's commit index may then lag far
 //     behind (raft sends a hard state only when it changes, so a later
@@ -30,7 +33,9 @@
 // bounded cache and older ones from the log on disk, back to the older of
 // the two kept snapshots, so that a follower behind the newest snapshot
 // but not the older one catches up from the log; only one further behind
-// needs a snapshot.
+// needs a snapshot. A leader has at most maxInflightBytes of entries in
+// flight to each follower, which it reads from the log in the raft loop
+// (raft reads its Storage itself, synchronously).
 //
 // # Writes
 //

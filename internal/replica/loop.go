@@ -18,6 +18,52 @@ const (
 	maxEntryBytes = 8 << 20 // stop adding batches to an entry past this size
 )
 
+// Limits on the entries on their way to another member, and to this
+// member's log; all count entries' data, as raft does. They are variables
+// for tests.
+//
+// maxMsgBytes is raft's MaxSizePerMsg: the entries of one append message
+// (at least one entry, whatever its size).
+//
+// maxInflightBytes is raft's MaxInflightBytes: the entries sent to one
+// follower that it has not acknowledged, which it does once they are
+// durable in its log. Raft stops sending at it, so at most
+// maxInflightBytes plus one message are in flight (and raft's
+// MaxInflightMsgs, 256, bounds the messages). Only while it replicates,
+// though: while raft probes a follower (after a rejection, or a report
+// that it is unreachable), it sends one message at a time outside the
+// bound, and again at every heartbeat that follower answers until it
+// acknowledges one; the window starts empty once it does, with those
+// perhaps still on their way.
+//
+// For a follower that catches up from the log it bounds what the leader
+// holds for it (the entries read back from the log, in the transport's
+// queue), what the follower holds before it writes it, and what the raft
+// loop reads from disk in one turn: raft reads the entries it sends from
+// its Storage in the loop, synchronously, and etcd raft v3.6 has no way to
+// take them later (Storage.Entries returns them, ErrCompacted, which sends
+// a snapshot instead, or any other error, on which raft panics), so those
+// reads stay on the loop. Without it, the 256 messages of 1 MiB of a
+// member 1 GiB behind held 3.4 to 4.7 GiB of Go heap on the members
+// (docs/PERFORMANCE.md). It caps a follower's replication at
+// maxInflightBytes per round trip (send, write, fsync, acknowledgement):
+// about 320 MiB/s at 50 ms, more than a member here writes (1 GiB in 6.7 s
+// at best). It must stay below the transport's QueueBytes (64 MiB): a
+// message dropped for a full queue makes raft probe the follower, and its
+// window starts empty again while the messages sent before are still on
+// their way.
+//
+// maxAppendBytes bounds the entries handed to the append thread and not
+// yet written (see handAppend): whatever a leader sends, a member holds no
+// more than that before writing it, and no write of the log carries more.
+// It is twice maxInflightBytes, so that a leader of this version never
+// makes a follower wait.
+var (
+	maxMsgBytes      uint64 = 1 << 20
+	maxInflightBytes uint64 = 16 << 20
+	maxAppendBytes   int64  = 32 << 20
+)
+
 // loop is the raft loop's state; only the raft loop touches it.
 type loop struct {
 	r        *Replica
@@ -52,7 +98,7 @@ func (r *Replica) start() error {
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: r.id, ElectionTick: r.opt.ElectionTicks, HeartbeatTick: r.opt.HeartbeatTicks,
 		Storage: r.storage, Applied: r.applied.Load(),
-		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 1 << 30,
+		MaxSizePerMsg: maxMsgBytes, MaxInflightMsgs: 256, MaxInflightBytes: maxInflightBytes, MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, AsyncStorageWrites: true, Logger: raftLogger{r.opt.Logger},
 	})
 	if err != nil {
@@ -459,8 +505,7 @@ func (l *loop) handleReady(rd raft.Ready) {
 	for _, m := range rd.Messages {
 		switch m.To {
 		case raft.LocalAppendThread:
-			l.r.appending.Add(1)
-			l.send(l.r.appendc, m)
+			l.handAppend(m)
 		case raft.LocalApplyThread:
 			l.send(l.r.applyc, m)
 		default:
@@ -486,6 +531,51 @@ func (l *loop) leaderChanged(lead uint64) {
 	l.requeueReads()
 	l.register()
 	l.unled0, l.sweptAt, l.staleProps, l.staleReads = lead == raft.None, time.Now(), 0, 0
+}
+
+// handAppend hands m to the append thread once the entries it has been
+// handed and has not written, with m's, are at most maxAppendBytes, or
+// once it has none: a single larger message still goes, and one without
+// entries (a hard state, responses) never waits. Meanwhile the loop
+// steps nothing and does not tick, as while appendc is full: messages from
+// other members wait in recvc (past recvQueue they are dropped, which raft
+// recovers from as from any loss), and a leader's proposals in propc. A
+// follower of a leader of this version never waits here: it holds at most
+// maxInflightBytes and a message that it has not acknowledged. A leader
+// proposes while a write is in progress only entries of maxEntryBytes, so
+// it waits only once four of them came during one write: its disk is that
+// far behind, or full (it then refuses writes, see proposeHeld, and if
+// it waits long enough its followers elect another leader).
+func (l *loop) handAppend(m raftpb.Message) {
+	n := entryBytes(m.Entries)
+	full := func() bool { held := l.r.appendBytes.Load(); return n > 0 && held > 0 && held+n > maxAppendBytes }
+	if full() {
+		l.r.stats.appendWaits.Add(1)
+	}
+	for full() {
+		select {
+		case <-l.r.appendRoom:
+		case msgs := <-l.r.respc:
+			l.resps = append(l.resps, msgs...)
+		case ca := <-l.r.confApplyc: // the apply thread may wait for it
+			l.applyConf(ca)
+		case <-l.r.dead:
+			return
+		}
+	}
+	l.r.appending.Add(1)
+	l.r.appendBytes.Add(n)
+	l.send(l.r.appendc, m)
+}
+
+// entryBytes is the size of ents' data, which is what raft counts of
+// entries against its limits.
+func entryBytes(ents []raftpb.Entry) int64 {
+	n := int64(0)
+	for i := range ents {
+		n += int64(len(ents[i].Data))
+	}
+	return n
 }
 
 // send hands m to a storage thread. While c is full it takes the storage

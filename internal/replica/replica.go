@@ -158,9 +158,15 @@ type Replica struct {
 	// appending counts the messages the raft loop has handed the append
 	// thread that it has not finished: while any are, proposals wait.
 	appending atomic.Int64
-	ready     atomic.Bool // Open has returned the replica
-	failed    atomic.Pointer[error]
-	dieOnce   sync.Once
+	// appendBytes is the size of the entries in those messages (see
+	// entryBytes); appendRoom holds a token once the append thread has
+	// written some, for handAppend. Invariant: appendBytes <=
+	// maxAppendBytes, unless a single message counts more on its own.
+	appendBytes atomic.Int64
+	appendRoom  chan struct{}
+	ready       atomic.Bool // Open has returned the replica
+	failed      atomic.Pointer[error]
+	dieOnce     sync.Once
 
 	lead    atomic.Uint64 // the member that leads, as the raft loop last heard, or raft.None
 	applied atomic.Uint64 // index of the last entry applied to st
@@ -263,7 +269,7 @@ func Open(opt Options) (*Replica, error) {
 		confc: make(chan confRequest), confApplyc: make(chan confApply), statusc: make(chan chan raft.Status),
 		propc: make(chan *proposal, 1024), readc: make(chan *readWait, 1024),
 		appendc: make(chan raftpb.Message, 1024), applyc: make(chan raftpb.Message, 1024),
-		respc: make(chan []raftpb.Message, 1024), appliedc: make(chan struct{}, 1), savec: make(chan *saveRequest),
+		respc: make(chan []raftpb.Message, 1024), appliedc: make(chan struct{}, 1), savec: make(chan *saveRequest), appendRoom: make(chan struct{}, 1),
 		dead: make(chan struct{}), exited: make(chan struct{})}
 	var seed [8]byte
 	rand.Read(seed[:])

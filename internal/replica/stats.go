@@ -13,6 +13,9 @@ import (
 type stats struct {
 	commands atomic.Int64 // commands applied
 	dropped  atomic.Int64 // messages from other members dropped for a full queue
+	// appendWaits counts the messages the raft loop held back until the
+	// append thread had written enough (see handAppend).
+	appendWaits atomic.Int64
 }
 
 // PersistenceInfo returns the persistence section of INFO as name:value

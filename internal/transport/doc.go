@@ -6,16 +6,17 @@
 // # Connections
 //
 // A Transport keeps one outgoing TCP connection to each peer (SetPeer), over
-// which a writer goroutine sends raft messages: each write carries every
-// message queued since the last one, as frames of up to MaxFrameBytes. Send
-// never blocks: it queues, or, when the peer is not connected or its queue
-// is full, drops and reports the route (node, group) to
-// Handler.Unreachable from the transport's notifier goroutine. After a
+// which a writer goroutine sends raft messages: it takes every message
+// queued since it last did, and writes them as frames and writes of at most
+// 2 MiB (or one message, up to MaxFrameBytes), letting go of each message
+// once encoded. Send never blocks: it queues, or, when the peer is not
+// connected or its queue is full, drops and reports the route (node, group)
+// to Handler.Unreachable from the transport's notifier goroutine. After a
 // failure the writer reconnects, waiting 50 ms doubling to 1 s between
 // attempts (each wait drawn from the upper half of its step); a peer that
-// closes the connection is noticed at once, not at the next write. Two
-// nodes each have their own connection to the other. A node that connects
-// again replaces its older connection at the receiver.
+// closes the connection is noticed at once, not at the next write. Two nodes
+// each have their own connection to the other. A node that connects again
+// replaces its older connection at the receiver.
 //
 // Each snapshot goes on a connection of its own, so that its megabytes
 // never hold up the messages of any group; its writes block only its

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -20,6 +21,16 @@ const (
 
 // keepWriteBuffer is the largest write buffer a peer keeps between writes.
 const keepWriteBuffer = 4 << 20
+
+// writeChunk is the most one write to a peer's connection carries, unless
+// one message is larger: the writer encodes what it took from the queue a
+// frame of at most this size at a time, writes what it encoded before a
+// frame would take it past this, and lets go of each message once
+// encoded. So it holds what it took and one write's worth encoded, rather
+// than all it took twice (16 MiB in flight to a follower that catches up,
+// and their frames). Frames of this size also keep the receiver's buffer
+// (keepReadBuffer).
+const writeChunk = 2 << 20
 
 // peer is a node this transport sends messages to: its address, its send
 // queue, and the goroutine (run) that connects and writes the queue.
@@ -172,8 +183,9 @@ func (p *peer) connect() (addr string, c net.Conn, err error) {
 }
 
 // serve writes the queue to c, connected to addr, until a write fails, the
-// peer closes c or its address changes, or the peer is removed. Each write
-// carries every batch queued when it starts, in order.
+// peer closes c or its address changes, or the peer is removed. It takes
+// every batch queued at once, and writes them in order, at most writeChunk
+// at a time (see write).
 func (p *peer) serve(addr string, c net.Conn) error {
 	defer c.Close()
 	stop := context.AfterFunc(p.ctx, func() { c.Close() })
@@ -233,34 +245,72 @@ func (p *peer) dropQueue() {
 	}
 }
 
-// write encodes batches into buf and writes them to c with one write.
-// Messages too large for a frame are dropped; so is everything when the
-// write fails.
+// write encodes batches into buf and writes them to c, in writes of at
+// most writeChunk bytes, unless one message is larger. Messages too large
+// for a frame are dropped; so is everything not yet written when a write
+// fails. It clears the messages from batches as it encodes them.
 func (p *peer) write(c net.Conn, buf []byte, batches []batch) ([]byte, error) {
-	n := 0
-	for _, b := range batches {
-		var tooLarge []raftpb.Message
-		buf, tooLarge = appendMessages(buf, b.group, b.msgs, p.t.cfg.MaxFrameBytes)
-		if len(tooLarge) > 0 {
-			p.t.log.Error("raft message too large for a frame: dropped", "peer", p.id, "group", b.group,
-				"bytes", tooLarge[0].Size(), "limit", p.t.cfg.MaxFrameBytes)
-			p.drop(b.group, len(tooLarge))
+	n := 0 // messages in buf
+	for i := range batches {
+		b := &batches[i]
+		for len(b.msgs) > 0 {
+			k, size := piece(b.msgs)
+			if len(buf) > 0 && len(buf)+size > writeChunk {
+				if err := p.writeOut(c, buf, n, batches); err != nil {
+					return buf, err
+				}
+				buf, n = buf[:0], 0
+			}
+			var tooLarge []raftpb.Message
+			buf, tooLarge = appendMessages(buf, b.group, b.msgs[:k], p.t.cfg.MaxFrameBytes)
+			if len(tooLarge) > 0 {
+				p.t.log.Error("raft message too large for a frame: dropped", "peer", p.id, "group", b.group,
+					"bytes", tooLarge[0].Size(), "limit", p.t.cfg.MaxFrameBytes)
+				p.drop(b.group, len(tooLarge))
+			}
+			n += k - len(tooLarge)
+			clear(b.msgs[:k])
+			b.msgs = b.msgs[k:]
 		}
-		n += len(b.msgs) - len(tooLarge)
 	}
 	if len(buf) == 0 {
 		return buf, nil
 	}
+	return buf, p.writeOut(c, buf, n, batches)
+}
+
+// piece returns how many of msgs, from the first, to encode as one frame,
+// and about the bytes they take: the first, and those after it while
+// they fit in writeChunk.
+func piece(msgs []raftpb.Message) (k, size int) {
+	size = headerSize + binary.MaxVarintLen64 + msgs[0].Size()
+	for k = 1; k < len(msgs); k++ {
+		next := binary.MaxVarintLen64 + msgs[k].Size()
+		if size+next > writeChunk {
+			break
+		}
+		size += next
+	}
+	return k, size
+}
+
+// writeOut writes buf, which holds n messages, to c. If the write fails,
+// those and the messages left in batches are dropped, and the groups of
+// batches reported unreachable.
+func (p *peer) writeOut(c net.Conn, buf []byte, n int, batches []batch) error {
 	p.writes.Add(1)
 	if _, err := c.Write(buf); err != nil {
+		for _, b := range batches {
+			n += len(b.msgs)
+		}
 		p.dropped.Add(uint64(n)) // the messages too large are counted already
 		for _, b := range batches {
 			p.drop(b.group, 0)
 		}
-		return buf, err
+		return err
 	}
 	p.sent.Add(uint64(n))
-	return buf, nil
+	return nil
 }
 
 // watch returns once c is closed at either end. The peer never writes on a

@@ -98,7 +98,7 @@ type PeerStatus struct {
 	Connected bool
 	Sent      uint64 // messages written to the peer's connection
 	Dropped   uint64 // messages dropped: not connected, queue full, a write failed, or too large for a frame
-	Writes    uint64 // writes to the connection: each carries every message queued when it started
+	Writes    uint64 // writes to the connection: each carries messages queued when it started, about 2 MiB at most (or one message)
 }
 
 // Stats returns the status of every peer, by node id.

@@ -198,8 +198,10 @@ type catchup struct {
 	// behind than the other follower.
 	restart, reach, level time.Duration
 	changes               int // leader changes seen meanwhile
-	mem                   *peakMem
-	progress              []string // CSV lines
+	// The members' memory over the load's last 10 s before the restart,
+	// during the catch-up, and after it.
+	memBefore, mem, memAfter *peakMem
+	progress                 []string // CSV lines
 }
 
 // runCatchup stops a follower of a fresh 3-member group, writes cfg.behind
@@ -218,7 +220,8 @@ func runCatchup(cfg catchupConfig) error {
 	}
 	defer g.stop()
 	li, _ := g.leader(time.Minute)
-	c := &catchup{cfg: cfg, g: g, lead: g.members[li], fol: g.members[(li+1)%3], mem: newPeakMem()}
+	c := &catchup{cfg: cfg, g: g, lead: g.members[li], fol: g.members[(li+1)%3],
+		memBefore: newPeakMem(), mem: newPeakMem(), memAfter: newPeakMem()}
 	if err := c.fallBehind(); err != nil {
 		return err
 	}
@@ -226,7 +229,8 @@ func runCatchup(cfg catchupConfig) error {
 		return err
 	}
 	defer c.ld.stop()
-	time.Sleep(cfg.before)
+	time.Sleep(max(cfg.before-10*time.Second, 0))
+	c.watch(min(cfg.before, 10*time.Second), c.memBefore, "before")
 	_, commit, _ := replication(c.lead.addr)
 	c.restart = time.Since(c.ld.start)
 	fmt.Printf("restarting member %d at %.1f s into the load; leader's commit index %d; load %s\n",
@@ -237,7 +241,7 @@ func runCatchup(cfg catchupConfig) error {
 	if err := c.await(commit); err != nil {
 		return err
 	}
-	time.Sleep(cfg.after)
+	c.watch(cfg.after, c.memAfter, "after")
 	c.report()
 	return nil
 }
@@ -303,16 +307,33 @@ func (c *catchup) await(commit uint64) error {
 }
 
 // sample records the members' memory every 5th poll and, with -pprof-base,
-// saves their heap profiles every 50th.
+// saves their heap profiles every 20th.
 func (c *catchup) sample(at time.Duration) {
 	if len(c.progress)%5 == 0 {
 		c.mem.sample(c.g)
 	}
-	if len(c.progress)%50 == 0 && pprofBase > 0 && c.cfg.out != "" {
-		for _, s := range c.g.members {
-			exec.Command("curl", "-s", "-o", filepath.Join(c.cfg.out, fmt.Sprintf("heap-m%d-%03.0f.pb.gz", s.id, at.Seconds())),
-				fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofBase+s.id)).Run()
-		}
+	if len(c.progress)%20 == 0 {
+		c.saveHeaps(fmt.Sprintf("%03.0f", at.Seconds()))
+	}
+}
+
+// watch samples the members' memory into p every 0.5 s for d, and then,
+// with -pprof-base, saves their heap profiles, named for when.
+func (c *catchup) watch(d time.Duration, p *peakMem, when string) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		p.sample(c.g)
+	}
+	c.saveHeaps(when)
+}
+
+// saveHeaps saves the members' heap profiles to -out, with -pprof-base.
+func (c *catchup) saveHeaps(when string) {
+	if pprofBase == 0 || c.cfg.out == "" {
+		return
+	}
+	for _, s := range c.g.members {
+		exec.Command("curl", "-s", "-o", filepath.Join(c.cfg.out, fmt.Sprintf("heap-m%d-%s.pb.gz", s.id, when)),
+			fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofBase+s.id)).Run()
 	}
 }
 
@@ -333,8 +354,9 @@ func (c *catchup) report() {
 		ops, p99 := c.ld.window(w.from, w.to)
 		fmt.Printf("%-20s %5.1f s  %9.0f ops/s  p99 pipeline %v\n", w.name, (w.to - w.from).Seconds(), ops, p99.Round(10*time.Microsecond))
 	}
-	fmt.Printf("peak RSS MiB (leader first): %.0f\nduring the catch-up, sampled every 0.5 s:\n%s",
-		peakRSS(c.g, slices.Index(c.g.members, c.lead)), c.mem)
+	fmt.Printf("peak RSS MiB (leader first): %.0f\nthe 10 s before the restart, sampled every 0.5 s:\n%s"+
+		"during the catch-up, sampled every 0.5 s:\n%sthe %v after, sampled every 0.5 s:\n%s",
+		peakRSS(c.g, slices.Index(c.g.members, c.lead)), c.memBefore, c.mem, c.cfg.after, c.memAfter)
 	for _, s := range []*server{c.lead, c.fol} {
 		fmt.Printf("member %d's log: %s\n", s.id, strings.Join(grepLog(s.dir+".log", "snapshot"), "\n  "))
 	}

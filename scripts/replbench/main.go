@@ -30,8 +30,10 @@
 // restart, and until it is no further behind than the other follower; the
 // load's throughput and p99 before, during and after; and the snapshot
 // lines of the leader's and the follower's logs. It samples the members'
-// memory meanwhile (anonymous and file-backed RSS, and the Go heap from INFO
-// memory), and with -pprof-base saves their heap profiles to -out:
+// memory (anonymous and file-backed RSS, and the Go heap from INFO memory)
+// over the load's last 10 s before the restart, during the catch-up and
+// after it, and with -pprof-base saves their heap profiles to -out at the
+// end of the first and the last, and every 2 s during the catch-up:
 //
 //	go run ./scripts/replbench -catchup -behind 1073741824 -out results/repl/catchup
 //
