@@ -14,8 +14,10 @@ import (
 
 // nemesis injects faults into the servers the checker started, on a
 // schedule drawn from the seed: after a random wait of 0.5 to 1.5
-// intervals, one of its faults, chosen at random, and again until the
-// workload ends. Config's Fault constants say what each fault does.
+// intervals, one of its faults, and again until the workload ends. The
+// faults are dealt in rounds, each a random order of all of them, so that
+// every fault strikes within any len(faults) strikes in a row from the
+// start of a round. Config's Fault constants say what each fault does.
 //
 // Faults that take members down (kill, kill-leader) leave at most a
 // minority of a group down at once, so that the group can go on; the
@@ -27,6 +29,7 @@ type nemesis struct {
 	interval time.Duration
 	pauseMax time.Duration // pauses last from pauseMax/20 to pauseMax
 	rng      *rand.Rand
+	deck     []Fault // the rest of this round's faults, in the order they strike
 	rec      *recorder
 	log      io.Writer
 }
@@ -49,10 +52,22 @@ func (n *nemesis) run(ctx context.Context) error {
 		if err := n.cl.exited(); err != nil {
 			return err
 		}
-		if err := n.inject(n.faults[n.rng.IntN(len(n.faults))]); err != nil {
+		if err := n.inject(n.next()); err != nil {
 			return err
 		}
 	}
+}
+
+// next returns the next fault to inject, dealing a new round when the
+// last is done.
+func (n *nemesis) next() Fault {
+	if len(n.deck) == 0 {
+		n.deck = slices.Clone(n.faults)
+		n.rng.Shuffle(len(n.deck), func(i, j int) { n.deck[i], n.deck[j] = n.deck[j], n.deck[i] })
+	}
+	f := n.deck[0]
+	n.deck = n.deck[1:]
+	return f
 }
 
 // settle ends the faults still under way: it restarts the members that
