@@ -108,6 +108,38 @@ func TestCheck(t *testing.T) {
 		{"incr twice the same", newTestHistory("n").
 			op(0, 0, 1, "INCR n", intReply(1)).op(1, 2, 3, "INCR n", intReply(1)),
 			Fail, []string{"INCR n", "INCR n"}, 0},
+		{"line client", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", notFoundReply).op(1, 2, 3, "PUT a 2", foundReply).op(2, 2, 5, "GET a", two).
+			op(0, 6, 7, "DELETE a", foundReply).op(1, 8, 9, "DELETE a", notFoundReply).op(2, 8, 9, "SWAP a 3", nilReply).
+			final(10, "a", strReply("3")), Pass, nil, 0},
+		{"put not_found after an acknowledged put", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", notFoundReply).op(1, 2, 3, "PUT a 2", notFoundReply),
+			Fail, []string{"PUT a 1", "PUT a 2"}, 0},
+		{"put found of a key never written", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", foundReply), Fail, []string{"PUT a 1"}, 0},
+		{"delete found twice", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", notFoundReply).op(1, 2, 3, "DELETE a", foundReply).op(2, 4, 5, "DELETE a", foundReply),
+			Fail, []string{"DELETE a", "DELETE a"}, 0},
+		{"delete not_found of a key put before", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", notFoundReply).op(1, 2, 3, "DELETE a", notFoundReply),
+			Fail, []string{"PUT a 1", "DELETE a"}, 0},
+		{"concurrent puts both found not_found", newTestHistory("a").
+			op(0, 0, 10, "PUT a 1", notFoundReply).op(1, 1, 9, "PUT a 2", notFoundReply),
+			Fail, nil, 0},
+		{"concurrent put and delete", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", notFoundReply).op(1, 2, 10, "PUT a 2", notFoundReply).op(2, 3, 9, "DELETE a", foundReply),
+			Pass, nil, 0},
+		{"lost put", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", notFoundReply).final(5, "a", nilReply),
+			Fail, []string{"PUT a 1", "GET a"}, 1},
+		{"lost delete", newTestHistory("a").
+			op(0, 0, 1, "PUT a 1", notFoundReply).op(0, 2, 3, "DELETE a", foundReply).final(5, "a", one),
+			Fail, nil, 1},
+		// Only a reply that shows a value bounds the unknown write of it.
+		{"a found that spells a value shows no write", newTestHistory("a", "b").
+			lost(0, 0, 1, "PUT a found").op(1, 0, 1, "PUT b 1", notFoundReply).op(1, 2, 3, "PUT b 2", foundReply).
+			op(2, 5, 6, "GET a", nilReply),
+			Pass, nil, 0},
 		{"unexpected error reply is an unknown outcome", newTestHistory("a").
 			op(0, 0, 1, "SET a 1", errReply("ERR fsync failed")).op(1, 2, 3, "GET a", one), Pass, nil, 0},
 	} {
@@ -142,6 +174,8 @@ func TestHistoryFile(t *testing.T) {
 		op(1, 4, 5, "RANGE a a LIMIT 1", arr()).
 		op(2, 4, 6, "INCR n", errReply(errNotInteger)).
 		op(2, 7, 8, "CAS a 1 3", intReply(1)).
+		op(0, 8, 9, "PUT b 5", foundReply).
+		op(1, 8, 9, "DELETE a", notFoundReply).
 		lost(0, 9, 20, "SET b 4").
 		final(30, "a", nilReply)
 	b.h.Faults = []faultSpan{{Kind: "kill", Start: 10, End: 15}}

@@ -19,11 +19,22 @@ const (
 	kindMSet
 	kindMGet
 	kindRange
+	// PUT and DELETE are the line client's (package lineclient), as a
+	// history recorded from its output holds them: each answers found or
+	// not_found, whether the key had a value. PUT k v sets k to v (it is
+	// SET k v GET underneath, but shows only whether the old value was
+	// nil); DELETE k deletes k. The workload never draws them.
+	kindPut
+	kindDelete
 	numKinds
 )
 
+// numMixKinds counts the kinds before it: those the workload draws, which
+// --mix weighs.
+const numMixKinds = kindPut
+
 // kindNames are the commands' names, lower case, as --mix spells them.
-var kindNames = [numKinds]string{"get", "set", "swap", "cas", "del", "incr", "mset", "mget", "range"}
+var kindNames = [numKinds]string{"get", "set", "swap", "cas", "del", "incr", "mset", "mget", "range", "put", "delete"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -33,11 +44,12 @@ func (k kind) isRead() bool { return k == kindGet || k == kindMGet || k == kindR
 // command is one recorded command, parsed.
 type command struct {
 	kind kind
-	// keys are the keys named: one for GET, SET, SWAP, CAS and INCR, one
-	// or more for DEL, MGET and MSET, and start and end for RANGE.
+	// keys are the keys named: one for GET, SET, SWAP, CAS, INCR, PUT and
+	// DELETE, one or more for DEL, MGET and MSET, and start and end for
+	// RANGE.
 	keys []string
-	// vals are SET's and SWAP's value, CAS's expected and new values, and
-	// MSET's values, one per key.
+	// vals are SET's, SWAP's and PUT's value, CAS's expected and new
+	// values, and MSET's values, one per key.
 	vals []string
 	// nx, xx and get are SET's options.
 	nx, xx, get bool
@@ -62,7 +74,7 @@ func parseCommand(argv []string) (command, error) {
 		}
 	}
 	switch c.kind {
-	case kindGet, kindIncr:
+	case kindGet, kindIncr, kindDelete:
 		if len(args) != 1 {
 			return bad()
 		}
@@ -72,8 +84,8 @@ func parseCommand(argv []string) (command, error) {
 			return bad()
 		}
 		c.keys, c.vals = args[:1], args[1:2]
-	case kindSwap, kindCAS:
-		if want := map[kind]int{kindSwap: 2, kindCAS: 3}[c.kind]; len(args) != want {
+	case kindSwap, kindCAS, kindPut:
+		if want := map[kind]int{kindSwap: 2, kindCAS: 3, kindPut: 2}[c.kind]; len(args) != want {
 			return bad()
 		}
 		c.keys, c.vals = args[:1], args[1:]
@@ -126,14 +138,27 @@ func (c *command) setOptions(opts []string) bool {
 	return !(c.nx && c.xx)
 }
 
-// written returns the values c writes: SET's and SWAP's value, CAS's new
-// value and MSET's values.
+// written returns the values c writes: SET's, SWAP's and PUT's value,
+// CAS's new value and MSET's values.
 func (c command) written() []string {
 	switch c.kind {
-	case kindSet, kindSwap, kindMSet:
+	case kindSet, kindSwap, kindMSet, kindPut:
 		return c.vals
 	case kindCAS:
 		return c.vals[1:]
 	}
 	return nil
+}
+
+// showsValues reports whether c's reply holds values that keys had: GET's,
+// SWAP's, SET ... GET's, MGET's and RANGE's. Other replies (OK, counts,
+// found) tell no value, even when one is spelled like a value written.
+func (c command) showsValues() bool {
+	switch c.kind {
+	case kindGet, kindSwap, kindMGet, kindRange:
+		return true
+	case kindSet:
+		return c.get
+	}
+	return false
 }

@@ -23,6 +23,8 @@ func TestParseCommand(t *testing.T) {
 		{"MGET a b", "mget [a b] []"},
 		{"RANGE a c", "range [a c] []"},
 		{"RANGE a c LIMIT 3", "range [a c] [] limit 3"},
+		{"PUT a v", "put [a] [v]"},
+		{"DELETE a", "delete [a] []"},
 		{"", "error"},
 		{"GET", "error"},
 		{"GET a b", "error"},
@@ -32,6 +34,9 @@ func TestParseCommand(t *testing.T) {
 		{"MSET a", "error"},
 		{"RANGE a c LIMIT 0", "error"},
 		{"APPEND a b", "error"},
+		{"PUT a", "error"},
+		{"PUT a v GET", "error"},
+		{"DELETE a b", "error"},
 	} {
 		c, err := parseCommand(strings.Fields(tc.cmd))
 		got := "error"
@@ -67,7 +72,8 @@ func TestParseMixAndNemesis(t *testing.T) {
 	if m, err := ParseMix("seeds"); err != nil || m.String() != "get=30,set=20,swap=20,del=10,range=20" {
 		t.Errorf("ParseMix(seeds): %v, %v", m, err)
 	}
-	for _, bad := range []string{"", "get", "get=-1", "get=0", "put=3", "get=x"} {
+	// put and delete are the line client's, which the workload does not draw.
+	for _, bad := range []string{"", "get", "get=-1", "get=0", "put=3", "delete=1", "get=x"} {
 		if _, err := ParseMix(bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("ParseMix(%q): %v, want ErrConfig", bad, err)
 		}

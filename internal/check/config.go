@@ -149,7 +149,7 @@ func faultNames() string {
 }
 
 // Mix gives each command a weight: the clients draw commands in proportion.
-type Mix [numKinds]int
+type Mix [numMixKinds]int
 
 // ParseMix parses "get=30,set=20,...". Commands not named weigh 0;
 // "seeds" is SeedsMix.
@@ -163,8 +163,8 @@ func ParseMix(s string) (Mix, error) {
 		name, w, ok := strings.Cut(strings.TrimSpace(part), "=")
 		n, err := strconv.Atoi(w)
 		k := kindNamed(name)
-		if !ok || err != nil || n < 0 || k == numKinds {
-			return Mix{}, fmt.Errorf("%w: bad mix entry %q (want command=weight, commands %s)", ErrConfig, part, strings.Join(kindNames[:], ","))
+		if !ok || err != nil || n < 0 || k >= numMixKinds {
+			return Mix{}, fmt.Errorf("%w: bad mix entry %q (want command=weight, commands %s)", ErrConfig, part, strings.Join(kindNames[:numMixKinds], ","))
 		}
 		m[k] = n
 		total += n

@@ -80,4 +80,15 @@
 // removed 2, added 4", "wipe 1, rejoined as 6", and "final-kill" (the kill
 // -9 and restart of every server between the workload and the final
 // reads).
+//
+// A cmd is one the model knows, as Redis spells it: GET, SET (with NX, XX,
+// GET), SWAP, CAS, DEL, INCR, MSET, MGET and RANGE (with LIMIT). A history
+// recorded from the line client's output (package lineclient; the harness
+// tests of cmd/flint write one) holds its commands the same way: SWAP k v
+// and GET k, whose replies are the old value or null; and its own PUT k v
+// and DELETE k, whose replies are "found" or "not_found", whether the key
+// had a value (PUT then sets it, DELETE deletes it):
+//
+//	{"client": 2, "call": 5100, "return": 7300,
+//	 "cmd": ["PUT", "key00003", "c2-17"], "reply": "not_found"}
 package check

@@ -87,11 +87,11 @@ func effect(r reply, c command, key string) (after cell, changed, known bool) {
 			set = !(c.nx && r.kind == replyStr) && !(c.xx && r.kind == replyNil)
 		}
 		return cell{c.vals[0], present}, set, true
-	case kindSwap:
+	case kindSwap, kindPut:
 		return cell{c.vals[0], present}, true, true
 	case kindCAS:
 		return cell{c.vals[1], present}, r.equal(intReply(1)), true
-	case kindDel:
+	case kindDel, kindDelete:
 		return cell{}, true, true
 	case kindIncr:
 		return cell{strconv.FormatInt(r.num, 10), present}, r.kind == replyInt, true

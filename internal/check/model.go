@@ -123,6 +123,10 @@ func step(s []cell, in *input, out *reply) (bool, []cell) {
 		return stepMGet(s, in, *out)
 	case kindRange:
 		return stepRange(s, in, *out)
+	case kindPut:
+		return stepFound(s, in, *out, cell{in.vals[0], present})
+	case kindDelete:
+		return stepFound(s, in, *out, cell{})
 	}
 	return false, s
 }
@@ -163,8 +167,10 @@ func blind(s []cell, in *input) []cell {
 			return s // set or not: unknown either way
 		}
 		return with(s, in.cells[0], cell{in.vals[0], present})
-	case kindSwap:
+	case kindSwap, kindPut:
 		return with(s, in.cells[0], cell{in.vals[0], present})
+	case kindDelete:
+		return with(s, in.cells[0], cell{})
 	case kindCAS:
 		switch c := s[in.cells[0]]; {
 		case c.state == unknownCell:
@@ -222,6 +228,23 @@ func stepSet(s []cell, in *input, out reply) (bool, []cell) {
 // cell is c.
 func notSet(in *input, c cell) bool {
 	return in.nx && c.state == present || in.xx && c.state == absent
+}
+
+// stepFound checks the line client's found or not_found (PUT's and
+// DELETE's reply) against whether the key had a value, and leaves the key
+// as after.
+func stepFound(s []cell, in *input, out reply, after cell) (bool, []cell) {
+	i := in.cells[0]
+	var found bool
+	switch {
+	case out.equal(foundReply):
+		found = true
+	case out.equal(notFoundReply):
+	default:
+		return false, s
+	}
+	c := s[i]
+	return c.state == unknownCell || (c.state == present) == found, with(s, i, after)
 }
 
 func stepCAS(s []cell, in *input, out reply) (bool, []cell) {

@@ -135,6 +135,24 @@ func TestStep(t *testing.T) {
 		{"a=? b=? c=?", "RANGE a c", arr(strReply("b"), strReply("2")), true, "a=nil b=2 c=nil"},
 		{"a=? b=? c=?", "RANGE a c LIMIT 1", arr(strReply("b"), strReply("2")), true, "a=nil b=2 c=?"},
 
+		// The line client's PUT and DELETE answer whether the key had a
+		// value, and nothing else.
+		{"", "PUT a v", notFoundReply, true, "a=v"},
+		{"a=x", "PUT a v", foundReply, true, "a=v"},
+		{"a=x", "PUT a v", notFoundReply, false, ""},
+		{"", "PUT a v", foundReply, false, ""},
+		{"a=?", "PUT a v", foundReply, true, "a=v"},
+		{"a=?", "PUT a v", notFoundReply, true, "a=v"},
+		{"a=x", "PUT a v", strReply("x"), false, ""},
+		{"a=x", "PUT a v", okReply, false, ""},
+		{"a=x", "DELETE a", foundReply, true, ""},
+		{"", "DELETE a", notFoundReply, true, ""},
+		{"a=x", "DELETE a", notFoundReply, false, ""},
+		{"", "DELETE a", foundReply, false, ""},
+		{"a=? b=y", "DELETE a", foundReply, true, "b=y"},
+		{"a=?", "DELETE a", notFoundReply, true, ""},
+		{"a=x", "DELETE a", intReply(1), false, ""},
+
 		// Unknown outcomes: applied as they would be, unknown where that
 		// depends on an unknown value.
 		{"a=x", "SET a v", none, true, "a=v"},
@@ -145,6 +163,8 @@ func TestStep(t *testing.T) {
 		{"a=x b=y", "DEL a b", none, true, ""},
 		{"n=2", "INCR n", none, true, "n=3"},
 		{"n=?", "INCR n", none, true, "n=?"},
+		{"a=?", "PUT a v", none, true, "a=v"},
+		{"a=x", "DELETE a", none, true, ""},
 	} {
 		before := cells(t, tc.state)
 		ok, after := step(before, testInput(t, tc.cmd), &tc.out)

@@ -197,7 +197,8 @@ func (p *part) operation(o op, index int, c command, foot []int, keys []string, 
 
 // valuesSeen maps each value that only one op of h writes to the earliest
 // return of an op whose reply shows it: that names it (GET, MGET, RANGE,
-// SWAP, SET ... GET), or CAS that found it and replied 1. Values written by
+// SWAP, SET ... GET; not SET's OK or PUT's found, whatever their spelling),
+// or CAS that found it and replied 1. Values written by
 // several ops are left out: seeing them does not tell which write it was.
 func valuesSeen(h *history, cmds []command) map[string]int64 {
 	writers := make(map[string]int)
@@ -220,7 +221,7 @@ func valuesSeen(h *history, cmds []command) map[string]int64 {
 		}
 	}
 	for i, o := range h.Ops {
-		if o.Reply.kind == replyStr || o.Reply.kind == replyArr {
+		if cmds[i].showsValues() {
 			walk(o.Reply, o.Return)
 		}
 		if cmds[i].kind == kindCAS && o.Reply.equal(intReply(1)) {

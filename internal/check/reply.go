@@ -36,6 +36,9 @@ type reply struct {
 var (
 	nilReply = reply{kind: replyNil}
 	okReply  = reply{kind: replyStr, str: "OK"}
+	// The line client's answers to PUT and DELETE (package lineclient).
+	foundReply    = reply{kind: replyStr, str: "found"}
+	notFoundReply = reply{kind: replyStr, str: "not_found"}
 )
 
 func strReply(s string) reply { return reply{kind: replyStr, str: s} }

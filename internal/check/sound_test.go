@@ -78,7 +78,8 @@ func assertSubHistoriesPass(t *testing.T, rng *rand.Rand, p *part) {
 // linearizableHistory runs the workload's generators against refStore,
 // taking each operation's effect at a random instant between its call and
 // its return. One write in twenty has an unknown outcome, and takes effect
-// or not. The history ends with a read of every key.
+// or not. Some plain SETs and DELs of one key are the line client's PUT and
+// DELETE instead. The history ends with a read of every key.
 func linearizableHistory(rng *rand.Rand, clients, keys int, conflict bool, n int) *history {
 	mix, _ := ParseMix(DefaultMix)
 	l := newLayout("", clients, keys, conflict)
@@ -100,7 +101,7 @@ func linearizableHistory(rng *rand.Rand, clients, keys int, conflict bool, n int
 		p := busy[c]
 		switch {
 		case p == nil && len(h.Ops) < n: // call
-			busy[c] = &pending{op: op{Client: c, Call: now, Cmd: gens[c].next()}}
+			busy[c] = &pending{op: op{Client: c, Call: now, Cmd: lineForm(rng, gens[c].next())}}
 		case p != nil && !p.applied: // take effect, or be lost
 			p.applied = true
 			if rng.IntN(20) == 0 && !kindNamed(p.Cmd[0]).isRead() {
@@ -124,6 +125,20 @@ func linearizableHistory(rng *rand.Rand, clients, keys int, conflict bool, n int
 	}
 	slices.SortStableFunc(h.Ops, func(a, b op) int { return int(a.Call - b.Call) })
 	return h
+}
+
+// lineForm returns cmd, or half the time, for a plain SET or a DEL of one
+// key, the line client's PUT or DELETE of it.
+func lineForm(rng *rand.Rand, cmd []string) []string {
+	switch {
+	case rng.IntN(2) == 0:
+		return cmd
+	case cmd[0] == "SET" && len(cmd) == 3:
+		return []string{"PUT", cmd[1], cmd[2]}
+	case cmd[0] == "DEL" && len(cmd) == 2:
+		return []string{"DELETE", cmd[1]}
+	}
+	return cmd
 }
 
 // refStore is a sequential store of the workload's commands, written from
@@ -155,6 +170,17 @@ func (s refStore) do(cmd []string) reply {
 			return okReply
 		}
 		return nilReply
+	case "PUT", "DELETE":
+		_, found := s[cmd[1]]
+		if cmd[0] == "PUT" {
+			s[cmd[1]] = cmd[2]
+		} else {
+			delete(s, cmd[1])
+		}
+		if found {
+			return strReply("found")
+		}
+		return strReply("not_found")
 	case "SWAP":
 		old := get(cmd[1])
 		s[cmd[1]] = cmd[2]
