@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,104 +20,191 @@ import (
 	"github.com/flintkv/flint/internal/slot"
 )
 
+// harnessProcs are a test's `flint harness` processes, by index, each
+// listening for clients on its address. Each can be killed with SIGKILL
+// and started again with the same arguments. Those still running when the
+// test ends are killed; if it failed, every process's logs are printed.
+type harnessProcs struct {
+	t     *testing.T
+	addrs []string   // where each listens for clients
+	args  [][]string // its `flint harness` arguments
+	// Of each one's last start: its command, its standard error, and a
+	// channel closed once it has exited and been reaped.
+	cmds   []*exec.Cmd
+	logs   []*proctest.Buffer
+	exited []chan struct{}
+}
+
+func newHarnessProcs(t *testing.T) *harnessProcs {
+	h := &harnessProcs{t: t}
+	t.Cleanup(func() {
+		for i, c := range h.cmds {
+			if c == nil {
+				continue
+			}
+			c.Process.Kill()
+			<-h.exited[i]
+			if t.Failed() {
+				t.Logf("process %d, flint harness %s, logs:\n%s", i, strings.Join(h.args[i], " "), h.logs[i])
+			}
+		}
+	})
+	return h
+}
+
+// add registers a process, `flint harness args...` listening on addr, and
+// returns its index. It does not start it.
+func (h *harnessProcs) add(addr string, args ...string) int {
+	h.addrs, h.args = append(h.addrs, addr), append(h.args, args)
+	h.cmds, h.logs, h.exited = append(h.cmds, nil), append(h.logs, nil), append(h.exited, nil)
+	return len(h.addrs) - 1
+}
+
+// start starts processes ids, all at once, and waits until each listens.
+func (h *harnessProcs) start(ids ...int) {
+	h.t.Helper()
+	if err := h.tryStart(ids...); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// tryStart is start for goroutines other than the test's, which may not
+// call t.Fatal.
+func (h *harnessProcs) tryStart(ids ...int) error {
+	for _, i := range ids {
+		h.logs[i] = &proctest.Buffer{}
+		c := exec.Command(flintBin, append([]string{"harness"}, h.args[i]...)...)
+		c.Stderr = h.logs[i]
+		if err := c.Start(); err != nil {
+			return err
+		}
+		exited := make(chan struct{})
+		go func() { c.Wait(); close(exited) }()
+		h.cmds[i], h.exited[i] = c, exited
+	}
+	for _, i := range ids {
+		if err := h.await(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// await waits up to 30 s until process i listens on its address.
+func (h *harnessProcs) await(i int) error {
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if h.down(i) {
+			return fmt.Errorf("process %d (flint harness %s) exited at startup:\n%s", i, strings.Join(h.args[i], " "), h.logs[i])
+		}
+		var conn net.Conn
+		if conn, err = net.Dial("tcp", h.addrs[i]); err != nil {
+			continue
+		}
+		conn.Close()
+		var listens bool
+		if listens, err = proctest.Listens(h.cmds[i].Process.Pid, h.addrs[i]); listens {
+			return nil
+		}
+	}
+	return fmt.Errorf("process %d (flint harness %s) does not listen on %s after 30 s (%v)", i, strings.Join(h.args[i], " "), h.addrs[i], err)
+}
+
+// kill kills process i with SIGKILL and waits until it is gone.
+func (h *harnessProcs) kill(i int) {
+	h.cmds[i].Process.Signal(syscall.SIGKILL)
+	<-h.exited[i]
+}
+
+// down reports whether process i has exited (or never started).
+func (h *harnessProcs) down(i int) bool {
+	if h.exited[i] == nil {
+		return true
+	}
+	select {
+	case <-h.exited[i]:
+		return true
+	default:
+		return false
+	}
+}
+
 // sharded is a sharded cluster of `flint harness` processes on loopback
 // in the shape of the users' harness without replication: one manager
-// and a server per partition.
+// and a server per partition. Partition i's server is process i.
 type sharded struct {
-	t       *testing.T
+	*harnessProcs
 	manager string   // the manager's client address
 	servers []string // by partition
-	dirs    []string
-	cmds    []*exec.Cmd // the manager's last
-	logs    []*proctest.Buffer
 }
 
 // startSharded starts a manager and n servers, and waits until the
 // manager's CLUSTER INFO says every slot is served.
 func startSharded(t *testing.T, n int) *sharded {
-	s := &sharded{t: t, manager: proctest.FreeAddr(t)}
-	for i := range n {
-		s.servers = append(s.servers, proctest.FreeAddr(t))
-		s.dirs = append(s.dirs, filepath.Join(t.TempDir(), fmt.Sprint("p", i)))
+	addrs := freeAddrs(t, n+1)
+	s := &sharded{harnessProcs: newHarnessProcs(t), manager: addrs[n], servers: addrs[:n]}
+	var ids []int
+	for i, addr := range s.servers {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("p", i))
+		ids = append(ids, s.add(addr, "server", fmt.Sprint(i), s.manager, port(t, addr), dir))
 	}
-	s.cmds, s.logs = make([]*exec.Cmd, n+1), make([]*proctest.Buffer, n+1)
-	t.Cleanup(func() {
-		for i, c := range s.cmds {
-			if c != nil && c.ProcessState == nil {
-				c.Process.Kill()
-				c.Wait()
-			}
-			if t.Failed() && s.logs[i] != nil {
-				t.Logf("process %d's logs:\n%s", i, s.logs[i])
-			}
-		}
-	})
-	s.launch(n, s.manager, "manager", port(t, s.manager), strings.Join(s.servers, ","))
-	for i := range n {
-		s.startServer(i)
-	}
-	s.awaitState("ok")
+	s.start(s.add(s.manager, "manager", port(t, s.manager), strings.Join(s.servers, ",")))
+	s.start(ids...)
+	awaitClusterState(t, s.manager, "ok")
 	return s
 }
 
 // startServer starts partition i's server on its data directory.
-func (s *sharded) startServer(i int) {
-	s.launch(i, s.servers[i], "server", fmt.Sprint(i), s.manager, port(s.t, s.servers[i]), s.dirs[i])
-}
+func (s *sharded) startServer(i int) { s.start(i) }
 
-// launch starts process i, `flint harness args...`, and waits until it
-// listens on addr.
-func (s *sharded) launch(i int, addr string, args ...string) {
-	s.logs[i] = &proctest.Buffer{}
-	c := exec.Command(flintBin, append([]string{"harness"}, args...)...)
-	c.Stderr = s.logs[i]
-	if err := c.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.cmds[i] = c
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			conn.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("process %d (%v) does not listen on %s after 20 s", i, args, addr)
-		}
-	}
-}
-
-// kill kills partition i's server with SIGKILL.
-func (s *sharded) kill(i int) {
-	s.cmds[i].Process.Signal(syscall.SIGKILL)
-	s.cmds[i].Wait()
-}
-
-// awaitState waits up to 20 s until the manager's CLUSTER INFO says
+// awaitState waits until the manager's CLUSTER INFO says
 // cluster_state:want.
 func (s *sharded) awaitState(want string) {
 	s.t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.manager})
+	awaitClusterState(s.t, s.manager, want)
+}
+
+// owner returns the partition whose slots hold key.
+func (s *sharded) owner(key string) int { return partitionOf(key, len(s.servers)) }
+
+// awaitClusterState waits up to 30 s until the CLUSTER INFO of the
+// manager at addr says cluster_state:want.
+func awaitClusterState(t *testing.T, addr, want string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	var info string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		info, _ = c.ClusterInfo(context.Background()).Result()
 		if strings.Contains(info, "cluster_state:"+want+"\r\n") {
 			return
 		}
 	}
-	s.t.Fatalf("the manager's CLUSTER INFO is not %s after 20 s:\n%s", want, info)
+	t.Fatalf("the manager's CLUSTER INFO at %s is not %s after 30 s:\n%s", addr, want, info)
 }
 
-// owner returns the partition whose slots hold key, as the harness
-// manager splits them (as redis-cli --cluster create does).
-func (s *sharded) owner(key string) int {
-	n, sl := len(s.servers), slot.Of([]byte(key))
+// partitionOf returns the partition, of n, whose slots hold key, as the
+// harness's managers split them (as redis-cli --cluster create does).
+func partitionOf(key string, n int) int {
+	sl := slot.Of([]byte(key))
 	for i := range n {
-		if last := int(float64(i+1)*float64(slot.Count)/float64(n) - 1 + 0.5); sl <= last || i == n-1 {
+		if last := int(float64(i+1)*float64(slot.Count)/float64(n) - 1 + 0.5); sl <= last {
 			return i
 		}
 	}
 	return n - 1
+}
+
+// freeAddrs returns n distinct loopback addresses that nothing listened
+// on a moment ago. FreeAddr alone may give the same port twice.
+func freeAddrs(t *testing.T, n int) []string {
+	var addrs []string
+	for len(addrs) < n {
+		if a := proctest.FreeAddr(t); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 func port(t *testing.T, addr string) string {
