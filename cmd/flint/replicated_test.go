@@ -323,12 +323,7 @@ func clusterUpArgs(t *testing.T, args ...string) (*exec.Cmd, []string, []string)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if c.ProcessState == nil {
-			c.Process.Kill()
-			c.Wait()
-		}
-	})
+	t.Cleanup(func() { stopClusterUp(c) })
 	var addrs, names []string
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
@@ -342,6 +337,24 @@ func clusterUpArgs(t *testing.T, args ...string) (*exec.Cmd, []string, []string)
 	}
 	t.Fatalf("flint cluster up ended before its processes were up: %v", lines.Err())
 	return nil, nil, nil
+}
+
+// stopClusterUp stops `flint cluster up` as Ctrl-C does, so that it stops
+// its members too (SIGKILL would leave them running), and kills it if it
+// has not exited within 30 s.
+func stopClusterUp(c *exec.Cmd) {
+	if c.ProcessState != nil {
+		return
+	}
+	c.Process.Signal(os.Interrupt)
+	exited := make(chan struct{})
+	go func() { c.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		c.Process.Kill()
+		<-exited
+	}
 }
 
 // TestClusterUp starts a cluster of three with `flint cluster up`, writes
