@@ -221,7 +221,7 @@ func groupClients(managers []string, g uint64) ([]string, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for i := 0; ; i++ {
-		m, _, err := node.AskMap(ctx, managers[i%len(managers)], os.Getenv("FLINT_PASSWORD"))
+		m, _, _, err := node.AskMap(ctx, managers[i%len(managers)], os.Getenv("FLINT_PASSWORD"))
 		if err == nil {
 			grp := m.Group(g)
 			if grp == nil {

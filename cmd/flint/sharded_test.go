@@ -275,6 +275,10 @@ func TestShardedCluster(t *testing.T) {
 	down := s.owner("key00000")
 	s.kill(down)
 	s.awaitState("fail")
+	// The manager, and then every node, flags it as failed.
+	for _, addr := range []string{s.manager, s.servers[(down+1)%3]} {
+		awaitNodesLine(t, addr, s.servers[down], "master,fail - 0 0 1 disconnected")
+	}
 	for i := range n {
 		key := fmt.Sprintf("key%05d", i)
 		if s.owner(key) == down {
@@ -286,6 +290,7 @@ func TestShardedCluster(t *testing.T) {
 	}
 	s.startServer(down)
 	s.awaitState("ok")
+	awaitNodesLine(t, s.manager, s.servers[down], "master - 0 0 1 connected")
 	for i := range n {
 		key := fmt.Sprintf("key%05d", i)
 		v, err := cc.Get(ctx, key).Result()
@@ -359,4 +364,23 @@ func TestClusterUpSharded(t *testing.T) {
 			t.Fatalf("%s after a restart = %q (%v)", k, v, err)
 		}
 	}
+}
+
+// awaitNodesLine waits up to 20 s until the CLUSTER NODES of the node at
+// addr shows the member at member with flags, master, ping, pong, epoch
+// and link as want says.
+func awaitNodesLine(t *testing.T, addr, member, want string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	var nodes string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		nodes, _ = c.ClusterNodes(context.Background()).Result()
+		for _, line := range strings.Split(nodes, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], member+"@") && strings.Contains(line, " "+want) {
+				return
+			}
+		}
+	}
+	t.Fatalf("CLUSTER NODES at %s does not show %s as %q after 20 s:\n%s", addr, member, want, nodes)
 }

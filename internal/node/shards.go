@@ -57,14 +57,24 @@ type shardView struct {
 // Shards implements server.Sharded.
 func (v *shardView) Shards() *server.Shards { return v.p.Load() }
 
-// set replaces the view with m and leaders, unless it holds a map of a
-// later epoch. It reports whether the map is new to the view.
+// set replaces the view with m and leaders, keeping the members it knows
+// are down, unless it holds a map of a later epoch. It reports whether the
+// map is new to the view.
 func (v *shardView) set(m *shardmap.Map, leaders map[uint64]uint64) bool {
+	var down map[server.MemberKey]bool
+	if old := v.p.Load(); old != nil {
+		down = old.Down
+	}
+	return v.setAll(m, leaders, down)
+}
+
+// setAll is set with the members that are down.
+func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[server.MemberKey]bool) bool {
 	old := v.p.Load()
 	if old != nil && old.Map != nil && old.Map.Epoch > m.Epoch {
 		return false
 	}
-	v.p.Store(&server.Shards{Map: m, Group: v.group, Leaders: leaders})
+	v.p.Store(&server.Shards{Map: m, Group: v.group, Leaders: leaders, Down: down})
 	return old == nil || old.Map == nil || old.Map.Epoch != m.Epoch
 }
 
@@ -73,10 +83,10 @@ func (v *shardView) set(m *shardmap.Map, leaders map[uint64]uint64) bool {
 func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *slog.Logger) {
 	i, failing := 0, false
 	for {
-		m, leaders, err := AskMap(ctx, cfg.Managers[i], cfg.Password)
+		m, leaders, down, err := AskMap(ctx, cfg.Managers[i], cfg.Password)
 		switch {
 		case err == nil:
-			if v.set(m, leaders) {
+			if v.setAll(m, leaders, down) {
 				log.Info("learned the cluster map", "epoch", m.Epoch, "groups", len(m.Groups), "from", cfg.Managers[i])
 			}
 			failing = false
@@ -95,28 +105,33 @@ func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *sl
 }
 
 // askMap asks the node at addr for the map and leaders (FLINT.MAP).
-func AskMap(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]uint64, error) {
+func AskMap(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]uint64, map[server.MemberKey]bool, error) {
 	v, err := ask.One(ctx, addr, password, "FLINT.MAP")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if len(v.Elems) != 2 || len(v.Elems[1].Elems)%2 != 0 {
-		return nil, nil, fmt.Errorf("node: a malformed FLINT.MAP reply from %s", addr)
+	if len(v.Elems) != 3 || len(v.Elems[1].Elems)%2 != 0 || len(v.Elems[2].Elems)%2 != 0 {
+		return nil, nil, nil, fmt.Errorf("node: a malformed FLINT.MAP reply from %s", addr)
 	}
 	m, err := shardmap.Decode(v.Elems[0].Str)
 	if err != nil {
-		return nil, nil, fmt.Errorf("node: the map from %s: %w", addr, err)
+		return nil, nil, nil, fmt.Errorf("node: the map from %s: %w", addr, err)
 	}
-	leaders := map[uint64]uint64{}
+	leaders, down := map[uint64]uint64{}, map[server.MemberKey]bool{}
 	for p := v.Elems[1].Elems; len(p) >= 2; p = p[2:] {
 		leaders[uint64(p[0].Int)] = uint64(p[1].Int)
 	}
-	return m, leaders, nil
+	for p := v.Elems[2].Elems; len(p) >= 2; p = p[2:] {
+		down[server.MemberKey{Group: uint64(p[0].Int), Member: uint64(p[1].Int)}] = true
+	}
+	return m, leaders, down, nil
 }
 
-// pollLeaders keeps v's leaders those that the data groups' members say
-// they are, asking every poll, until ctx ends: the member that led at the
-// last poll first, then the others in turn until one says it leads. A
+// pollLeaders keeps v's leaders and the members that are down those that
+// the data groups' members say, asking every member its ROLE every poll,
+// until ctx ends. A member that does not answer within a second is down;
+// a group's leader is a member that says it is a master (the one known
+// before, if two do, as a deposed leader may until it learns it is). A
 // group none of whose members says so has no leader in v until one does.
 func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
 	for ; ; sleep(ctx, cfg.poll()) {
@@ -127,48 +142,41 @@ func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
 		if sh == nil || sh.Map == nil { // a replicated manager's, until it reads the map
 			continue
 		}
-		leaders := map[uint64]uint64{}
+		leaders, down := map[uint64]uint64{}, map[server.MemberKey]bool{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, g := range sh.Map.Groups {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if id, ok := findLeader(ctx, &g, sh.Leaders[g.ID], cfg.Password); ok {
+			for _, m := range g.Members {
+				wg.Go(func() {
+					master, ok := askRole(ctx, m.Addr, cfg.Password)
 					mu.Lock()
-					leaders[g.ID] = id
-					mu.Unlock()
-				}
-			}()
+					defer mu.Unlock()
+					switch {
+					case !ok:
+						down[server.MemberKey{Group: g.ID, Member: m.ID}] = true
+					case master && (leaders[g.ID] == 0 || m.ID == sh.Leaders[g.ID]):
+						leaders[g.ID] = m.ID
+					}
+				})
+			}
 		}
 		wg.Wait()
-		if !maps.Equal(leaders, sh.Leaders) {
-			v.set(sh.Map, leaders)
+		if ctx.Err() == nil && (!maps.Equal(leaders, sh.Leaders) || !maps.Equal(down, sh.Down)) {
+			v.setAll(sh.Map, leaders, down)
 		}
 	}
 }
 
-// findLeader asks g's members for their role, last first, and returns the
-// first that says it is a master.
-func findLeader(ctx context.Context, g *shardmap.Group, last uint64, password string) (uint64, bool) {
-	order := make([]shardmap.Member, 0, len(g.Members))
-	if m, ok := g.Member(last); ok {
-		order = append(order, m)
+// askRole asks the member at addr for its ROLE, and reports whether it
+// is a master, and whether it answered within a second.
+func askRole(ctx context.Context, addr, password string) (master, ok bool) {
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	v, err := ask.One(qctx, addr, password, "ROLE")
+	if err != nil || len(v.Elems) == 0 {
+		return false, false
 	}
-	for _, m := range g.Members {
-		if m.ID != last {
-			order = append(order, m)
-		}
-	}
-	for _, m := range order {
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		v, err := ask.One(qctx, m.Addr, password, "ROLE")
-		cancel()
-		if err == nil && len(v.Elems) > 0 && string(v.Elems[0].Str) == "master" {
-			return m.ID, true
-		}
-	}
-	return 0, false
+	return string(v.Elems[0].Str) == "master", true
 }
 
 // sleep waits d, and reports false if ctx ended first.

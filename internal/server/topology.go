@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,9 +37,10 @@ type node struct {
 	id         string
 	addr       string
 	master     bool
-	voter      bool   // listed by CLUSTER SLOTS
+	voter      bool   // listed by CLUSTER SLOTS, unless down
 	offset     uint64 // the replication offset CLUSTER SHARDS shows
 	self, lost bool
+	down       bool // it did not answer the managers' last poll
 }
 
 // nodeID is a member's Redis Cluster node id: 40 hex characters, from its
@@ -103,7 +105,8 @@ func shardedTopology(sh *Shards, v ClusterView) topology {
 			if self {
 				offset = v.Applied
 			}
-			s.nodes = append(s.nodes, node{id: nodeID(g.ID, m.ID), addr: m.Addr, master: m.ID == master, voter: true, offset: offset, self: self})
+			down := !self && sh.Down[MemberKey{g.ID, m.ID}]
+			s.nodes = append(s.nodes, node{id: nodeID(g.ID, m.ID), addr: m.Addr, master: m.ID == master, voter: true, offset: offset, self: self, down: down})
 		}
 		masterFirst(s.nodes)
 		t.shards = append(t.shards, s)
@@ -122,9 +125,10 @@ func masterFirst(nodes []node) {
 }
 
 // clusterSlots replies to CLUSTER SLOTS: each slot range of each shard,
-// with its master first and the other voters after it, each as Redis 7
-// gives a node: ip, port, node id and a map of further networking metadata
-// (empty: Flint announces no hostnames).
+// with its master first and the other voters after it but those down (as
+// Redis leaves out failing replicas), each as Redis 7 gives a node: ip,
+// port, node id and a map of further networking metadata (empty: Flint
+// announces no hostnames).
 func (c *conn) clusterSlots(t topology) {
 	n := 0
 	for _, sh := range t.shards {
@@ -134,7 +138,7 @@ func (c *conn) clusterSlots(t topology) {
 	for _, sh := range t.shards {
 		var nodes []node
 		for _, nd := range sh.nodes {
-			if nd.master || nd.voter {
+			if nd.master || nd.voter && !nd.down {
 				nodes = append(nodes, nd)
 			}
 		}
@@ -190,13 +194,14 @@ func (c *conn) clusterShards(t topology) {
 			c.bulkString("replication-offset")
 			c.int(int64(nd.offset))
 			c.bulkString("health")
-			c.bulkString("online")
+			c.bulkString(map[bool]string{false: "online", true: "failed"}[nd.down])
 		}
 	}
 }
 
 // nodes is CLUSTER NODES's text: one line per member, in Redis's format
-// (id, ip:port@cport, flags, master, ping, pong, epoch, link, slots).
+// (id, ip:port@cport, flags, master, ping, pong, epoch, link, slots); a
+// member down is flagged fail and disconnected.
 func (t topology) nodes() string {
 	var b strings.Builder
 	for _, sh := range t.shards {
@@ -209,11 +214,15 @@ func (t topology) nodes() string {
 					slots += fmt.Sprintf(" %d-%d", r.First, r.Last)
 				}
 			}
-			if nd.self {
+			link := "connected"
+			switch {
+			case nd.self:
 				flags = "myself," + flags
+			case nd.down:
+				flags, link = flags+",fail", "disconnected"
 			}
 			host, port := splitAddr(nd.addr)
-			fmt.Fprintf(&b, "%s %s:%d@%d %s %s 0 0 %d connected%s\n", nd.id, host, port, port+10000, flags, of, t.epoch, slots)
+			fmt.Fprintf(&b, "%s %s:%d@%d %s %s 0 0 %d %s%s\n", nd.id, host, port, port+10000, flags, of, t.epoch, link, slots)
 		}
 	}
 	return b.String()
@@ -240,10 +249,10 @@ func (t topology) info() string {
 }
 
 // mapCmd is FLINT.MAP, which a node of a sharded cluster asks another (a
-// manager) for the cluster map: a two-element array of the map's encoding
-// (shardmap.Map.Encode) and a flat array of the leaders known, as group id
-// and member id pairs, in order of group. It is CLUSTERDOWN while the map
-// is unknown here.
+// manager) for the cluster map: a three-element array of the map's
+// encoding (shardmap.Map.Encode), a flat array of the leaders known, as
+// group id and member id pairs, in order of group, and one of the members
+// down, likewise. It is CLUSTERDOWN while the map is unknown here.
 func (c *conn) mapCmd([][]byte) {
 	if c.srv.sharded == nil {
 		c.err("ERR This instance is not a node of a sharded cluster")
@@ -255,11 +264,19 @@ func (c *conn) mapCmd([][]byte) {
 		return
 	}
 	groups := slices.Sorted(maps.Keys(sh.Leaders))
-	c.out = protocol.AppendArray(c.out, 2)
+	down := slices.SortedFunc(maps.Keys(sh.Down), func(a, b MemberKey) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Member, b.Member))
+	})
+	c.out = protocol.AppendArray(c.out, 3)
 	c.out = protocol.AppendBulk(c.out, sh.Map.Encode())
 	c.out = protocol.AppendArray(c.out, 2*len(groups))
 	for _, g := range groups {
 		c.int(int64(g))
 		c.int(int64(sh.Leaders[g]))
+	}
+	c.out = protocol.AppendArray(c.out, 2*len(down))
+	for _, k := range down {
+		c.int(int64(k.Group))
+		c.int(int64(k.Member))
 	}
 }
