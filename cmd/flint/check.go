@@ -21,6 +21,7 @@ func checkCmd(args []string) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.BoolVar(&cfg.Spawn, "spawn", false, "start flint serve from this binary on a free port and a fresh data directory (needed for --nemesis)")
 	fs.IntVar(&cfg.Nodes, "nodes", 0, "with --spawn, start a replicated group of this many members (1, 3, 5, 7 or 9), their peer\ntraffic through proxies the checker controls (0: one server, not replicated)")
+	fs.IntVar(&cfg.Groups, "groups", 0, "with --spawn, start a sharded cluster of this many data groups (1 to 16) and a manager:\neach group --nodes members, or one data node, not replicated, without --nodes; the clients\nroute by slot, each fault strikes one group (0: not sharded)")
 	fs.IntVar(&cfg.Readers, "readers", 0, "with --nodes, clients that only read (GET), each from one member with READONLY: follower\nreads, linearizable through the read index")
 	fs.BoolVar(&cfg.Sessions, "sessions", false, "the clients write in sessions, as Flint's client can: a write whose outcome they did not\nlearn is sent again, and must take effect once")
 	fs.StringVar(&cfg.Addr, "addr", "", "server to check (host:port), unless --spawn")
@@ -45,6 +46,7 @@ func checkCmd(args []string) int {
 			"2 bad usage, 3 UNKNOWN (the search ran out of time). See docs/TESTING.md.\n\n"+
 			"examples:\n  flint check --spawn --conflict --nemesis kill,pause --duration 20s --out check-out\n"+
 			"  flint check --spawn --nodes 3 --conflict --nemesis partition,kill-leader --duration 30s\n"+
+			"  flint check --spawn --groups 3 --nodes 3 --sessions --nemesis kill-leader,partition --duration 30s\n"+
 			"  flint check --addr 127.0.0.1:7379 --clients 3\n  flint check --recheck check-out/history.json --out recheck-out\n\nflags:\n")
 		fs.PrintDefaults()
 	}

@@ -35,6 +35,8 @@ func TestCheckCommand(t *testing.T) {
 		{"--spawn", "--nemesis", "flood"},   // no such fault
 		{"--spawn", "--mix", "get=1,put=1"}, // no such command
 		{"--spawn", "extra"},
+		{"--groups", "3"},                                      // a sharded cluster needs --spawn
+		{"--spawn", "--groups", "3", "--nemesis", "partition"}, // group faults need replicated groups
 		{}, // neither --addr nor --spawn
 	} {
 		if stdout, code := runFlint(t, flintBin, nil, append([]string{"check"}, args...)...); code != 2 {

@@ -2,7 +2,6 @@ package check
 
 import (
 	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +35,11 @@ type cluster struct {
 	initial string    // the group's --initial-members
 	secret  string
 	nextID  uint64 // the id the next member to join gets
+	// group is the cluster's id in a sharded cluster's map, or 0 if it
+	// is not sharded. The map names the members it started with by their
+	// client addresses, and never changes: so a member that joins later
+	// takes over the client address of one that left (see replace).
+	group uint64
 }
 
 // member is one server of the cluster.
@@ -50,15 +55,35 @@ type member struct {
 // fit in short runs (an election after 0.5 to 1 s without a leader).
 var memberFlags = []string{"--raft-tick", "50ms", "--election-ticks", "10", "--huge-pages=false"}
 
-// startCluster starts cfg's servers in dir and waits until each accepts
-// connections.
+// startCluster starts cfg's servers, not sharded, in dir and waits until
+// each accepts connections.
 func startCluster(cfg Config, bin, dir string) (*cluster, error) {
-	c := &cluster{bin: bin, dir: dir, args: cfg.ServeArgs, env: cfg.ServerEnv}
+	c, err := newGroup(cfg, bin, dir, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.start(); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newGroup makes cfg's servers in dir, each with the flags shard more
+// (a data group's in a sharded cluster, whose id is group), and holds
+// their addresses; start starts them.
+func newGroup(cfg Config, bin, dir string, group uint64, shard []string) (*cluster, error) {
+	c := &cluster{bin: bin, dir: dir, args: slices.Concat(shard, cfg.ServeArgs), env: cfg.ServerEnv, group: group}
 	if cfg.Nodes == 0 {
-		srv, err := spawnServer(bin, dir, cfg.ServeArgs, cfg.ServerEnv)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrServer, err)
+		}
+		ln, err := holdAddr()
 		if err != nil {
 			return nil, err
 		}
+		srv := newServer(bin, dir, ln.Addr().String(), c.args, c.env)
+		srv.held = []net.Listener{ln}
 		c.members = []*member{{srv: srv}}
 		return c, nil
 	}
@@ -67,7 +92,7 @@ func startCluster(cfg Config, bin, dir string) (*cluster, error) {
 	c.secret = hex.EncodeToString(secret)
 	var list []string
 	for i := range cfg.Nodes {
-		m, err := c.newMember(uint64(i + 1))
+		m, err := c.newMember(uint64(i+1), "")
 		if err != nil {
 			c.stop()
 			return nil, err
@@ -78,41 +103,58 @@ func startCluster(cfg Config, bin, dir string) (*cluster, error) {
 	c.initial, c.nextID = strings.Join(list, ","), uint64(cfg.Nodes+1)
 	for _, m := range c.members {
 		m.srv.args = append(m.srv.args, "--initial-members", c.initial)
-		if err := m.srv.start(); err != nil {
-			c.stop()
-			return nil, err
-		}
 	}
 	return c, nil
 }
 
+// start starts the members and waits until each accepts connections.
+func (c *cluster) start() error {
+	for _, m := range c.members {
+		if err := m.srv.start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // newMember makes member id's directory, addresses and relay, and its
 // server with the flags every member has; the caller adds the group's.
-func (c *cluster) newMember(id uint64) (*member, error) {
+// Its client address is addr, that of a member gone from the group, or if
+// addr is "", a free one.
+func (c *cluster) newMember(id uint64, addr string) (*member, error) {
 	dir := filepath.Join(c.dir, fmt.Sprintf("m%d", id))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServer, err)
 	}
-	addrLn, err := holdAddr()
-	if err != nil {
-		return nil, err
+	var held []net.Listener
+	release := func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}
+	if addr == "" {
+		addrLn, err := holdAddr()
+		if err != nil {
+			return nil, err
+		}
+		held, addr = append(held, addrLn), addrLn.Addr().String()
 	}
 	peerLn, err := holdAddr()
 	if err != nil {
-		addrLn.Close()
+		release()
 		return nil, err
 	}
-	addr, peer := addrLn.Addr().String(), peerLn.Addr().String()
+	held = append(held, peerLn)
+	peer := peerLn.Addr().String()
 	rl, err := newRelay(id, peer)
 	if err != nil {
-		addrLn.Close()
-		peerLn.Close()
+		release()
 		return nil, fmt.Errorf("%w: relay: %w", ErrServer, err)
 	}
 	args := append([]string{"--id", strconv.FormatUint(id, 10), "--peer-listen", peer}, memberFlags...)
 	env := append([]string{"FLINT_CLUSTER_SECRET=" + c.secret}, c.env...)
 	srv := newServer(c.bin, dir, addr, append(args, c.args...), env)
-	srv.held = []net.Listener{addrLn, peerLn}
+	srv.held = held
 	return &member{id: id, srv: srv, relay: rl, peer: peer}, nil
 }
 
@@ -206,16 +248,7 @@ func (c *cluster) leader(timeout time.Duration) (*member, error) {
 // its term (INFO replication), over a connection of its own: Flint's
 // client would send INFO to the leader it knows of.
 func replicationInfo(addr string) (self, lead, term uint64, err error) {
-	nc, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(300 * time.Millisecond))
-	if _, err := nc.Write(appendCommand(nil, "INFO", "replication")); err != nil {
-		return 0, 0, 0, err
-	}
-	v, err := protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits).Read()
+	v, err := askOne(addr, 300*time.Millisecond, "INFO", "replication")
 	if err != nil || v.Kind != protocol.KindBulk {
 		return 0, 0, 0, fmt.Errorf("INFO replication: %v %v", v, err)
 	}
@@ -227,36 +260,61 @@ func replicationInfo(addr string) (self, lead, term uint64, err error) {
 	return fields["flint_member"], fields["flint_leader"], fields["flint_term"], nil
 }
 
+// errNotSent wraps askOne's errors for a command that was not sent.
+var errNotSent = errors.New("not sent")
+
+// askOne sends args to the server at addr over a connection of its own
+// and waits at most timeout for the reply; an error reply is returned as
+// a *client.ReplyError. A failure to connect wraps errNotSent.
+func askOne(addr string, timeout time.Duration, args ...string) (protocol.Value, error) {
+	nc, err := net.DialTimeout("tcp", addr, min(timeout, 200*time.Millisecond))
+	if err != nil {
+		return protocol.Value{}, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(timeout))
+	if _, err := nc.Write(appendCommand(nil, args...)); err != nil {
+		return protocol.Value{}, err
+	}
+	v, err := protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits).Read()
+	if err == nil && v.IsError() {
+		err = &client.ReplyError{Msg: string(v.Str)}
+	}
+	return v, err
+}
+
 // adminTimeout bounds a membership change, retries included.
 const adminTimeout = 30 * time.Second
 
-// admin sends a FLINT.MEMBER command to the group's leader, retrying while
-// the group is busy with another change or has no leader.
-func (c *cluster) admin(args ...any) error {
-	cl, err := client.New(c.members[0].srv.addr, client.WithSeeds(c.addrs()...), client.WithDialTimeout(time.Second))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-	defer cancel()
+// admin sends FLINT.MEMBER args to the group's leader, over a connection
+// of its own, retrying while the group is busy with another change, has no
+// leader, or the member asked no longer leads. (Flint's client would send
+// it, a command without keys, to the leader of slot 0, in a sharded
+// cluster another group's.)
+func (c *cluster) admin(args ...string) error {
+	deadline := time.Now().Add(adminTimeout)
 	for {
-		_, err = cl.Do(ctx, append([]any{"FLINT.MEMBER"}, args...)...)
+		lead, err := c.leader(time.Until(deadline))
+		if err == nil {
+			_, err = askOne(lead.srv.addr, time.Until(deadline), append([]string{"FLINT.MEMBER"}, args...)...)
+		}
 		var re *client.ReplyError
-		if err == nil || errors.As(err, &re) && !strings.Contains(re.Msg, "in progress") || ctx.Err() != nil {
-			break
+		retry := errors.Is(err, errNotSent) ||
+			errors.As(err, &re) && (re.Code() == "READONLY" || re.Code() == "CLUSTERDOWN" || strings.Contains(re.Msg, "in progress"))
+		switch {
+		case err == nil:
+			return nil
+		case !retry || time.Now().After(deadline):
+			return fmt.Errorf("%w: FLINT.MEMBER %v: %w", ErrServer, args, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err != nil {
-		return fmt.Errorf("%w: FLINT.MEMBER %v: %w", ErrServer, args, err)
-	}
-	return nil
 }
 
-// join starts a new member, with the next id, and adds it to the group.
-func (c *cluster) join() (*member, error) {
-	m, err := c.newMember(c.nextID)
+// join starts a new member, with the next id and client address addr (a
+// free one if ""), and adds it to the group.
+func (c *cluster) join(addr string) (*member, error) {
+	m, err := c.newMember(c.nextID, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +325,7 @@ func (c *cluster) join() (*member, error) {
 		m.relay.close()
 		return nil, err
 	}
-	if err := c.admin("ADD", m.id, self); err != nil {
+	if err := c.admin("ADD", strconv.FormatUint(m.id, 10), self); err != nil {
 		m.srv.kill()
 		m.relay.close()
 		return nil, err
@@ -285,7 +343,7 @@ const removeTimeout = 10 * time.Second
 // not by removeTimeout (it may have been cut off when the change
 // committed). A member that is down is removed as it is.
 func (c *cluster) remove(m *member) error {
-	if err := c.admin("REMOVE", m.id); err != nil {
+	if err := c.admin("REMOVE", strconv.FormatUint(m.id, 10)); err != nil {
 		return err
 	}
 	if m.down.IsZero() {
@@ -301,12 +359,20 @@ func (c *cluster) remove(m *member) error {
 	return nil
 }
 
-// replace removes old from the group, then adds a new member.
+// replace removes old from the group, then adds a new member. In a
+// sharded cluster the new member listens on old's client address, the one
+// the cluster map names: the map has no membership changes yet, and the
+// managers find a group's leader by asking the addresses it names (as a
+// replaced machine keeps its host name).
 func (c *cluster) replace(old *member) (*member, error) {
 	if err := c.remove(old); err != nil {
 		return nil, err
 	}
-	return c.join()
+	addr := ""
+	if c.group != 0 {
+		addr = old.srv.addr
+	}
+	return c.join(addr)
 }
 
 func deleteMember(ms []*member, m *member) []*member {
@@ -320,10 +386,14 @@ func deleteMember(ms []*member, m *member) []*member {
 }
 
 // stop stops every member (SIGTERM, see server.stop) and relay. Members
-// that are down are left down.
+// that are down are left down, and those never started let go of their
+// addresses.
 func (c *cluster) stop() error {
 	var errs []error
 	for _, m := range c.members {
+		for _, ln := range m.srv.held {
+			ln.Close()
+		}
 		if m.srv.proc != nil && m.down.IsZero() {
 			if err := m.srv.stop(); err != nil {
 				errs = append(errs, fmt.Errorf("member %d: %w", m.id, err))

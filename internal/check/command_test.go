@@ -2,9 +2,13 @@ package check
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flintkv/flint/internal/shardmap"
+	"github.com/flintkv/flint/internal/slot"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -95,23 +99,75 @@ func TestParseMixAndNemesis(t *testing.T) {
 		{Spawn: true, Nodes: 4},
 		{Spawn: true, Nodes: 11},
 		{Addr: "127.0.0.1:1", Nodes: 3},
+		// A sharded cluster: 1 to 16 groups, started by the checker, with
+		// group faults only in replicated groups, and no readers yet.
+		{Addr: "127.0.0.1:1", Groups: 3},
+		{Spawn: true, Groups: -1},
+		{Spawn: true, Groups: 17},
+		{Spawn: true, Groups: 3, Nemesis: part},
+		{Spawn: true, Groups: 3, Nodes: 1, Nemesis: part},
+		{Spawn: true, Groups: 3, Nodes: 2},
+		{Spawn: true, Groups: 3, Nodes: 3, Readers: 1},
 	} {
 		if _, err := bad.withDefaults(); !errors.Is(err, ErrConfig) {
 			t.Errorf("config %+v: %v, want ErrConfig", bad, err)
 		}
 	}
-	if _, err := (Config{Spawn: true, Nodes: 3, Nemesis: part}).withDefaults(); err != nil {
-		t.Errorf("a group of 3 with partitions: %v", err)
+	kill, _ := ParseNemesis("kill,pause")
+	for _, good := range []Config{
+		{Spawn: true, Nodes: 3, Nemesis: part},
+		{Spawn: true, Groups: 1},
+		{Spawn: true, Groups: 3, Nemesis: kill},
+		{Spawn: true, Groups: 16, Nodes: 1, Nemesis: kill},
+		{Spawn: true, Groups: 3, Nodes: 3, Nemesis: part},
+	} {
+		if _, err := good.withDefaults(); err != nil {
+			t.Errorf("config %+v: %v", good, err)
+		}
 	}
 }
 
 func TestLayout(t *testing.T) {
-	l := newLayout("p/", 2, 10, false)
+	l := newLayout("p/", 2, 10, false, 0)
 	keys := l.universe()
 	if len(l.groups[0]) != 2 || len(l.groups[0][0].keys) != 5 || len(keys) != 2*(10+2) {
 		t.Fatalf("10 keys per client: groups %v, %d keys", l.groups[0], len(keys))
 	}
-	// Every RANGE bound of a group holds its keys and nothing else.
+	shared := newLayout("p/", 3, 5, true, 0)
+	if len(shared.universe()) != 6 || &shared.groups[0][0] != &shared.groups[2][0] {
+		t.Errorf("conflict mode: %v", shared.universe())
+	}
+	for _, tc := range []struct {
+		clients, keys int
+		conflict      bool
+		shards        int
+		groups        int // each client's
+	}{
+		{2, 10, false, 0, 2},
+		{3, 5, true, 0, 1},
+		{5, 5, false, 3, 3},
+		{5, 5, true, 3, 3},
+		{1, 20, true, 3, 3},
+		{2, 2, false, 3, 2},
+		{1, 40, false, 16, 16},
+	} {
+		l := newLayout("t1/", tc.clients, tc.keys, tc.conflict, tc.shards)
+		name := fmt.Sprintf("%d clients, %d keys, conflict %v, %d shards", tc.clients, tc.keys, tc.conflict, tc.shards)
+		if len(l.groups[0]) != tc.groups {
+			t.Errorf("%s: %d groups, want %d", name, len(l.groups[0]), tc.groups)
+		}
+		checkRanges(t, name, l)
+		if tc.shards > 0 {
+			checkShards(t, name, l, tc.shards)
+		}
+	}
+}
+
+// checkRanges checks that every RANGE bound of a group of l holds its keys
+// and nothing else.
+func checkRanges(t *testing.T, name string, l layout) {
+	t.Helper()
+	keys := l.universe()
 	for _, gs := range l.groups {
 		for _, g := range gs {
 			var in []string
@@ -121,12 +177,42 @@ func TestLayout(t *testing.T) {
 				}
 			}
 			if strings.Join(in, " ") != strings.Join(g.keys, " ") {
-				t.Errorf("group %v: [%s, %s] holds %v", g.keys, g.lo, g.hi, in)
+				t.Errorf("%s: group %v: [%s, %s] holds %v", name, g.keys, g.lo, g.hi, in)
 			}
 		}
 	}
-	shared := newLayout("p/", 3, 5, true)
-	if len(shared.universe()) != 6 || &shared.groups[0][0] != &shared.groups[2][0] {
-		t.Errorf("conflict mode: %v", shared.universe())
+}
+
+// checkShards checks, of a sharded run's layout l, that each group's keys
+// and counter share one slot, which the manager's even split of the slots
+// among shards groups gives to the group's data group; and that every data
+// group gets keys if there are enough of them.
+func checkShards(t *testing.T, name string, l layout, shards int) {
+	t.Helper()
+	var members [][]shardmap.Member
+	for range shards {
+		members = append(members, []shardmap.Member{{ID: 1, Addr: "127.0.0.1:1"}})
+	}
+	m, err := shardmap.Even(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for _, gs := range l.groups {
+		for _, g := range gs {
+			s := slot.Of([]byte(g.counter))
+			for _, k := range g.keys {
+				if slot.Of([]byte(k)) != s {
+					t.Errorf("%s: %s is in slot %d, its counter %s in %d", name, k, slot.Of([]byte(k)), g.counter, s)
+				}
+			}
+			if owner := m.Owner(s).ID; owner != uint64(g.shard+1) {
+				t.Errorf("%s: group %v is in slot %d of data group %d, want %d", name, g.keys, s, owner, g.shard+1)
+			}
+			used[g.shard] = true
+		}
+	}
+	if len(used) != shards && len(l.universe()) >= 2*shards {
+		t.Errorf("%s: keys in data groups %v of %d", name, used, shards)
 	}
 }

@@ -22,6 +22,12 @@ type Config struct {
 	// traffic through relays of the checker's, so that the nemesis can
 	// partition them too. 0: one server, not replicated.
 	Nodes int
+	// Groups, with Spawn, starts a sharded cluster instead: that many data
+	// groups, each of Nodes members (a replicated group, as above) or,
+	// with Nodes 0, one data node that is not replicated, and a manager
+	// (in memory) whose map splits the slots evenly among them. The
+	// clients route each key to its group. 0: not sharded.
+	Groups int
 	// Readers, with Nodes, adds that many clients that read the workload's
 	// keys (GET) from one member each, round the members, with READONLY:
 	// follower reads, which must be linearizable too, and which keep
@@ -92,11 +98,16 @@ const (
 	SeedsMix = "set=20,swap=20,get=30,range=20,del=10"
 )
 
+// MaxGroups is the most data groups of a sharded run (Config.Groups):
+// each is one to nine processes on this machine.
+const MaxGroups = 16
+
 // Fault is a kind of fault the nemesis injects.
 type Fault string
 
 // The faults. With Nodes, each strikes one member or the group's links;
-// see nemesis for the details.
+// with Groups, one group chosen at random for each fault. See nemesis for
+// the details.
 const (
 	// FaultKill is kill -9 and a restart on the same data directory (a
 	// member of a group stays down a while).
@@ -229,8 +240,16 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: --readers read from the members of a group: add --nodes", ErrConfig)
 	case c.Nodes > 0 && !c.Spawn:
 		return c, fmt.Errorf("%w: --nodes starts a group: add --spawn", ErrConfig)
+	case c.Nodes < 3 && slices.ContainsFunc(c.Nemesis, Fault.groupOnly) && c.Groups > 0:
+		return c, fmt.Errorf("%w: faults %v need replicated groups: --nodes 3 or more, the members of each group", ErrConfig, c.Nemesis)
 	case c.Nodes < 3 && slices.ContainsFunc(c.Nemesis, Fault.groupOnly):
 		return c, fmt.Errorf("%w: faults %v need a replicated group: --nodes 3 or more", ErrConfig, c.Nemesis)
+	case c.Groups < 0 || c.Groups > MaxGroups:
+		return c, fmt.Errorf("%w: --groups must be 1 to %d (or 0 for a cluster that is not sharded)", ErrConfig, MaxGroups)
+	case c.Groups > 0 && !c.Spawn:
+		return c, fmt.Errorf("%w: --groups starts a sharded cluster: add --spawn", ErrConfig)
+	case c.Groups > 0 && c.Readers > 0:
+		return c, fmt.Errorf("%w: --readers read from one member each, which in a sharded cluster serves a part of the keys only: not yet with --groups", ErrConfig)
 	}
 	return c, nil
 }

@@ -19,6 +19,19 @@
 // group's MOVED replies to its leader; with Config.Sessions they write in
 // client sessions, so that a write they resend must take effect once.
 //
+// # A sharded cluster
+//
+// With Config.Groups the checker starts a sharded cluster: that many data
+// groups, each a group as above (Config.Nodes members) or one data node
+// that is not replicated, and a manager alone and in memory whose map
+// splits the slots evenly among them (fleet.go). The clients learn the
+// map from the manager and route each key to its group. The workload's
+// groups of keys each have a hash tag, so that a multi-key command, and
+// the keys a RANGE finds, are in one slot, so one data group, and so
+// atomic as the model takes them (keys.go); the tags spread the groups of
+// keys over the data groups. Each fault strikes one data group, drawn at
+// random; the final kill strikes them all; the manager is left alone.
+//
 // # What is checked
 //
 // Every command must take effect at one instant between its call and its
@@ -79,7 +92,9 @@
 // "partition halves [2] | [3 1]" (end is when it healed), "membership:
 // removed 2, added 4", "wipe 1, rejoined as 6", and "final-kill" (the kill
 // -9 and restart of every server between the workload and the final
-// reads).
+// reads). In a sharded cluster a fault of one group ends with it: "kill 2,
+// 1 down (group 3)". Keys of a sharded run have hash tags:
+// "t9f0c/c0/g1{5}/k0".
 //
 // A cmd is one the model knows, as Redis spells it: GET, SET (with NX, XX,
 // GET), SWAP, CAS, DEL, INCR, MSET, MGET and RANGE (with LIMIT). A history

@@ -17,14 +17,16 @@ import (
 // intervals, one of its faults, and again until the workload ends. The
 // faults are dealt in rounds, each a random order of all of them, so that
 // every fault strikes within any len(faults) strikes in a row from the
-// start of a round. Config's Fault constants say what each fault does.
+// start of a round. Config's Fault constants say what each fault does. In
+// a sharded cluster each fault strikes one data group, chosen at random,
+// as it would strike the group alone; the manager is left alone.
 //
 // Faults that take members down (kill, kill-leader) leave at most a
 // minority of a group down at once, so that the group can go on; the
 // others (partitions, pauses) may leave it without a majority for a
 // while, and it must then wait, not err.
 type nemesis struct {
-	cl       *cluster
+	fl       *fleet
 	faults   []Fault
 	interval time.Duration
 	pauseMax time.Duration // pauses last from pauseMax/20 to pauseMax
@@ -46,13 +48,18 @@ func (n *nemesis) run(ctx context.Context) error {
 			return n.settle()
 		case <-time.After(wait):
 		}
-		if err := n.cl.restartDue(false); err != nil {
+		if err := n.fl.restartDue(false); err != nil {
 			return err
 		}
-		if err := n.cl.exited(); err != nil {
+		if err := n.fl.exited(); err != nil {
 			return err
 		}
-		if err := n.inject(n.next()); err != nil {
+		f := n.next()
+		cl := n.fl.groups[0]
+		if len(n.fl.groups) > 1 {
+			cl = n.fl.groups[n.rng.IntN(len(n.fl.groups))]
+		}
+		if err := n.inject(f, cl); err != nil {
 			return err
 		}
 	}
@@ -74,45 +81,47 @@ func (n *nemesis) next() Fault {
 // are down.
 func (n *nemesis) settle() error {
 	start := n.rec.now()
-	down := len(n.cl.members) - len(n.cl.running())
-	if err := n.cl.restartDue(true); err != nil {
+	down := n.fl.down()
+	if err := n.fl.restartDue(true); err != nil {
 		return err
 	}
 	if down > 0 {
 		n.record("restart", start)
 	}
-	return n.cl.exited()
+	return n.fl.exited()
 }
 
-// inject injects fault f, waits until it is over (a killed member of a
-// group stays down past that, until restartDue), and records it.
-func (n *nemesis) inject(f Fault) error {
+// inject injects fault f into cl, waits until it is over (a killed member
+// of a group stays down past that, until restartDue), and records it; in a
+// sharded cluster, with the group it struck.
+func (n *nemesis) inject(f Fault, cl *cluster) error {
 	start := n.rec.now()
 	kind := string(f)
 	var err error
 	switch f {
 	case FaultKill:
-		kind, err = n.kill(kind, n.pick(n.cl.running()))
+		kind, err = n.kill(cl, kind, n.pick(cl.running()))
 	case FaultKillLeader:
 		var lead *member
-		if lead, err = n.cl.leader(5 * time.Second); err == nil {
-			kind, err = n.kill(kind, lead)
+		if lead, err = cl.leader(5 * time.Second); err == nil {
+			kind, err = n.kill(cl, kind, lead)
 		}
 	case FaultPause:
-		err = n.pause(n.pickLeaderOften())
+		err = n.pause(n.pickLeaderOften(cl))
 	case FaultPartition:
-		kind, err = n.partition()
+		kind, err = n.partition(cl)
 	case FaultMembership:
-		kind, err = n.membership()
+		kind, err = n.membership(cl)
 	case FaultWipe:
-		kind, err = n.wipe()
+		kind, err = n.wipe(cl)
+	}
+	if cl.group != 0 {
+		kind += fmt.Sprintf(" (group %d)", cl.group)
 	}
 	if err != nil {
 		return fmt.Errorf("nemesis %s: %w", kind, err)
 	}
-	if kind != "" {
-		n.record(kind, start)
-	}
+	n.record(kind, start)
 	return nil
 }
 
@@ -124,37 +133,38 @@ func (n *nemesis) pick(ms []*member) *member {
 	return ms[n.rng.IntN(len(ms))]
 }
 
-// pickLeaderOften returns a running member: in a group, the leader half of
-// the time (a stalled leader is the harder case), else one at random.
-func (n *nemesis) pickLeaderOften() *member {
-	if n.cl.replicated() && n.rng.IntN(2) == 0 {
-		if lead, err := n.cl.leader(2 * time.Second); err == nil {
+// pickLeaderOften returns a running member of cl: in a group, the leader
+// half of the time (a stalled leader is the harder case), else one at
+// random.
+func (n *nemesis) pickLeaderOften(cl *cluster) *member {
+	if cl.replicated() && n.rng.IntN(2) == 0 {
+		if lead, err := cl.leader(2 * time.Second); err == nil {
 			return lead
 		}
 	}
-	return n.pick(n.cl.running())
+	return n.pick(cl.running())
 }
 
-// kill kills m with SIGKILL. A single server restarts after up to 100 ms;
-// a member of a group stays down for 1.5 to 2.5 intervals (restartDue),
-// past the next fault, so that kills one after another take down two
-// members of five, unless that would leave a majority down: then it
-// restarts at once. It
-// returns the fault's description: kind, and for a group, the member and
-// how many are down with it.
-func (n *nemesis) kill(kind string, m *member) (string, error) {
+// kill kills m, a member of cl, with SIGKILL. A single server restarts
+// after up to 100 ms; a member of a group stays down for 1.5 to 2.5
+// intervals (restartDue), past the next fault, so that kills one after
+// another take down two members of five, unless that would leave a
+// majority down: then it restarts at once. It returns the fault's
+// description: kind, and for a group, the member and how many are down
+// with it.
+func (n *nemesis) kill(cl *cluster, kind string, m *member) (string, error) {
 	if m == nil {
 		return kind, nil
 	}
 	if err := m.srv.kill(); err != nil {
 		return kind, err
 	}
-	if !n.cl.replicated() {
+	if !cl.replicated() {
 		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
 		return kind, m.srv.start()
 	}
-	down := len(n.cl.members) - len(n.cl.running()) + 1
-	if 2*down > len(n.cl.members) {
+	down := len(cl.members) - len(cl.running()) + 1
+	if 2*down > len(cl.members) {
 		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
 		return fmt.Sprintf("%s %d, restarted at once", kind, m.id), m.srv.start()
 	}
@@ -175,26 +185,32 @@ func (n *nemesis) pause(m *member) error {
 	return m.srv.resume()
 }
 
-// finalKill kills every member with SIGKILL once the workload is over and
-// restarts them, so that the final reads show what survives a crash at a
-// quiet moment, when every write the servers hold was acknowledged.
+// finalKill kills every member of every group with SIGKILL once the
+// workload is over and restarts them, so that the final reads show what
+// survives a crash at a quiet moment, when every write the servers hold
+// was acknowledged. A sharded cluster's manager, which holds no keys,
+// stays up.
 func (n *nemesis) finalKill() error {
 	start := n.rec.now()
-	for _, m := range n.cl.members {
-		if err := m.srv.kill(); err != nil {
-			return err
+	for _, cl := range n.fl.groups {
+		for _, m := range cl.members {
+			if err := m.srv.kill(); err != nil {
+				return err
+			}
 		}
 	}
-	for _, m := range n.cl.members {
-		if err := m.srv.start(); err != nil {
-			return fmt.Errorf("member %d: restart after the final kill -9: %w", m.id, err)
+	for _, cl := range n.fl.groups {
+		for _, m := range cl.members {
+			if err := m.srv.start(); err != nil {
+				return n.fl.inGroup(cl, fmt.Errorf("member %d: restart after the final kill -9: %w", m.id, err))
+			}
 		}
 	}
 	n.record("final-kill", start)
 	return nil
 }
 
-// partition cuts the group's peer traffic in one of these shapes, for 0.5
+// partition cuts cl's peer traffic in one of these shapes, for 0.5
 // to 1.5 intervals, then heals it:
 //
 //   - halves: a random minority and the majority cannot reach each other;
@@ -205,14 +221,14 @@ func (n *nemesis) finalKill() error {
 //     one hears it, while the other direction works.
 //
 // It returns the shape and its sides, for the log.
-func (n *nemesis) partition() (string, error) {
-	ids := make([]uint64, 0, len(n.cl.members))
-	for _, m := range n.cl.members {
+func (n *nemesis) partition(cl *cluster) (string, error) {
+	ids := make([]uint64, 0, len(cl.members))
+	for _, m := range cl.members {
 		ids = append(ids, m.id)
 	}
 	n.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	if n.rng.IntN(2) == 0 { // the leader first, for the shapes that single one out
-		if lead, err := n.cl.leader(2 * time.Second); err == nil {
+		if lead, err := cl.leader(2 * time.Second); err == nil {
 			i := slices.Index(ids, lead.id)
 			ids[0], ids[i] = ids[i], ids[0]
 		}
@@ -235,7 +251,7 @@ func (n *nemesis) partition() (string, error) {
 		sever(ids[:k], ids[k:], true)
 		shape = fmt.Sprintf("halves %v | %v", ids[:k], ids[k:])
 	case 1:
-		lead, err := n.cl.leader(5 * time.Second)
+		lead, err := cl.leader(5 * time.Second)
 		if err != nil {
 			return "partition", err
 		}
@@ -257,34 +273,36 @@ func (n *nemesis) partition() (string, error) {
 			shape = fmt.Sprintf("one-way: no one hears %d", ids[0])
 		}
 	}
-	n.cl.partition(cut)
+	cl.partition(cut)
 	time.Sleep(n.interval/2 + time.Duration(n.rng.Int64N(int64(n.interval))))
-	n.cl.partition(nil)
+	cl.partition(nil)
 	return "partition " + shape, nil
 }
 
-// membership changes the group's members online, one of two ways: it
-// removes a member and adds a new one (a member, once removed, never comes
-// back under its id), or adds a new one and then removes an old one. The
-// member removed may be the leader. Members that are down are restarted
-// first, so that the change has a majority.
-func (n *nemesis) membership() (string, error) {
-	if err := n.cl.restartDue(true); err != nil {
+// membership changes cl's members online, one of two ways: it removes a
+// member and adds a new one (a member, once removed, never comes back under
+// its id), or adds a new one and then removes an old one. The member
+// removed may be the leader. Members that are down are restarted first, so
+// that the change has a majority. In a sharded cluster it is always the
+// first way, since the new member takes over the client address of the
+// one removed (see cluster.replace).
+func (n *nemesis) membership(cl *cluster) (string, error) {
+	if err := cl.restartDue(true); err != nil {
 		return "membership", err
 	}
-	old := n.pick(n.cl.members)
-	if n.rng.IntN(2) == 0 {
-		m, err := n.cl.replace(old)
+	old := n.pick(cl.members)
+	if n.rng.IntN(2) == 0 || cl.group != 0 {
+		m, err := cl.replace(old)
 		if err != nil {
 			return "membership", err
 		}
 		return fmt.Sprintf("membership: removed %d, added %d", old.id, m.id), nil
 	}
-	m, err := n.cl.join()
+	m, err := cl.join("")
 	if err != nil {
 		return "membership", err
 	}
-	if err := n.cl.remove(old); err != nil {
+	if err := cl.remove(old); err != nil {
 		return "membership", err
 	}
 	return fmt.Sprintf("membership: added %d, removed %d", m.id, old.id), nil
@@ -293,11 +311,11 @@ func (n *nemesis) membership() (string, error) {
 // wipe makes a member lose its disk: it is killed, its data directory
 // deleted, and, since a member id is never reused, the member is removed
 // and comes back as a new member that catches up from the others.
-func (n *nemesis) wipe() (string, error) {
-	if err := n.cl.restartDue(true); err != nil {
+func (n *nemesis) wipe(cl *cluster) (string, error) {
+	if err := cl.restartDue(true); err != nil {
 		return "wipe", err
 	}
-	old := n.pick(n.cl.members)
+	old := n.pick(cl.members)
 	if err := old.srv.kill(); err != nil {
 		return "wipe", err
 	}
@@ -305,7 +323,7 @@ func (n *nemesis) wipe() (string, error) {
 	if err := os.RemoveAll(filepath.Join(filepath.Dir(old.srv.log), "data")); err != nil {
 		return "wipe", err
 	}
-	m, err := n.cl.replace(old)
+	m, err := cl.replace(old)
 	if err != nil {
 		return "wipe", err
 	}

@@ -89,7 +89,7 @@ type run struct {
 	rec     *recorder
 	layout  layout
 	addrs   []string // the servers' client addresses
-	cl      *cluster // nil unless cfg.Spawn
+	fl      *fleet   // nil unless cfg.Spawn
 	dir     string   // the spawned servers' directory: data and logs
 	notSent atomic.Int64
 	passed  bool // whether the check passed, so the data directory can go
@@ -99,7 +99,7 @@ type run struct {
 func (r *run) setUp() error {
 	// The keys' prefix is new for every run, so that the store holds none
 	// of them at the start, even a server that ran checks before.
-	r.layout = newLayout(fmt.Sprintf("t%08x/", rand.Uint32()), r.cfg.Clients, r.cfg.Keys, r.cfg.Conflict)
+	r.layout = newLayout(fmt.Sprintf("t%08x/", rand.Uint32()), r.cfg.Clients, r.cfg.Keys, r.cfg.Conflict, r.cfg.Groups)
 	if r.cfg.Out != "" {
 		if err := os.MkdirAll(r.cfg.Out, 0o755); err != nil {
 			return fmt.Errorf("check: %w", err)
@@ -124,12 +124,12 @@ func (r *run) setUp() error {
 			return fmt.Errorf("%w: finding this binary to spawn: %w", ErrServer, err)
 		}
 	}
-	r.cl, err = startCluster(r.cfg, bin, r.dir)
+	r.fl, err = startFleet(r.cfg, bin, r.dir)
 	if err != nil {
 		r.cleanUp()
 		return err
 	}
-	r.addrs = r.cl.addrs()
+	r.addrs = r.fl.addrs()
 	return nil
 }
 
@@ -142,7 +142,8 @@ func (r *run) cleanUp() {
 		os.RemoveAll(r.dir)
 	case r.passed:
 		datas, _ := filepath.Glob(filepath.Join(r.dir, "*", "data"))
-		for _, d := range append(datas, filepath.Join(r.dir, "data")) {
+		inGroups, _ := filepath.Glob(filepath.Join(r.dir, "*", "*", "data"))
+		for _, d := range append(append(datas, inGroups...), filepath.Join(r.dir, "data")) {
 			os.RemoveAll(d)
 		}
 	}
@@ -156,10 +157,12 @@ func (r *run) describe() string {
 	}
 	target := "server " + r.addrs[0]
 	switch {
+	case c.Spawn && c.Out != "" && r.fl.sharded():
+		target = fmt.Sprintf("%s\n  logs in %s", r.fl.describe(), r.dir)
 	case c.Spawn && c.Out != "":
-		target = fmt.Sprintf("%s, logs in %s", r.cl.describe(), r.dir)
+		target = fmt.Sprintf("%s, logs in %s", r.fl.describe(), r.dir)
 	case c.Spawn:
-		target = r.cl.describe()
+		target = r.fl.describe()
 	}
 	nemesis := "none"
 	if len(c.Nemesis) > 0 {
@@ -176,8 +179,8 @@ func (r *run) describe() string {
 // nemesis kills) and the final reads, and stops the servers.
 func (r *run) execute(ctx context.Context) error {
 	var nem *nemesis
-	if r.cl != nil {
-		nem = &nemesis{cl: r.cl, faults: r.cfg.Nemesis, interval: r.cfg.NemesisInterval,
+	if r.fl != nil {
+		nem = &nemesis{fl: r.fl, faults: r.cfg.Nemesis, interval: r.cfg.NemesisInterval,
 			pauseMax: 2 * r.cfg.OpTimeout, rng: rand.New(rand.NewPCG(r.cfg.Seed, 1<<32)), rec: r.rec, log: r.cfg.Log}
 	}
 	err := r.workload(ctx, nem)
@@ -187,8 +190,8 @@ func (r *run) execute(ctx context.Context) error {
 	if err == nil {
 		err = r.finalReads()
 	}
-	if r.cl != nil {
-		err = errors.Join(err, r.cl.stop())
+	if r.fl != nil {
+		err = errors.Join(err, r.fl.stop())
 	}
 	return err
 }
@@ -242,8 +245,8 @@ func (r *run) workload(ctx context.Context, nem *nemesis) error {
 	wg.Wait()
 	stop() // the operations may be done before the duration is over
 	err := <-nemErr
-	if err == nil && r.cl != nil {
-		err = r.cl.exited()
+	if err == nil && r.fl != nil {
+		err = r.fl.exited()
 	}
 	return err
 }
@@ -308,8 +311,8 @@ func (r *run) finalReads() error {
 // newSession returns a client of the servers, as the configuration asks.
 func (r *run) newSession() (*session, error) {
 	addrs := r.addrs
-	if r.cl != nil {
-		addrs = r.cl.addrs() // members change
+	if r.fl != nil {
+		addrs = r.fl.addrs() // members change
 	}
 	return newSession(addrs, r.cfg.OpTimeout, r.cfg.Sessions)
 }

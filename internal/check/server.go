@@ -47,19 +47,6 @@ const (
 	stopTimeout  = 10 * time.Second
 )
 
-// spawnServer starts `bin serve` on a free port of 127.0.0.1, with its data
-// in dir/data and its log in dir/serve.log, and waits until it accepts
-// connections. extra are more flags for serve; env is added to this
-// process's environment for it.
-func spawnServer(bin, dir string, extra, env []string) (*server, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	s := newServer(bin, dir, addr, extra, env)
-	return s, s.start()
-}
-
 // newServer returns the server `bin serve` listening on addr, with its
 // data in dir/data and its log in dir/serve.log, not yet started.
 func newServer(bin, dir, addr string, extra, env []string) *server {
@@ -70,17 +57,6 @@ func newServer(bin, dir, addr string, extra, env []string) *server {
 		addr: addr,
 		log:  filepath.Join(dir, "serve.log"),
 	}
-}
-
-// freeAddr returns an address of 127.0.0.1 with a port that was free a
-// moment ago.
-func freeAddr() (string, error) {
-	ln, err := holdAddr()
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // holdAddr listens on a free port of 127.0.0.1, to hand over later.

@@ -32,7 +32,8 @@ func TestSound(t *testing.T) {
 	for i := range uint64(histories) {
 		rng := rand.New(rand.NewPCG(seed, i))
 		conflict := i%2 == 0
-		h := linearizableHistory(rng, 3, 4, conflict, 150)
+		shards := []int{0, 0, 3}[i%3] // a sharded run's keys, with hash tags, every third
+		h := linearizableHistory(rng, 3, 4, conflict, shards, 150)
 		res, err := check(h, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -79,10 +80,11 @@ func assertSubHistoriesPass(t *testing.T, rng *rand.Rand, p *part) {
 // taking each operation's effect at a random instant between its call and
 // its return. One write in twenty has an unknown outcome, and takes effect
 // or not. Some plain SETs and DELs of one key are the line client's PUT and
-// DELETE instead. The history ends with a read of every key.
-func linearizableHistory(rng *rand.Rand, clients, keys int, conflict bool, n int) *history {
+// DELETE instead. The history ends with a read of every key. With shards,
+// its keys are those of a sharded run with that many data groups.
+func linearizableHistory(rng *rand.Rand, clients, keys int, conflict bool, shards, n int) *history {
 	mix, _ := ParseMix(DefaultMix)
-	l := newLayout("", clients, keys, conflict)
+	l := newLayout("", clients, keys, conflict, shards)
 	h := &history{header: header{Version: historyVersion, Clients: clients, Keys: l.universe()}}
 	gens := make([]*generator, clients)
 	for c := range gens {

@@ -1,0 +1,221 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flintkv/flint/internal/protocol"
+)
+
+// fleet is every process a checker that spawns runs the workload against:
+// one cluster (a server, or a replicated group), or, with Config.Groups,
+// the data groups of a sharded cluster and its manager.
+//
+// In a sharded cluster the manager is alone and in memory (`flint serve
+// --manager`, its map split evenly by --servers), and the nemesis leaves
+// it alone: it strikes the data groups, one at a time. A data node is
+// `flint serve --shard-group G --managers <manager>`, with the flags of a
+// member of a replicated group (cluster) if Config.Nodes is not 0.
+//
+// One goroutine at a time drives it, as for cluster.
+type fleet struct {
+	groups  []*cluster // data group g is groups[g-1]; the one cluster if not sharded
+	manager *server    // nil if not sharded
+}
+
+// startFleet starts cfg's servers in dir and waits until each accepts
+// connections and, in a sharded cluster, until the manager says that
+// every group has a leader.
+func startFleet(cfg Config, bin, dir string) (*fleet, error) {
+	if cfg.Groups == 0 {
+		c, err := startCluster(cfg, bin, dir)
+		if err != nil {
+			return nil, err
+		}
+		return &fleet{groups: []*cluster{c}}, nil
+	}
+	f, err := newSharded(cfg, bin, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.start(); err != nil {
+		f.stop()
+		return nil, err
+	}
+	return f, nil
+}
+
+// newSharded makes the manager and the data groups of a sharded cluster
+// in dir (the manager's log in dir/manager, group g's members in dir/g<g>),
+// not yet started.
+func newSharded(cfg Config, bin, dir string) (*fleet, error) {
+	ln, err := holdAddr()
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{}
+	var servers []string
+	for g := 1; g <= cfg.Groups; g++ {
+		shard := []string{"--shard-group", strconv.Itoa(g), "--managers", ln.Addr().String()}
+		c, err := newGroup(cfg, bin, filepath.Join(dir, fmt.Sprintf("g%d", g)), uint64(g), shard)
+		if err != nil {
+			ln.Close()
+			f.stop()
+			return nil, err
+		}
+		f.groups = append(f.groups, c)
+		servers = append(servers, c.addrs()...)
+	}
+	mdir := filepath.Join(dir, "manager")
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
+		ln.Close()
+		f.stop()
+		return nil, fmt.Errorf("%w: %w", ErrServer, err)
+	}
+	args := []string{"--manager", "--servers", strings.Join(servers, ","), "--replicas", strconv.Itoa(max(cfg.Nodes, 1))}
+	f.manager = newServer(bin, mdir, ln.Addr().String(), args, cfg.ServerEnv)
+	f.manager.held = []net.Listener{ln}
+	return f, nil
+}
+
+// readyTimeout bounds the wait for a new sharded cluster to serve.
+const readyTimeout = 30 * time.Second
+
+// start starts the manager, then the data groups, and waits until the
+// manager's CLUSTER INFO says "ok": every group has a leader that answers.
+func (f *fleet) start() error {
+	if err := f.manager.start(); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	for _, c := range f.groups {
+		if err := c.start(); err != nil {
+			return fmt.Errorf("group %d: %w", c.group, err)
+		}
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		info, err := clusterInfo(f.manager.addr)
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the manager's CLUSTER INFO did not say cluster_state:ok within %v: %q %v", ErrServer, readyTimeout, info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clusterInfo asks the node at addr for CLUSTER INFO over a connection of
+// its own.
+func clusterInfo(addr string) (string, error) {
+	v, err := askOne(addr, 300*time.Millisecond, "CLUSTER", "INFO")
+	if err != nil || v.Kind != protocol.KindBulk {
+		return "", fmt.Errorf("CLUSTER INFO: %v %v", v, err)
+	}
+	return string(v.Str), nil
+}
+
+// sharded reports whether the fleet is a sharded cluster.
+func (f *fleet) sharded() bool { return f.manager != nil }
+
+// addrs returns the client addresses the workload's clients know: the
+// manager's first, if sharded, then every member's, group by group.
+func (f *fleet) addrs() []string {
+	var as []string
+	if f.manager != nil {
+		as = append(as, f.manager.addr)
+	}
+	for _, c := range f.groups {
+		as = append(as, c.addrs()...)
+	}
+	return as
+}
+
+// replicated reports whether the groups are replicated groups.
+func (f *fleet) replicated() bool { return f.groups[0].replicated() }
+
+// exited returns an error if a server exited without being killed.
+func (f *fleet) exited() error {
+	if f.manager != nil {
+		if err := f.manager.exited(); err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+	}
+	for _, c := range f.groups {
+		if err := c.exited(); err != nil {
+			return f.inGroup(c, err)
+		}
+	}
+	return nil
+}
+
+// restartDue restarts the killed members whose time has come, in every
+// group; with all, every killed member.
+func (f *fleet) restartDue(all bool) error {
+	for _, c := range f.groups {
+		if err := c.restartDue(all); err != nil {
+			return f.inGroup(c, err)
+		}
+	}
+	return nil
+}
+
+// down returns how many members are down, in all groups.
+func (f *fleet) down() int {
+	n := 0
+	for _, c := range f.groups {
+		n += len(c.members) - len(c.running())
+	}
+	return n
+}
+
+// inGroup adds the group to err, in a sharded cluster.
+func (f *fleet) inGroup(c *cluster, err error) error {
+	if !f.sharded() {
+		return err
+	}
+	return fmt.Errorf("group %d: %w", c.group, err)
+}
+
+// stop stops the data groups (see cluster.stop), then the manager.
+func (f *fleet) stop() error {
+	var errs []error
+	for _, c := range f.groups {
+		if err := c.stop(); err != nil {
+			errs = append(errs, f.inGroup(c, err))
+		}
+	}
+	if m := f.manager; m != nil {
+		for _, ln := range m.held {
+			ln.Close()
+		}
+		if m.proc != nil {
+			if err := m.stop(); err != nil {
+				errs = append(errs, fmt.Errorf("manager: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// describe names the fleet for the summary.
+func (f *fleet) describe() string {
+	if !f.sharded() {
+		return f.groups[0].describe()
+	}
+	size := "a data node, not replicated"
+	if f.replicated() {
+		size = fmt.Sprintf("a replicated group of %d", len(f.groups[0].members))
+	}
+	var gs []string
+	for _, c := range f.groups {
+		gs = append(gs, fmt.Sprintf("\n    group %d: %s", c.group, strings.Join(c.addrs(), " ")))
+	}
+	return fmt.Sprintf("spawned sharded cluster: manager %s and %d data groups, each %s%s", f.manager.addr, len(f.groups), size, strings.Join(gs, ""))
+}
