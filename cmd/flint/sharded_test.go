@@ -384,3 +384,46 @@ func awaitNodesLine(t *testing.T, addr, member, want string) {
 	}
 	t.Fatalf("CLUSTER NODES at %s does not show %s as %q after 20 s:\n%s", addr, member, want, nodes)
 }
+
+// TestClusterTransferSharded: flint cluster transfer, given the addresses
+// of one data group of a sharded cluster, moves that group's leadership,
+// and not that of the group that serves slot 0.
+func TestClusterTransferSharded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, addrs, names := clusterUpArgs(t, "--groups", "2", "--nodes", "3", "--dir", dir)
+	if len(addrs) != 7 || names[4] != "group 2 member 1" {
+		t.Fatalf("flint cluster up printed %v at %v", names, addrs)
+	}
+	g1, g2 := addrs[1:4], addrs[4:7]
+	leaderOf := func(members []string) string {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for _, a := range members {
+				c := redis.NewClient(&redis.Options{Addr: a})
+				role, err := c.Do(ctx, "ROLE").Slice()
+				c.Close()
+				if err == nil && len(role) > 0 && role[0] == "master" {
+					return a
+				}
+			}
+		}
+		t.Fatalf("no leader among %v in 30 s", members)
+		return ""
+	}
+	lead1, lead2 := leaderOf(g1), leaderOf(g2)
+	to := slices.IndexFunc(g2, func(a string) bool { return a != lead2 }) + 1
+	if out, code := runFlint(t, flintBin, nil, "cluster", "transfer", fmt.Sprint(to), "--addr", strings.Join(g2, ",")); code != 0 {
+		t.Fatalf("flint cluster transfer %d: exit %d\n%s", to, code, out)
+	}
+	if now := leaderOf(g2); now != g2[to-1] {
+		t.Fatalf("group 2 is led by %s after the transfer to member %d (%s)", now, to, g2[to-1])
+	}
+	if now := leaderOf(g1); now != lead1 {
+		t.Fatalf("group 1's leader moved from %s to %s", lead1, now)
+	}
+	out, code := runFlint(t, flintBin, nil, "cluster", "status", "--addr", strings.Join(g2, ","))
+	if code != 0 || !strings.Contains(out, "3 members, 3 voters") || strings.Contains(out, g1[0]) {
+		t.Fatalf("flint cluster status of group 2: exit %d\n%s", code, out)
+	}
+}

@@ -19,11 +19,17 @@ import (
 const Timeout = 3 * time.Second
 
 // One sends args to the server at addr, after AUTH password if password is
-// not empty, and returns the reply. An error reply is returned as a
-// *client.ReplyError.
+// not empty, and returns the reply, waiting at most Timeout. An error
+// reply is returned as a *client.ReplyError.
 func One(ctx context.Context, addr, password string, args ...string) (protocol.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
+	return Wait(ctx, addr, password, args...)
+}
+
+// Wait is One for a command that may take long (adding a member waits
+// until it has caught up): it waits as long as ctx allows.
+func Wait(ctx context.Context, addr, password string, args ...string) (protocol.Value, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

@@ -3,8 +3,10 @@
 // leader from any members' client addresses, sends it the admin command
 // FLINT.MEMBER ADD|REMOVE|TRANSFER, and reports the members' state from
 // what each serves (INFO replication, CLUSTER NODES). It speaks only the
-// client protocol, through Flint's Go client, which follows the leader
-// (CLUSTER SLOTS, MOVED) and retries while a group has none.
+// client protocol, to each member itself (package ask), not through a
+// client that routes commands by slot: in a sharded cluster that would
+// take a command without keys to the group that serves slot 0, whichever
+// group the addresses given are members of.
 package clusterctl
 
 import (
@@ -13,8 +15,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/ask"
+	"github.com/flintkv/flint/internal/backoff"
 )
 
 // Config says how to reach a group.
@@ -23,33 +28,26 @@ type Config struct {
 	Password string   // AUTH password, if the members require one
 }
 
-// Group is a connection to a replicated group, through whichever member
-// leads. Its methods may be called from one goroutine at a time.
+// Group is a replicated group, reached through its members' addresses.
 type Group struct {
 	cfg Config
-	c   *client.Client
 }
 
 // ErrNotReplicated says that the server is not a member of a replicated
 // group: a single node has no members to change.
 var ErrNotReplicated = errors.New("clusterctl: the server at that address is not a member of a replicated group")
 
-// Dial connects to the first of cfg.Addrs that answers. The error wraps
-// client.ErrConnect if none does.
+// Dial returns the group of cfg.Addrs. It connects to none of them: each
+// method asks the members it needs.
 func Dial(cfg Config) (*Group, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("clusterctl: no member address")
 	}
-	c, err := client.New(cfg.Addrs[0], client.WithSeeds(cfg.Addrs[1:]...), client.WithPassword(cfg.Password),
-		client.WithPoolSize(1))
-	if err != nil {
-		return nil, err
-	}
-	return &Group{cfg: cfg, c: c}, nil
+	return &Group{cfg: cfg}, nil
 }
 
-// Close closes the connections.
-func (g *Group) Close() error { return g.c.Close() }
+// Close releases the group; it holds no connection between calls.
+func (g *Group) Close() error { return nil }
 
 // Add adds member id, whose addresses are client-host:port@peerport, to
 // the group: as a learner, which the leader catches up, then as a voter.
@@ -84,14 +82,52 @@ func (g *Group) Transfer(ctx context.Context, id uint64) error {
 	return g.member(ctx, "TRANSFER", id)
 }
 
-// member sends FLINT.MEMBER sub id args... to the leader.
+// member sends FLINT.MEMBER sub id args... to the leader, found anew
+// before each try; while the group has no leader, or the one found no
+// longer leads, it tries again after a backoff, until ctx ends.
 func (g *Group) member(ctx context.Context, sub string, id uint64, args ...string) error {
-	cmd := []any{"FLINT.MEMBER", sub, strconv.FormatUint(id, 10)}
-	for _, a := range args {
-		cmd = append(cmd, a)
+	cmd := append([]string{"FLINT.MEMBER", sub, strconv.FormatUint(id, 10)}, args...)
+	wait := backoff.Default()
+	for {
+		lead, err := g.leader(ctx)
+		if err == nil {
+			_, err = ask.Wait(ctx, lead, g.cfg.Password, cmd...)
+			if !retryable(err) {
+				return replyErr(err)
+			}
+		} else if errors.Is(err, ErrNotReplicated) {
+			return err
+		}
+		if werr := wait.Wait(ctx); werr != nil {
+			return fmt.Errorf("clusterctl: %w (last: %v)", werr, err)
+		}
 	}
-	_, err := g.c.Do(ctx, cmd...)
-	return replyErr(err)
+}
+
+// leader returns the client address of the member that leads (see
+// leaderOrAny), or an error if none does now.
+func (g *Group) leader(ctx context.Context) (string, error) {
+	addr, info, err := g.leaderOrAny(ctx)
+	if err != nil {
+		return "", err
+	}
+	if info["role"] != "master" {
+		return "", errors.New("clusterctl: the group has no leader now")
+	}
+	return addr, nil
+}
+
+// retryable reports whether a reply to FLINT.MEMBER says to try again at
+// the leader: the member asked no longer leads, or knows no leader, or
+// could not be reached.
+func retryable(err error) bool {
+	var re *client.ReplyError
+	if !errors.As(err, &re) {
+		return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	return slices.ContainsFunc([]string{"MOVED ", "CLUSTERDOWN ", "TRYAGAIN ", "READONLY "}, func(p string) bool {
+		return strings.HasPrefix(re.Msg, p)
+	})
 }
 
 // replyErr turns the server's refusal of a command into an error with its

@@ -44,15 +44,9 @@ type Member struct {
 // that do not answer are listed with the reason. With no leader, whether
 // each member votes, and its match index, are unknown.
 func (g *Group) Status(ctx context.Context) (Status, error) {
-	addr, info, err := g.anyMember(ctx)
+	addr, info, err := g.leaderOrAny(ctx)
 	if err != nil {
 		return Status{}, err
-	}
-	if info["role"] == "slave" && info["master_link_status"] == "up" {
-		lead := net.JoinHostPort(info["master_host"], info["master_port"])
-		if li, err := askInfo(ctx, lead, g.cfg.Password); err == nil && li["role"] == "master" {
-			addr, info = lead, li
-		}
 	}
 	nodes, err := ask.One(ctx, addr, g.cfg.Password, "CLUSTER", "NODES")
 	if err != nil {
@@ -64,6 +58,24 @@ func (g *Group) Status(ctx context.Context) (Status, error) {
 	}
 	g.askEach(ctx, &st)
 	return st, nil
+}
+
+// leaderOrAny returns the address and INFO replication of the member
+// that leads, as the first of Config.Addrs that answers says (itself, or
+// the master it names, if that one says it leads), or else of that first
+// member.
+func (g *Group) leaderOrAny(ctx context.Context) (string, map[string]string, error) {
+	addr, info, err := g.anyMember(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if info["role"] == "slave" && info["master_link_status"] == "up" {
+		lead := net.JoinHostPort(info["master_host"], info["master_port"])
+		if li, err := askInfo(ctx, lead, g.cfg.Password); err == nil && li["role"] == "master" {
+			return lead, li, nil
+		}
+	}
+	return addr, info, nil
 }
 
 // anyMember returns the address and INFO replication of the first member
@@ -83,15 +95,25 @@ func (g *Group) anyMember(ctx context.Context) (string, map[string]string, error
 }
 
 // fromNodes is the group's members as CLUSTER NODES lists them: ids and
-// client addresses.
+// client addresses. In a sharded cluster, CLUSTER NODES lists every
+// group's members, and only those of the answering member's group (the
+// "myself" line's) are the group's: a node id is 24 hex digits of group id
+// and 16 of member id.
 func fromNodes(nodes string) Status {
 	var st Status
-	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+	lines := strings.Split(strings.TrimSpace(nodes), "\n")
+	group := ""
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) > 2 && len(f[0]) == 40 && strings.Contains(f[2], "myself") {
+			group = f[0][:24]
+		}
+	}
+	for _, line := range lines {
 		f := strings.Fields(line)
-		if len(f) < 2 {
+		if len(f) < 2 || len(f[0]) != 40 || f[0][:24] != group {
 			continue
 		}
-		id, err := strconv.ParseUint(f[0], 16, 64)
+		id, err := strconv.ParseUint(f[0][24:], 16, 64)
 		addr, _, _ := strings.Cut(f[1], "@")
 		if err == nil {
 			st.Members = append(st.Members, Member{ID: id, Addr: addr})

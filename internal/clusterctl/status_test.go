@@ -61,3 +61,17 @@ func TestStatusNoLeader(t *testing.T) {
 		t.Errorf("Write with no leader:\n%s", b.String())
 	}
 }
+
+// TestStatusSharded: in a sharded cluster CLUSTER NODES lists every
+// group's members; the group is the answering member's.
+func TestStatusSharded(t *testing.T) {
+	nodes := "0000000000000000000000010000000000000001 127.0.0.1:7101@17101 master - 0 0 1 connected 0-8191\n" +
+		"0000000000000000000000010000000000000002 127.0.0.1:7102@17102 slave 0000000000000000000000010000000000000001 0 0 1 connected\n" +
+		"0000000000000000000000020000000000000002 127.0.0.1:7202@17202 master - 0 0 1 connected 8192-16383\n" +
+		"0000000000000000000000020000000000000001 127.0.0.1:7201@17201 myself,slave 0000000000000000000000020000000000000002 0 0 1 connected\n"
+	st := fromNodes(nodes)
+	if len(st.Members) != 2 || st.Members[0].ID != 2 || st.Members[0].Addr != "127.0.0.1:7202" ||
+		st.Members[1].ID != 1 || st.Members[1].Addr != "127.0.0.1:7201" {
+		t.Fatalf("members of group 2: %+v", st.Members)
+	}
+}
