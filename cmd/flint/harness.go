@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flintkv/flint/internal/ask"
 	"github.com/flintkv/flint/internal/node"
 )
 
@@ -24,7 +27,7 @@ arguments only. Partitions and replicas count from 0; addresses are host:port.
 Without replication:
   flint harness manager <listen port> <server0 address>,<server1 address>,...
   flint harness server <partition> <manager address> <listen port> <data directory>
-  flint harness client <manager address>
+  flint harness client <manager address>      (waits until every server is up, then as flint client)
 
 With replication:
   flint harness manager-replica <replica> <client port> <peer port> <other managers' peer addresses | none>
@@ -52,6 +55,10 @@ func harness(args []string) int {
 		if len(pos) != 1 {
 			err = fmt.Errorf("client takes <manager addresses>")
 			break
+		}
+		if err := awaitServers(splitList(pos[0])); err != nil {
+			fmt.Fprintf(os.Stderr, "flint harness: %v\n", err)
+			return 1
 		}
 		return client([]string{pos[0]})
 	case "manager":
@@ -240,6 +247,31 @@ func groupClients(managers []string, g uint64) ([]string, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// awaitServers waits until a manager says that every data group has a
+// leader (CLUSTER INFO's cluster_state:ok), so that a client's first
+// answer waits for the manager and every server to be up, as the harness
+// expects; it says once on stderr that it waits. It returns an error only
+// on SIGINT or SIGTERM.
+func awaitServers(managers []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	password := os.Getenv("FLINT_PASSWORD")
+	for i := 0; ; i++ {
+		v, err := ask.One(ctx, managers[i%len(managers)], password, "CLUSTER", "INFO")
+		if err == nil && strings.Contains(string(v.Str), "cluster_state:ok\r\n") {
+			return nil
+		}
+		if i == len(managers) {
+			fmt.Fprintf(os.Stderr, "flint harness: waiting for the managers and every server (%v)\n", cmp.Or(err, errors.New("cluster_state is not ok")))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -425,5 +426,34 @@ func TestClusterTransferSharded(t *testing.T) {
 	out, code := runFlint(t, flintBin, nil, "cluster", "status", "--addr", strings.Join(g2, ","))
 	if code != 0 || !strings.Contains(out, "3 members, 3 voters") || strings.Contains(out, g1[0]) {
 		t.Fatalf("flint cluster status of group 2: exit %d\n%s", code, out)
+	}
+}
+
+// TestHarnessClientWaitsForServers: the harness's client answers nothing
+// until the manager and every server are up, though the key of its first
+// command is on a server that is up.
+func TestHarnessClientWaitsForServers(t *testing.T) {
+	addrs := freeAddrs(t, 3)
+	h := newHarnessProcs(t)
+	manager, servers := addrs[2], addrs[:2]
+	m := h.add(manager, "manager", port(t, manager), strings.Join(servers, ","))
+	var ids []int
+	for i, addr := range servers {
+		ids = append(ids, h.add(addr, "server", fmt.Sprint(i), manager, port(t, addr), filepath.Join(t.TempDir(), "p")))
+	}
+	h.start(m, ids[0])
+	c := startLineClient(t, 0, manager)
+	// "b" is in slot 3300, partition 0's.
+	if _, err := io.WriteString(c.stdin, "PUT b 1\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-c.lines:
+		t.Fatalf("the client answered %q with partition 1's server down", l)
+	case <-time.After(time.Second):
+	}
+	h.start(ids[1])
+	if l, err := c.next(); err != nil || l != "PUT b not_found" {
+		t.Fatalf("the client's first answer, every server up: %q (%v)", l, err)
 	}
 }
