@@ -22,6 +22,7 @@ package raftlog
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.etcd.io/raft/v3"
@@ -74,6 +75,10 @@ type Storage struct {
 		// below len(cache) is written again, as raft may hold slices of it.
 		cache      []raftpb.Entry
 		cacheBytes int64
+		// dead is at most how many entries before cache[0] its array
+		// still holds (see dropFrontLocked); fewer once an append has
+		// moved the cache to a larger array.
+		dead int
 	}
 }
 
@@ -289,7 +294,8 @@ func (s *Storage) truncateLocked(i uint64) {
 	k := int(max(i, first) - first)
 	s.dropCacheLocked(k, len(s.mu.cache))
 	// Appending must copy: raft may hold slices of the entries dropped.
-	s.mu.cache = s.mu.cache[:k:k]
+	// The copy leaves the dead entries behind too.
+	s.mu.cache, s.mu.dead = s.mu.cache[:k:k], 0
 	s.mu.last = i - 1
 }
 
@@ -301,7 +307,20 @@ func (s *Storage) trimLocked() {
 		bytes -= int64(len(s.mu.cache[n].Data))
 	}
 	s.dropCacheLocked(0, n)
+	s.dropFrontLocked(n)
+}
+
+// dropFrontLocked drops the first n entries of the cache. Reslicing keeps
+// them in the cache's array, with their data, until the array is
+// replaced; so once more than a quarter as many are dead as are live, the
+// live ones are copied to a new array (the old one may not be written:
+// raft may hold slices of it), which bounds the cache's memory to 1.25
+// times its bounds, not twice.
+func (s *Storage) dropFrontLocked(n int) {
 	s.mu.cache = s.mu.cache[n:]
+	if s.mu.dead += n; s.mu.dead > len(s.mu.cache)/4 {
+		s.mu.cache, s.mu.dead = slices.Clone(s.mu.cache), 0
+	}
 }
 
 // dropCacheLocked takes the entries cache[from:to], about to be dropped,
@@ -334,7 +353,7 @@ func (s *Storage) Compact(i uint64) error {
 	if first := s.cacheFirstLocked(); i >= first {
 		n := int(i-first) + 1
 		s.dropCacheLocked(0, n)
-		s.mu.cache = s.mu.cache[n:]
+		s.dropFrontLocked(n)
 	}
 	return nil
 }
@@ -380,6 +399,6 @@ func (s *Storage) ApplySnapshot(snap raftpb.Snapshot) error {
 	}
 	s.mu.snap = m
 	s.mu.compact, s.mu.compactTerm, s.mu.last = m.Index, m.Term, m.Index
-	s.mu.cache, s.mu.cacheBytes = nil, 0
+	s.mu.cache, s.mu.cacheBytes, s.mu.dead = nil, 0, 0
 	return nil
 }
