@@ -18,8 +18,16 @@ import (
 // raft's messages for other members to Options.Peers.
 
 // recvQueue is how many messages from other members wait for the raft loop
-// at most; more are dropped, which raft recovers from as from any loss.
-const recvQueue = 4096
+// at most, and recvQueueBytes how many bytes of entries' data; more are
+// dropped, which raft recovers from as from any loss. The byte bound keeps
+// a peer (an older version without raft's MaxInflightBytes, or a faulty
+// one, whose frames may be up to the transport's limit) from filling the
+// queue's 4,096 places with GiBs; a message with more than recvQueueBytes
+// of entries is taken when the queue holds none.
+const (
+	recvQueue      = 4096
+	recvQueueBytes = 64 << 20
+)
 
 // report is what the transport says of another member, for the raft loop.
 type report struct {
@@ -46,9 +54,16 @@ func (r *Replica) Receive(from, group uint64, msgs []raftpb.Message) {
 		if isVote(m.Type) && r.LostMember(from) {
 			continue // a member whose data was lost: see incarnation.go
 		}
+		n := entryBytes(m.Entries)
+		if q := r.recvBytes.Add(n); q > recvQueueBytes && q != n {
+			r.recvBytes.Add(-n)
+			r.stats.dropped.Add(1)
+			continue
+		}
 		select {
 		case r.recvc <- m:
 		default:
+			r.recvBytes.Add(-n)
 			r.stats.dropped.Add(1)
 		}
 	}
@@ -139,6 +154,7 @@ const stepBatch = 256
 // others waiting.
 func (l *loop) stepPeer(m raftpb.Message) {
 	for n := 1; ; n++ {
+		l.r.recvBytes.Add(-entryBytes(m.Entries)) // taken from recvc
 		if err := l.checkHeartbeat(m); err != nil {
 			l.r.fail(err)
 			return

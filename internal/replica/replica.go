@@ -139,6 +139,7 @@ type Replica struct {
 	respc      chan []raftpb.Message // storage threads' responses, to the raft loop
 	savec      chan *saveRequest     // snapshot requests, to the apply thread
 	recvc      chan raftpb.Message   // messages from other members, to the raft loop
+	recvBytes  atomic.Int64          // the data of the entries of the messages in recvc
 	reportc    chan report           // what the transport reports of other members, to the raft loop
 	confc      chan confRequest      // membership changes and transfers to propose, to the raft loop
 	confApplyc chan confApply        // committed changes, from the apply thread to the raft loop
