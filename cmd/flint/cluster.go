@@ -85,7 +85,8 @@ func clusterUpCmd(args []string) int {
 // arguments' names, and what it says it does.
 var clusterArgs = map[string]struct{ args, about string }{
 	"status": {"", "Shows the group's members: each one's role, whether it votes, its match index and\n" +
-		"lag as the leader knows them, and its own term, commit and applied indexes."},
+		"lag as the leader knows them, and its own term, commit and applied indexes. Given a\n" +
+		"manager of a sharded cluster, shows every group: its slots, and its members' state."},
 	"add": {"<id> <host:port@peerport>", "Adds a new member, which must be running (flint serve --join, with the same\n" +
 		"addresses): as a learner, which the leader catches up, then as a voter. host:port\n" +
 		"is where its clients connect, peerport (or peerhost:peerport) where its peers do.\n" +
@@ -177,6 +178,15 @@ func runAdmin(ctx context.Context, name string, cfg clusterctl.Config, id uint64
 			return err
 		}
 		fmt.Printf("member %d leads now\n\n", id)
+	}
+	if name == "status" {
+		sh, err := g.ShardStatus(ctx)
+		if err == nil {
+			return sh.Write(os.Stdout)
+		}
+		if !errors.Is(err, clusterctl.ErrNotManager) {
+			return err
+		}
 	}
 	st, err := g.Status(ctx)
 	if err != nil {

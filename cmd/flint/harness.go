@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/flintkv/flint/internal/ask"
-	"github.com/flintkv/flint/internal/node"
 )
 
 // harnessUsage describes the roles of the users' course harness, which
@@ -228,7 +227,7 @@ func groupClients(managers []string, g uint64) ([]string, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for i := 0; ; i++ {
-		m, _, _, err := node.AskMap(ctx, managers[i%len(managers)], os.Getenv("FLINT_PASSWORD"))
+		m, _, _, err := ask.Map(ctx, managers[i%len(managers)], os.Getenv("FLINT_PASSWORD"))
 		if err == nil {
 			grp := m.Group(g)
 			if grp == nil {

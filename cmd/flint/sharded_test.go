@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -427,6 +428,18 @@ func TestClusterTransferSharded(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "3 members, 3 voters") || strings.Contains(out, g1[0]) {
 		t.Fatalf("flint cluster status of group 2: exit %d\n%s", code, out)
 	}
+	// Given the manager, status shows every group, with its leader.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, code = runFlint(t, flintBin, nil, "cluster", "status", "--addr", addrs[0])
+		if code == 0 && strings.Contains(out, "2 groups, 16384 of 16384 slots assigned, 2 groups with a leader") &&
+			regexp.MustCompile(`(?m)\s`+regexp.QuoteMeta(g2[to-1])+`\s+leader$`).MatchString(out) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flint cluster status at the manager: exit %d\n%s", code, out)
+		}
+	}
+	t.Logf("flint cluster status at the manager:\n%s", out)
 }
 
 // TestHarnessClientWaitsForServers: the harness's client answers nothing

@@ -7,11 +7,13 @@ package ask
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/shardmap"
 )
 
 // Timeout bounds one question when the caller's context has no earlier
@@ -66,4 +68,29 @@ func bytesOf(args []string) [][]byte {
 		b[i] = []byte(a)
 	}
 	return b
+}
+
+// Map asks the node of a sharded cluster at addr for the cluster map, the
+// leaders it knows by group, and the members it knows are down (FLINT.MAP;
+// see package server).
+func Map(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
+	v, err := One(ctx, addr, password, "FLINT.MAP")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(v.Elems) != 3 || len(v.Elems[1].Elems)%2 != 0 || len(v.Elems[2].Elems)%2 != 0 {
+		return nil, nil, nil, fmt.Errorf("ask: a malformed FLINT.MAP reply from %s", addr)
+	}
+	m, err := shardmap.Decode(v.Elems[0].Str)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("ask: the map from %s: %w", addr, err)
+	}
+	leaders, down := map[uint64]uint64{}, map[shardmap.MemberKey]bool{}
+	for p := v.Elems[1].Elems; len(p) >= 2; p = p[2:] {
+		leaders[uint64(p[0].Int)] = uint64(p[1].Int)
+	}
+	for p := v.Elems[2].Elems; len(p) >= 2; p = p[2:] {
+		down[shardmap.MemberKey{Group: uint64(p[0].Int), Member: uint64(p[1].Int)}] = true
+	}
+	return m, leaders, down, nil
 }

@@ -61,7 +61,7 @@ func (v *shardView) Shards() *server.Shards { return v.p.Load() }
 // are down, unless it holds a map of a later epoch. It reports whether the
 // map is new to the view.
 func (v *shardView) set(m *shardmap.Map, leaders map[uint64]uint64) bool {
-	var down map[server.MemberKey]bool
+	var down map[shardmap.MemberKey]bool
 	if old := v.p.Load(); old != nil {
 		down = old.Down
 	}
@@ -69,7 +69,7 @@ func (v *shardView) set(m *shardmap.Map, leaders map[uint64]uint64) bool {
 }
 
 // setAll is set with the members that are down.
-func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[server.MemberKey]bool) bool {
+func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[shardmap.MemberKey]bool) bool {
 	old := v.p.Load()
 	if old != nil && old.Map != nil && old.Map.Epoch > m.Epoch {
 		return false
@@ -83,7 +83,7 @@ func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[
 func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *slog.Logger) {
 	i, failing := 0, false
 	for {
-		m, leaders, down, err := AskMap(ctx, cfg.Managers[i], cfg.Password)
+		m, leaders, down, err := ask.Map(ctx, cfg.Managers[i], cfg.Password)
 		switch {
 		case err == nil:
 			if v.setAll(m, leaders, down) {
@@ -104,29 +104,6 @@ func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *sl
 	}
 }
 
-// askMap asks the node at addr for the map and leaders (FLINT.MAP).
-func AskMap(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]uint64, map[server.MemberKey]bool, error) {
-	v, err := ask.One(ctx, addr, password, "FLINT.MAP")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if len(v.Elems) != 3 || len(v.Elems[1].Elems)%2 != 0 || len(v.Elems[2].Elems)%2 != 0 {
-		return nil, nil, nil, fmt.Errorf("node: a malformed FLINT.MAP reply from %s", addr)
-	}
-	m, err := shardmap.Decode(v.Elems[0].Str)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("node: the map from %s: %w", addr, err)
-	}
-	leaders, down := map[uint64]uint64{}, map[server.MemberKey]bool{}
-	for p := v.Elems[1].Elems; len(p) >= 2; p = p[2:] {
-		leaders[uint64(p[0].Int)] = uint64(p[1].Int)
-	}
-	for p := v.Elems[2].Elems; len(p) >= 2; p = p[2:] {
-		down[server.MemberKey{Group: uint64(p[0].Int), Member: uint64(p[1].Int)}] = true
-	}
-	return m, leaders, down, nil
-}
-
 // pollLeaders keeps v's leaders and the members that are down those that
 // the data groups' members say, asking every member its ROLE every poll,
 // until ctx ends. A member that does not answer within a second is down;
@@ -142,7 +119,7 @@ func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
 		if sh == nil || sh.Map == nil { // a replicated manager's, until it reads the map
 			continue
 		}
-		leaders, down := map[uint64]uint64{}, map[server.MemberKey]bool{}
+		leaders, down := map[uint64]uint64{}, map[shardmap.MemberKey]bool{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, g := range sh.Map.Groups {
@@ -153,7 +130,7 @@ func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
 					defer mu.Unlock()
 					switch {
 					case !ok:
-						down[server.MemberKey{Group: g.ID, Member: m.ID}] = true
+						down[shardmap.MemberKey{Group: g.ID, Member: m.ID}] = true
 					case master && (leaders[g.ID] == 0 || m.ID == sh.Leaders[g.ID]):
 						leaders[g.ID] = m.ID
 					}

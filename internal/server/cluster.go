@@ -74,15 +74,11 @@ type Sharded interface {
 
 // Shards is a member's view of the cluster map at one moment: immutable.
 type Shards struct {
-	Map     *shardmap.Map      // nil until learned
-	Group   uint64             // this member's group; 0 for the meta group, which owns no slots
-	Leaders map[uint64]uint64  // hints: each group's leader, as last learned, by member id
-	Down    map[MemberKey]bool // the members that did not answer the managers' last poll
+	Map     *shardmap.Map               // nil until learned
+	Group   uint64                      // this member's group; 0 for the meta group, which owns no slots
+	Leaders map[uint64]uint64           // hints: each group's leader, as last learned, by member id
+	Down    map[shardmap.MemberKey]bool // the members that did not answer the managers' last poll
 }
-
-// MemberKey names a member of a sharded cluster: its group and its id in
-// the group.
-type MemberKey struct{ Group, Member uint64 }
 
 // firstSlot returns the first slot of the member's group, or 0 if it has
 // none or the view is empty.

@@ -105,7 +105,7 @@ func shardedTopology(sh *Shards, v ClusterView) topology {
 			if self {
 				offset = v.Applied
 			}
-			down := !self && sh.Down[MemberKey{g.ID, m.ID}]
+			down := !self && sh.Down[shardmap.MemberKey{Group: g.ID, Member: m.ID}]
 			s.nodes = append(s.nodes, node{id: nodeID(g.ID, m.ID), addr: m.Addr, master: m.ID == master, voter: true, offset: offset, self: self, down: down})
 		}
 		masterFirst(s.nodes)
@@ -264,7 +264,7 @@ func (c *conn) mapCmd([][]byte) {
 		return
 	}
 	groups := slices.Sorted(maps.Keys(sh.Leaders))
-	down := slices.SortedFunc(maps.Keys(sh.Down), func(a, b MemberKey) int {
+	down := slices.SortedFunc(maps.Keys(sh.Down), func(a, b shardmap.MemberKey) int {
 		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Member, b.Member))
 	})
 	c.out = protocol.AppendArray(c.out, 3)

@@ -61,6 +61,10 @@ type Member struct {
 	Addr string
 }
 
+// MemberKey names a member of a cluster: its group and its id in the
+// group.
+type MemberKey struct{ Group, Member uint64 }
+
 // ErrInvalid is wrapped by the errors of New and Decode for a map that is
 // not well formed.
 var ErrInvalid = errors.New("shardmap: invalid map")

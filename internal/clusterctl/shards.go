@@ -1,0 +1,103 @@
+package clusterctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/ask"
+	"github.com/flintkv/flint/internal/shardmap"
+	"github.com/flintkv/flint/internal/slot"
+)
+
+// Shards is a sharded cluster as a manager sees it: the cluster map, each
+// group's leader as it last learned it, and the members that did not
+// answer its last poll.
+type Shards struct {
+	Map     *shardmap.Map
+	Leaders map[uint64]uint64
+	Down    map[shardmap.MemberKey]bool
+}
+
+// ErrNotManager says that the server asked is not a manager of a sharded
+// cluster (it may be a member of one of its groups, or of a group that is
+// not sharded).
+var ErrNotManager = errors.New("clusterctl: the server at that address is not a manager of a sharded cluster")
+
+// ShardStatus asks the first of Config.Addrs that answers, if it is a
+// manager (a node of a sharded cluster whose node id names no group), for
+// the cluster; else it fails with ErrNotManager.
+func (g *Group) ShardStatus(ctx context.Context) (Shards, error) {
+	var err error
+	for _, addr := range g.cfg.Addrs {
+		var id string
+		if id, err = askMyID(ctx, addr, g.cfg.Password); err != nil {
+			if errors.As(err, new(*client.ReplyError)) { // a single node: no cluster commands
+				return Shards{}, ErrNotManager
+			}
+			continue
+		}
+		if !strings.HasPrefix(id, strings.Repeat("0", 24)) {
+			return Shards{}, ErrNotManager
+		}
+		m, leaders, down, err := ask.Map(ctx, addr, g.cfg.Password)
+		if err != nil {
+			return Shards{}, fmt.Errorf("%w: %v", ErrNotManager, err)
+		}
+		return Shards{Map: m, Leaders: leaders, Down: down}, nil
+	}
+	return Shards{}, fmt.Errorf("clusterctl: no node answers at %s: %w", strings.Join(g.cfg.Addrs, ","), replyErr(err))
+}
+
+// askMyID returns the node id of the node at addr (CLUSTER MYID).
+func askMyID(ctx context.Context, addr, password string) (string, error) {
+	v, err := ask.One(ctx, addr, password, "CLUSTER", "MYID")
+	if err != nil {
+		return "", err
+	}
+	return string(v.Str), nil
+}
+
+// Write prints sh as a table of each group's members, with a line about
+// the cluster above it.
+func (sh Shards) Write(w io.Writer) error {
+	led := 0
+	for _, g := range sh.Map.Groups {
+		if _, ok := sh.Leaders[g.ID]; ok {
+			led++
+		}
+	}
+	fmt.Fprintf(w, "map epoch %d: %d groups, %d of %d slots assigned, %d groups with a leader\n",
+		sh.Map.Epoch, len(sh.Map.Groups), sh.Map.Covered(), slot.Count, led)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSLOTS\tMEMBER\tADDRESS\tSTATE")
+	for _, g := range sh.Map.Groups {
+		ranges := make([]string, len(g.Slots))
+		for i, r := range g.Slots {
+			ranges[i] = fmt.Sprintf("%d-%d", r.First, r.Last)
+		}
+		for i, m := range g.Members {
+			group, slots := "", ""
+			if i == 0 {
+				group, slots = fmt.Sprint(g.ID), strings.Join(ranges, ",")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", group, slots, m.ID, m.Addr, sh.state(g.ID, m.ID))
+		}
+	}
+	return tw.Flush()
+}
+
+// state is a member's state as the manager saw it.
+func (sh Shards) state(group, member uint64) string {
+	switch {
+	case sh.Down[shardmap.MemberKey{Group: group, Member: member}]:
+		return "down"
+	case sh.Leaders[group] == member:
+		return "leader"
+	}
+	return "up"
+}
