@@ -7,8 +7,10 @@ package ask
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/flintkv/flint/client"
@@ -32,34 +34,119 @@ func One(ctx context.Context, addr, password string, args ...string) (protocol.V
 // Wait is One for a command that may take long (adding a member waits
 // until it has caught up): it waits as long as ctx allows.
 func Wait(ctx context.Context, addr, password string, args ...string) (protocol.Value, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	c, err := dial(ctx, addr, password)
 	if err != nil {
 		return protocol.Value{}, err
 	}
-	defer nc.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
+	defer c.nc.Close()
+	return c.ask(ctx, args)
+}
+
+// conn is a connection to one server.
+type conn struct {
+	nc net.Conn
+	rd *protocol.Reader
+}
+
+// dial connects to addr and sends AUTH password, if not empty.
+func dial(ctx context.Context, addr, password string) (*conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
 	}
-	rd := protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits)
-	var cmds [][][]byte
+	c := &conn{nc: nc, rd: protocol.NewReader(bufio.NewReader(nc), protocol.DefaultReaderLimits)}
 	if password != "" {
-		cmds = append(cmds, [][]byte{[]byte("AUTH"), []byte(password)})
-	}
-	cmds = append(cmds, bytesOf(args))
-	var v protocol.Value
-	for _, c := range cmds {
-		if _, err := nc.Write(protocol.AppendCommand(nil, c...)); err != nil {
-			return v, err
-		}
-		if v, err = rd.Read(); err != nil {
-			return v, err
-		}
-		if v.IsError() {
-			return v, &client.ReplyError{Msg: string(v.Str)}
+		if _, err := c.ask(ctx, []string{"AUTH", password}); err != nil {
+			nc.Close()
+			return nil, err
 		}
 	}
-	return v, nil
+	return c, nil
+}
+
+// ask sends args and returns the reply, by ctx's deadline if it has one.
+func (c *conn) ask(ctx context.Context, args []string) (protocol.Value, error) {
+	dl, _ := ctx.Deadline() // the zero time: none
+	c.nc.SetDeadline(dl)
+	if _, err := c.nc.Write(protocol.AppendCommand(nil, bytesOf(args)...)); err != nil {
+		return protocol.Value{}, err
+	}
+	v, err := c.rd.Read()
+	if err == nil && v.IsError() {
+		return v, &client.ReplyError{Msg: string(v.Str)}
+	}
+	return v, err
+}
+
+// Pool keeps a connection to each address it asks, for a caller that asks
+// the same servers again and again, as a manager polls every member: a
+// connection of its own for each question would leave a socket in
+// TIME_WAIT each time, thousands a minute. A connection that fails is
+// closed, and dialed again at the next question; an error reply keeps it.
+// Questions to one address are asked one at a time. A Pool is safe for
+// concurrent use.
+type Pool struct {
+	password string
+	mu       sync.Mutex
+	conns    map[string]*pooled // by address; only those asked since the last Forget
+}
+
+// pooled is the pool's connection to one address, c nil while there is
+// none.
+type pooled struct {
+	mu sync.Mutex
+	c  *conn
+}
+
+// NewPool returns an empty pool whose connections AUTH with password, if
+// not empty.
+func NewPool(password string) *Pool {
+	return &Pool{password: password, conns: map[string]*pooled{}}
+}
+
+// One is One of package ask, over the pool's connection to addr.
+func (p *Pool) One(ctx context.Context, addr string, args ...string) (protocol.Value, error) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	p.mu.Lock()
+	pc := p.conns[addr]
+	if pc == nil {
+		pc = &pooled{}
+		p.conns[addr] = pc
+	}
+	p.mu.Unlock()
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.c == nil {
+		c, err := dial(ctx, addr, p.password)
+		if err != nil {
+			return protocol.Value{}, err
+		}
+		pc.c = c
+	}
+	v, err := pc.c.ask(ctx, args)
+	if err != nil && !errors.As(err, new(*client.ReplyError)) {
+		pc.c.nc.Close()
+		pc.c = nil
+	}
+	return v, err
+}
+
+// Close closes the pool's connections. The pool may be used again.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = map[string]*pooled{}
+	p.mu.Unlock()
+	for _, pc := range conns {
+		pc.mu.Lock()
+		if pc.c != nil {
+			pc.c.nc.Close()
+			pc.c = nil
+		}
+		pc.mu.Unlock()
+	}
 }
 
 func bytesOf(args []string) [][]byte {
@@ -75,6 +162,17 @@ func bytesOf(args []string) [][]byte {
 // see package server).
 func Map(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
 	v, err := One(ctx, addr, password, "FLINT.MAP")
+	return parseMap(addr, v, err)
+}
+
+// Map is Map of package ask, over the pool's connection to addr.
+func (p *Pool) Map(ctx context.Context, addr string) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
+	v, err := p.One(ctx, addr, "FLINT.MAP")
+	return parseMap(addr, v, err)
+}
+
+// parseMap parses the reply v to FLINT.MAP from addr, or returns err.
+func parseMap(addr string, v protocol.Value, err error) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -81,9 +81,11 @@ func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[
 // followManagers keeps v the map and leaders that the managers know,
 // asking one every poll, the next after one fails, until ctx ends.
 func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *slog.Logger) {
+	pool := ask.NewPool(cfg.Password)
+	defer pool.Close()
 	i, failing := 0, false
 	for {
-		m, leaders, down, err := ask.Map(ctx, cfg.Managers[i], cfg.Password)
+		m, leaders, down, err := pool.Map(ctx, cfg.Managers[i])
 		switch {
 		case err == nil:
 			if v.setAll(m, leaders, down) {
@@ -111,6 +113,8 @@ func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *sl
 // before, if two do, as a deposed leader may until it learns it is). A
 // group none of whose members says so has no leader in v until one does.
 func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
+	pool := ask.NewPool(cfg.Password)
+	defer pool.Close()
 	for ; ; sleep(ctx, cfg.poll()) {
 		if ctx.Err() != nil {
 			return
@@ -125,7 +129,7 @@ func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
 		for _, g := range sh.Map.Groups {
 			for _, m := range g.Members {
 				wg.Go(func() {
-					master, ok := askRole(ctx, m.Addr, cfg.Password)
+					master, ok := askRole(ctx, pool, m.Addr)
 					mu.Lock()
 					defer mu.Unlock()
 					switch {
@@ -146,10 +150,10 @@ func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
 
 // askRole asks the member at addr for its ROLE, and reports whether it
 // is a master, and whether it answered within a second.
-func askRole(ctx context.Context, addr, password string) (master, ok bool) {
+func askRole(ctx context.Context, pool *ask.Pool, addr string) (master, ok bool) {
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	v, err := ask.One(qctx, addr, password, "ROLE")
+	v, err := pool.One(qctx, addr, "ROLE")
 	if err != nil || len(v.Elems) == 0 {
 		return false, false
 	}
