@@ -18,7 +18,7 @@ import (
 // FLINT.SEQ: the server's write commands. Any other command goes as it is.
 var sessionWrites = map[string]bool{
 	"SET": true, "SETNX": true, "GETSET": true, "SWAP": true, "CAS": true,
-	"MSET": true, "MSETNX": true, "DEL": true, "INCR": true, "DECR": true,
+	"MSET": true, "MSETNX": true, "DEL": true, "UNLINK": true, "INCR": true, "DECR": true,
 	"INCRBY": true, "DECRBY": true, "APPEND": true, "FLUSHDB": true, "FLUSHALL": true,
 }
 

@@ -19,6 +19,8 @@ var adminCommands = []*command{
 	{name: "command", arity: -1, flags: "loading stale", run: (*conn).commandCmd},
 	{name: "info", arity: -1, flags: "loading stale", run: (*conn).infoCmd},
 	{name: "dbsize", arity: 1, flags: "readonly fast", run: (*conn).dbsize},
+	{name: "time", arity: 1, flags: "loading stale fast", run: (*conn).timeCmd},
+	{name: "config", arity: -2, flags: "admin loading stale", run: (*conn).configCmd},
 	{name: "flushdb", arity: -1, flags: "write", run: (*conn).flushdb},
 	{name: "flushall", arity: -1, flags: "write", run: (*conn).flushdb},
 	{name: "save", arity: 1, flags: "admin noscript", run: (*conn).save},

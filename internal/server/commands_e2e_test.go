@@ -259,6 +259,26 @@ func TestAdminCommands(t *testing.T) {
 			t.Fatalf("INFO everything = %q, %v", everything, err)
 		}
 	})
+	t.Run("time and config", func(t *testing.T) {
+		before := time.Now()
+		now, err := rdb.Time(c).Result()
+		if err != nil || now.Before(before.Add(-time.Second)) || now.After(time.Now().Add(time.Second)) {
+			t.Fatalf("TIME = %v, %v; the test's clock says %v", now, err, before)
+		}
+		got, err := rdb.ConfigGet(c, "save").Result()
+		if err != nil || len(got) != 1 || got["save"] != "" {
+			t.Fatalf("CONFIG GET save = %v, %v", got, err)
+		}
+		got, err = rdb.ConfigGet(c, "MAX*").Result()
+		if err != nil || got["maxclients"] == "" || got["maxmemory"] != "0" || got["maxmemory-policy"] != "noeviction" || len(got) != 3 {
+			t.Fatalf("CONFIG GET MAX* = %v, %v", got, err)
+		}
+		if got, err = rdb.ConfigGet(c, "nothing*").Result(); err != nil || len(got) != 0 {
+			t.Fatalf("CONFIG GET of no parameter = %v, %v", got, err)
+		}
+		wantErr(t, rdb.ConfigSet(c, "maxmemory", "1").Err(), "ERR unknown subcommand 'set'. Flint answers CONFIG GET only: its settings are flint serve's flags.")
+		wantErr(t, rdb.Do(c, "CONFIG", "GET").Err(), "ERR wrong number of arguments for 'config|get' command")
+	})
 	t.Run("dbsize and flushes", func(t *testing.T) {
 		rdb.FlushDB(c)
 		if n, err := rdb.DBSize(c).Result(); err != nil || n != 0 {
@@ -461,6 +481,21 @@ func TestStringCommands(t *testing.T) {
 			t.Fatalf("EXISTS after DEL = %d", n)
 		}
 		wantErr(t, rdb.Do(c, "DEL").Err(), "ERR wrong number of arguments for 'del' command")
+		if n, err := rdb.Touch(c, "d:c", "d:c", "d:missing").Result(); err != nil || n != 2 {
+			t.Fatalf("TOUCH = %d, %v; want 2", n, err)
+		}
+		if typ, err := rdb.Type(c, "d:c").Result(); err != nil || typ != "string" {
+			t.Fatalf("TYPE of a key = %q, %v", typ, err)
+		}
+		if typ, err := rdb.Type(c, "d:missing").Result(); err != nil || typ != "none" {
+			t.Fatalf("TYPE of a missing key = %q, %v", typ, err)
+		}
+		if n, err := rdb.Unlink(c, "d:c", "d:missing").Result(); err != nil || n != 1 {
+			t.Fatalf("UNLINK = %d, %v; want 1", n, err)
+		}
+		if n := rdb.Exists(c, "d:c").Val(); n != 0 {
+			t.Fatalf("EXISTS after UNLINK = %d", n)
+		}
 	})
 	t.Run("incr decr", func(t *testing.T) {
 		if n, err := rdb.Incr(c, "n:a").Result(); err != nil || n != 1 {

@@ -12,6 +12,8 @@ var keyCommands = []*command{
 	{name: "get", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, reply: replyGet, readsValues: true},
 	{name: "mget", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, reply: replyMGet, readsValues: true},
 	{name: "exists", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, reply: replyExists},
+	{name: "touch", arity: -2, flags: "readonly fast", first: 1, last: -1, step: 1, reply: replyExists},
+	{name: "type", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, reply: replyType},
 	{name: "strlen", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, reply: replyStrlen},
 	{name: "range", arity: -3, flags: "readonly", first: 1, last: 2, step: 1, run: (*conn).rangeCmd, perGroup: true},
 	{name: "set", arity: -3, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).set},
@@ -22,6 +24,7 @@ var keyCommands = []*command{
 	{name: "mset", arity: -3, flags: "write denyoom", first: 1, last: -1, step: 2, run: (*conn).mset},
 	{name: "msetnx", arity: -3, flags: "write denyoom", first: 1, last: -1, step: 2, run: (*conn).msetnx},
 	{name: "del", arity: -2, flags: "write", first: 1, last: -1, step: 1, run: (*conn).del},
+	{name: "unlink", arity: -2, flags: "write fast", first: 1, last: -1, step: 1, run: (*conn).del},
 	{name: "incr", arity: 2, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).incr},
 	{name: "decr", arity: 2, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).decr},
 	{name: "incrby", arity: 3, flags: "write denyoom fast", first: 1, last: 1, step: 1, run: (*conn).incrby},
@@ -41,6 +44,17 @@ func replyMGet(c *conn, got []lookup) {
 	}
 }
 
+// replyType replies to TYPE: every value is a string.
+func replyType(c *conn, got []lookup) {
+	if got[0].found {
+		c.out = protocol.AppendSimple(c.out, "string")
+		return
+	}
+	c.out = protocol.AppendSimple(c.out, "none")
+}
+
+// replyExists replies to EXISTS, and to TOUCH, which counts the same keys
+// (Flint keeps no access times for it to update).
 func replyExists(c *conn, got []lookup) {
 	var n int64
 	for _, l := range got {

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flintkv/flint/internal/protocol"
+)
+
+// timeCmd is TIME: this server's clock, as Redis gives it, seconds and
+// microseconds since the Unix epoch, as two bulk strings.
+func (c *conn) timeCmd([][]byte) {
+	now := time.Now()
+	c.out = protocol.AppendArray(c.out, 2)
+	c.bulkString(strconv.FormatInt(now.Unix(), 10))
+	c.bulkString(strconv.Itoa(now.Nanosecond() / 1000))
+}
+
+// configCmd is CONFIG GET pattern [pattern ...]: the parameters whose
+// names match a pattern (Redis's glob patterns, case-insensitive), as a
+// flat array of name and value, as Redis 7 gives them. Flint's settings
+// are flags of flint serve, so CONFIG SET and the other subcommands are
+// refused.
+func (c *conn) configCmd(args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	if sub != "get" {
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Flint answers CONFIG GET only: its settings are flint serve's flags.", truncate(args[1])))
+		return
+	}
+	if len(args) < 3 {
+		c.errArity("config|get")
+		return
+	}
+	params := c.configParams()
+	names := make([]string, 0, len(params))
+	for name := range params {
+		for _, p := range args[2:] {
+			if ok, _ := path.Match(strings.ToLower(string(p)), name); ok {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	slices.Sort(names)
+	c.out = protocol.AppendMap(c.out, len(names), c.proto)
+	for _, name := range names {
+		c.bulkString(name)
+		c.bulkString(params[name])
+	}
+}
+
+// configParams are the parameters CONFIG GET knows, with their values:
+// those clients and tools read (redis-benchmark reads save and
+// appendonly), as Flint's settings map onto them.
+func (c *conn) configParams() map[string]string {
+	cfg := c.srv.cfg
+	return map[string]string{
+		"appendonly":                "yes", // every write is in the log before it is acknowledged
+		"appendfsync":               "always",
+		"save":                      "", // snapshots are taken by log size, not Redis's schedule
+		"databases":                 "1",
+		"maxclients":                strconv.Itoa(cfg.MaxClients),
+		"maxmemory":                 "0",
+		"maxmemory-policy":          "noeviction",
+		"proto-max-bulk-len":        strconv.Itoa(cfg.MaxBulk),
+		"client-query-buffer-limit": strconv.Itoa(cfg.MaxQueryBuffer),
+		"timeout":                   strconv.Itoa(int(cfg.IdleTimeout / time.Second)),
+		"cluster-enabled":           map[bool]string{false: "no", true: "yes"}[c.srv.cluster != nil],
+		"port":                      port(c.srv),
+	}
+}
