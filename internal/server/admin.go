@@ -134,6 +134,12 @@ func (c *conn) commandCmd(args [][]byte) {
 			return
 		}
 		c.out = protocol.AppendMap(c.out, 0, c.proto)
+	case "help":
+		c.help("COMMAND",
+			"(no subcommand)", "Return details about all Flint commands.",
+			"COUNT", "Return the total number of commands in this Flint server.",
+			"DOCS [<command-name> ...]", "Return documentation details about multiple Flint commands (none yet: an empty map).",
+			"INFO [<command-name> ...]", "Return details about multiple Flint commands. If no command names are given, documentation details for all commands are returned.")
 	default:
 		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try COMMAND HELP.", truncate(args[1])))
 	}

@@ -236,6 +236,17 @@ func (c *conn) clusterCmd(args [][]byte) {
 	case "countkeysinslot", "getkeysinslot":
 		c.keysInSlot(sub, args)
 		return
+	case "help":
+		c.help("CLUSTER",
+			"COUNTKEYSINSLOT <slot>", "Return the number of keys in <slot>.",
+			"GETKEYSINSLOT <slot> <count>", "Return key names stored by current node in a slot.",
+			"INFO", "Return information about the cluster.",
+			"KEYSLOT <key>", "Return the hash slot for <key>.",
+			"MYID", "Return the node id.",
+			"NODES", "Return cluster configuration seen by node.",
+			"SHARDS", "Return information about slot range mappings and the nodes associated with them.",
+			"SLOTS", "Return information about slots range mappings.")
+		return
 	}
 	t := c.topology()
 	switch sub {

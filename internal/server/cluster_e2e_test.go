@@ -200,10 +200,14 @@ func TestShardRouting(t *testing.T) {
 		{[]string{"CLUSTER", "GETKEYSINSLOT", "1", "-1"}, "(error) ERR Invalid slot or number of keys"},
 		{[]string{"CLUSTER", "GETKEYSINSLOT", "1"}, "(error) ERR wrong number of arguments for 'cluster|getkeysinslot' command"},
 		{[]string{"ASKING"}, `"OK"`},
+		{[]string{"CLUSTER", "FOO"}, "(error) ERR unknown subcommand 'FOO'. Try CLUSTER HELP."},
 	} {
 		if got := c.do(tc.cmd...).String(); got != tc.want {
 			t.Errorf("%q = %s, want %s", tc.cmd, got, tc.want)
 		}
+	}
+	if help := c.do("CLUSTER", "HELP").String(); !strings.Contains(help, "CLUSTER <subcommand>") || !strings.Contains(help, "COUNTKEYSINSLOT <slot>") {
+		t.Errorf("CLUSTER HELP = %s", help)
 	}
 	// At a follower, RANGE is redirected to the leader with a slot of the
 	// group's own, not its start key's.

@@ -279,6 +279,36 @@ func TestAdminCommands(t *testing.T) {
 		wantErr(t, rdb.ConfigSet(c, "maxmemory", "1").Err(), "ERR unknown subcommand 'set'. Flint answers CONFIG GET only: its settings are flint serve's flags.")
 		wantErr(t, rdb.Do(c, "CONFIG", "GET").Err(), "ERR wrong number of arguments for 'config|get' command")
 	})
+	t.Run("help", func(t *testing.T) {
+		// The subcommands each HELP lists are the ones the server knows.
+		for _, tc := range []struct {
+			cmd  string
+			subs []string
+		}{
+			{"CLIENT", []string{"GETNAME", "ID", "INFO", "LIST", "SETINFO", "SETNAME", "HELP"}},
+			{"COMMAND", []string{"COUNT", "DOCS", "INFO", "HELP"}},
+			{"CONFIG", []string{"GET", "HELP"}},
+		} {
+			lines, err := rdb.Do(c, tc.cmd, "HELP").StringSlice()
+			if err != nil || len(lines) == 0 || !strings.HasPrefix(lines[0], tc.cmd+" <subcommand>") {
+				t.Fatalf("%s HELP = %q, %v", tc.cmd, lines, err)
+			}
+			var subs []string
+			for _, l := range lines[1:] {
+				if !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "(") {
+					subs = append(subs, strings.Fields(l)[0])
+				}
+			}
+			if !slices.Equal(subs, tc.subs) {
+				t.Fatalf("%s HELP lists %v, want %v", tc.cmd, subs, tc.subs)
+			}
+			for _, sub := range subs[:len(subs)-1] {
+				if err := rdb.Do(c, tc.cmd, sub).Err(); err != nil && strings.Contains(err.Error(), "unknown subcommand") {
+					t.Errorf("%s HELP lists %s, which the server does not know: %v", tc.cmd, sub, err)
+				}
+			}
+		}
+	})
 	t.Run("dbsize and flushes", func(t *testing.T) {
 		rdb.FlushDB(c)
 		if n, err := rdb.DBSize(c).Result(); err != nil || n != 0 {

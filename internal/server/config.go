@@ -23,10 +23,14 @@ func (c *conn) timeCmd([][]byte) {
 // configCmd is CONFIG GET pattern [pattern ...]: the parameters whose
 // names match a pattern (Redis's glob patterns, case-insensitive), as a
 // flat array of name and value, as Redis 7 gives them. Flint's settings
-// are flags of flint serve, so CONFIG SET and the other subcommands are
-// refused.
+// are flags of flint serve, so CONFIG SET and the other subcommands but
+// HELP are refused.
 func (c *conn) configCmd(args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
+	if sub == "help" {
+		c.help("CONFIG", "GET <pattern>", "Return parameters matching the glob-like <pattern> and their values.")
+		return
+	}
 	if sub != "get" {
 		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Flint answers CONFIG GET only: its settings are flint serve's flags.", truncate(args[1])))
 		return
@@ -71,5 +75,20 @@ func (c *conn) configParams() map[string]string {
 		"timeout":                   strconv.Itoa(int(cfg.IdleTimeout / time.Second)),
 		"cluster-enabled":           map[bool]string{false: "no", true: "yes"}[c.srv.cluster != nil],
 		"port":                      port(c.srv),
+	}
+}
+
+// help replies to <name> HELP as Redis does: a line naming the command's
+// form, then each subcommand's usage and an indented description, then
+// HELP's own, as simple strings.
+func (c *conn) help(name string, subs ...string) {
+	subs = append(subs, "HELP", "Print this help.")
+	c.out = protocol.AppendArray(c.out, 1+len(subs))
+	c.out = protocol.AppendSimple(c.out, name+" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+	for i, s := range subs {
+		if i%2 == 1 {
+			s = "    " + s
+		}
+		c.out = protocol.AppendSimple(c.out, s)
 	}
 }

@@ -194,7 +194,15 @@ func (c *conn) client(args [][]byte) {
 		c.out = protocol.AppendVerbatim(c.out, c.describe(time.Now()), c.proto)
 	case sub == "list" && len(args) == 2:
 		c.out = protocol.AppendVerbatim(c.out, c.srv.clientList(), c.proto)
-	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info" || sub == "list":
+	case sub == "help" && len(args) == 2:
+		c.help("CLIENT",
+			"GETNAME", "Return the name of the current connection.",
+			"ID", "Return the ID of the current connection.",
+			"INFO", "Return information about the current client connection.",
+			"LIST", "Return information about client connections.",
+			"SETINFO <option> <value>", "Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+			"SETNAME <name>", "Assign the name <name> to the current connection.")
+	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info" || sub == "list" || sub == "help":
 		c.err(fmt.Sprintf("ERR wrong number of arguments for 'client|%s' command", sub))
 	default:
 		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(args[1])))
