@@ -229,8 +229,10 @@ func TestInjectedReplicationBugs(t *testing.T) {
 				tc.cfg.OpTimeout = 500 * time.Millisecond
 			}
 			// A fault exposes a bug only when it strikes at the right
-			// moment: a bug gets up to bugAttempts runs to be caught; a
-			// correct group must pass its one run.
+			// moment: a bug gets up to bugAttempts runs to be caught. A
+			// correct group must pass; it gets a second run only if its
+			// first ends UNKNOWN, the search of a large part having run
+			// out of time (never after a FAIL).
 			attempts := 1
 			if tc.want == Fail {
 				attempts = bugAttempts
@@ -244,7 +246,8 @@ func TestInjectedReplicationBugs(t *testing.T) {
 				if res.Verdict == tc.want {
 					return
 				}
-				if a == attempts {
+				again := a < attempts || tc.want == Pass && res.Verdict == Unknown && a < 2
+				if !again {
 					t.Fatalf("%s in %d runs, want %s", res.Verdict, a, tc.want)
 				}
 			}
