@@ -198,7 +198,7 @@ func TestShardedCluster(t *testing.T) {
 // is TestShardedCluster's run under partitions (and leader kills), which
 // this test does not repeat, to save time.
 func TestInjectedReplicationBugs(t *testing.T) {
-	const bugAttempts = 3
+	const bugAttempts = 5
 	if testing.Short() {
 		t.Skip("runs groups of flint serve for seconds")
 	}
