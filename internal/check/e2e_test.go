@@ -120,16 +120,8 @@ func TestReplicatedGroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.OpTimeout = 500 * time.Millisecond
 			res := runCheck(t, bin, "", tc.cfg)
-			if res.Verdict != Pass || res.Err != nil || len(res.lost) > 0 {
-				t.Fatalf("%s (%v), %d lost writes; want PASS", res.Verdict, res.Err, len(res.lost))
-			}
-			kinds := faultKinds(res.history)
-			for _, w := range tc.want {
-				if !slices.ContainsFunc(kinds, func(k string) bool { return strings.Contains(k, w) }) {
-					t.Errorf("no fault %q among %q", w, kinds)
-				}
-			}
-			t.Logf("faults: %q", kinds)
+			assertPassWithFaults(t, res, tc.want)
+			t.Logf("faults: %q", faultKinds(res.history))
 		})
 	}
 }
@@ -158,21 +150,13 @@ func TestShardedCluster(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCheck(t, bin, "", tc.cfg)
-			if res.Verdict != Pass || res.Err != nil || len(res.lost) > 0 {
-				t.Fatalf("%s (%v), %d lost writes; want PASS", res.Verdict, res.Err, len(res.lost))
-			}
-			kinds := faultKinds(res.history)
-			for _, w := range tc.want {
-				if !slices.ContainsFunc(kinds, func(k string) bool { return strings.Contains(k, w) }) {
-					t.Errorf("no fault %q among %q", w, kinds)
-				}
-			}
+			assertPassWithFaults(t, res, tc.want)
 			for _, o := range res.history.Ops {
 				if o.Reply.kind == replyErr && strings.HasPrefix(o.Reply.str, "CROSSSLOT") {
 					t.Errorf("%q: %s", o.Cmd, o.Reply.str)
 				}
 			}
-			t.Logf("faults: %q", kinds)
+			t.Logf("faults: %q", faultKinds(res.history))
 		})
 	}
 }
@@ -307,4 +291,19 @@ func singleKeyMix(t *testing.T) Mix {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// assertPassWithFaults fails the test unless res passed with no lost write
+// and its faults include, for each of want, one whose kind holds it.
+func assertPassWithFaults(t *testing.T, res *Result, want []string) {
+	t.Helper()
+	if res.Verdict != Pass || res.Err != nil || len(res.lost) > 0 {
+		t.Fatalf("%s (%v), %d lost writes; want PASS", res.Verdict, res.Err, len(res.lost))
+	}
+	kinds := faultKinds(res.history)
+	for _, w := range want {
+		if !slices.ContainsFunc(kinds, func(k string) bool { return strings.Contains(k, w) }) {
+			t.Errorf("no fault %q among %q", w, kinds)
+		}
+	}
 }
