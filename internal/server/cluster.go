@@ -219,20 +219,18 @@ func (c *conn) refusedReply(err error, i int, msg string) string {
 
 // clusterCmd runs CLUSTER's subcommands.
 func (c *conn) clusterCmd(args [][]byte) {
+	if !c.clusterOn() {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
-	if sub == "keyslot" {
+	switch sub {
+	case "keyslot":
 		if len(args) != 3 {
 			c.errArity("cluster|keyslot")
 			return
 		}
 		c.int(int64(slot.Of(args[2])))
 		return
-	}
-	if c.srv.cluster == nil {
-		c.err("ERR This instance has cluster support disabled")
-		return
-	}
-	switch sub {
 	case "countkeysinslot", "getkeysinslot":
 		c.keysInSlot(sub, args)
 		return
@@ -340,12 +338,34 @@ func (c *conn) keysInSlot(sub string, args [][]byte) {
 // askingCmd is ASKING, which a client sends before the one command that
 // an ASK redirection names. No slot is ever being moved yet, so no command
 // is answered ASK, and ASKING only answers OK.
-func (c *conn) askingCmd([][]byte) { c.ok() }
+func (c *conn) askingCmd([][]byte) {
+	if c.clusterOn() {
+		c.ok()
+	}
+}
 
 // readonly and readwrite set whether the connection's reads may be served
 // by a follower (READONLY, READWRITE).
-func (c *conn) readonlyCmd([][]byte)  { c.readonly = true; c.ok() }
-func (c *conn) readwriteCmd([][]byte) { c.readonly = false; c.ok() }
+func (c *conn) readonlyCmd([][]byte)  { c.setReadonly(true) }
+func (c *conn) readwriteCmd([][]byte) { c.setReadonly(false) }
+
+func (c *conn) setReadonly(on bool) {
+	if c.clusterOn() {
+		c.readonly = on
+		c.ok()
+	}
+}
+
+// clusterOn reports whether the server is a member of a replicated group
+// or a sharded cluster. If not, it refuses the command as Redis refuses
+// the commands of cluster mode when cluster support is disabled.
+func (c *conn) clusterOn() bool {
+	if c.srv.cluster == nil {
+		c.err("ERR This instance has cluster support disabled")
+		return false
+	}
+	return true
+}
 
 // roleCmd replies to ROLE as Redis shapes it: on the leader, "master", its
 // applied index (as the replication offset) and each other member's host,

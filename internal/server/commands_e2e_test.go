@@ -279,6 +279,12 @@ func TestAdminCommands(t *testing.T) {
 		wantErr(t, rdb.ConfigSet(c, "maxmemory", "1").Err(), "ERR unknown subcommand 'set'. Flint answers CONFIG GET only: its settings are flint serve's flags.")
 		wantErr(t, rdb.Do(c, "CONFIG", "GET").Err(), "ERR wrong number of arguments for 'config|get' command")
 	})
+	t.Run("cluster mode off", func(t *testing.T) {
+		for _, cmd := range [][]any{{"CLUSTER", "INFO"}, {"CLUSTER", "KEYSLOT", "k"}, {"CLUSTER", "NOSUCH"},
+			{"READONLY"}, {"READWRITE"}, {"ASKING"}} {
+			wantErr(t, rdb.Do(c, cmd...).Err(), "ERR This instance has cluster support disabled")
+		}
+	})
 	t.Run("help", func(t *testing.T) {
 		// The subcommands each HELP lists are the ones the server knows.
 		for _, tc := range []struct {
