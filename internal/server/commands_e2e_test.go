@@ -278,6 +278,7 @@ func TestAdminCommands(t *testing.T) {
 		}
 		wantErr(t, rdb.ConfigSet(c, "maxmemory", "1").Err(), "ERR unknown subcommand 'set'. Flint answers CONFIG GET only: its settings are flint serve's flags.")
 		wantErr(t, rdb.Do(c, "CONFIG", "GET").Err(), "ERR wrong number of arguments for 'config|get' command")
+		wantErr(t, rdb.Do(c, "CONFIG", "NOSUCH").Err(), "ERR unknown subcommand 'NOSUCH'. Try CONFIG HELP.")
 	})
 	t.Run("cluster mode off", func(t *testing.T) {
 		for _, cmd := range [][]any{{"CLUSTER", "INFO"}, {"CLUSTER", "KEYSLOT", "k"}, {"CLUSTER", "NOSUCH"},

@@ -23,16 +23,20 @@ func (c *conn) timeCmd([][]byte) {
 // configCmd is CONFIG GET pattern [pattern ...]: the parameters whose
 // names match a pattern (Redis's glob patterns, case-insensitive), as a
 // flat array of name and value, as Redis 7 gives them. Flint's settings
-// are flags of flint serve, so CONFIG SET and the other subcommands but
-// HELP are refused.
+// are flags of flint serve, so CONFIG SET, RESETSTAT and REWRITE are
+// refused, saying so; other subcommands get Redis's reply to one it does
+// not know.
 func (c *conn) configCmd(args [][]byte) {
-	sub := strings.ToLower(string(args[1]))
-	if sub == "help" {
+	switch strings.ToLower(string(args[1])) {
+	case "help":
 		c.help("CONFIG", "GET <pattern>", "Return parameters matching the glob-like <pattern> and their values.")
 		return
-	}
-	if sub != "get" {
+	case "get":
+	case "set", "resetstat", "rewrite":
 		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Flint answers CONFIG GET only: its settings are flint serve's flags.", truncate(args[1])))
+		return
+	default:
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try CONFIG HELP.", truncate(args[1])))
 		return
 	}
 	if len(args) < 3 {
