@@ -428,6 +428,7 @@ func TestStringCommands(t *testing.T) {
 		wantErr(t, rdb.Set(c, "so:k", "ttl", time.Second).Err(), noTTL)
 		wantErr(t, rdb.Set(c, "so:k", "ttl", 1500*time.Millisecond).Err(), noTTL) // PX
 		wantErr(t, rdb.Do(c, "set", "so:k", "ttl", "exat", "99999999999").Err(), noTTL)
+		wantErr(t, rdb.Do(c, "SET", "so:k", "ttl", "PX").Err(), "ERR syntax error") // no time
 		if v := rdb.Get(c, "so:k").Val(); v != "kept" {
 			t.Fatalf("refused SET EX wrote the key: %q", v)
 		}

@@ -130,7 +130,7 @@ const shortRange = 1024
 // set is SET key value [NX|XX] [GET] [KEEPTTL].
 func (c *conn) set(args [][]byte) {
 	var flags byte
-	for _, a := range args[3:] {
+	for i, a := range args[3:] {
 		switch strings.ToLower(string(a)) {
 		case "nx":
 			flags |= store.SetNX
@@ -140,7 +140,11 @@ func (c *conn) set(args [][]byte) {
 			flags |= store.SetGet
 		case "keepttl": // no key has a TTL, so keeping it changes nothing
 		case "ex", "px", "exat", "pxat":
-			c.err("ERR TTLs are not supported: keys have no TTLs in Flint")
+			if 3+i == len(args)-1 { // the time is missing: a syntax error, as in Redis
+				c.errSyntax()
+			} else {
+				c.err("ERR TTLs are not supported: keys have no TTLs in Flint")
+			}
 			return
 		default:
 			c.errSyntax()
