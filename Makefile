@@ -24,9 +24,10 @@ run: build
 cluster: build
 	./$(BIN) cluster up --nodes 3 --dir ./cluster
 
-# The Redis clients that cmd/flint's tests drive besides go-redis: redis-cli
-# (with apt-get) and redis-py (in bin/pyclients). Without them those tests
-# skip, but not in CI, which installs them first.
+# The Redis programs that the tests drive besides go-redis: redis-cli,
+# redis-benchmark and redis-server (with apt-get) and redis-py (in
+# bin/pyclients). Without them those tests skip, but not in CI, which
+# installs them first.
 clients:
 	scripts/install_clients.sh
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Redis clients that cmd/flint's client tests drive, where they
-# are missing: redis-cli (Debian's redis-tools, with apt-get) and redis-py
+# Installs the Redis programs that the tests drive, where they are missing:
+# redis-cli and redis-benchmark (Debian's redis-tools) and redis-server
+# (Debian's redis-server, for internal/difftest), with apt-get, and redis-py
 # (the version below, from PyPI) in a virtual environment at bin/pyclients,
-# where the tests look for it. Run again with both in place, it does
+# where cmd/flint's tests look for it. Run again with all in place, it does
 # nothing. `make clients` runs it, and CI runs that before `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +21,14 @@ apt_install() {
 		{ $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "$@" >/dev/null; }
 }
 
-if ! command -v redis-cli >/dev/null; then
-	apt_install redis-tools
+if ! command -v redis-cli >/dev/null || ! command -v redis-benchmark >/dev/null ||
+	! command -v redis-server >/dev/null; then
+	apt_install redis-tools redis-server
+	# Debian's package starts a redis-server service on port 6379 where an
+	# init system runs. The tests start their own servers; stop it, and
+	# keep it from starting at boot.
+	$sudo systemctl disable --now redis-server >/dev/null 2>&1 ||
+		$sudo service redis-server stop >/dev/null 2>&1 || true
 fi
 if ! "$venv/bin/python" -c "import redis, sys; sys.exit(redis.__version__ != '$REDIS_PY')" 2>/dev/null; then
 	rm -rf "$venv"
@@ -29,4 +36,4 @@ if ! "$venv/bin/python" -c "import redis, sys; sys.exit(redis.__version__ != '$R
 	python3 -m venv "$venv" 2>/dev/null || { rm -rf "$venv" && apt_install python3-venv && python3 -m venv "$venv"; }
 	"$venv/bin/pip" install -q --disable-pip-version-check "redis==$REDIS_PY"
 fi
-echo "clients: $(redis-cli --version); redis-py $("$venv/bin/python" -c 'import redis; print(redis.__version__)') in $venv"
+echo "clients: $(redis-cli --version); $(redis-server --version | cut -d' ' -f1-3); redis-py $("$venv/bin/python" -c 'import redis; print(redis.__version__)') in $venv"
