@@ -1,9 +1,10 @@
 // Package difftest compares Flint with Redis: scripts of commands run
 // against redis-server 7 and against Flint, and their replies are compared
-// byte for byte, in RESP2 and in RESP3. It also runs redis-benchmark
-// against Flint. Its tests skip where redis-server or redis-benchmark is
-// missing, except when FLINT_REQUIRE_CLIENTS is set, as CI sets it after
-// `make clients` has installed them.
+// byte for byte, in RESP2 and in RESP3. It also checks that Flint refuses
+// every command Redis has for its other data types alike, and runs
+// redis-benchmark against Flint. Its tests skip where redis-server or
+// redis-benchmark is missing, except when FLINT_REQUIRE_CLIENTS is set, as
+// CI sets it after `make clients` has installed them.
 //
 // # Scripts
 //

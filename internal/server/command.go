@@ -70,6 +70,13 @@ func init() {
 	for _, n := range strings.Fields(`lpush rpush lpop rpop llen lrange lindex lset lrem linsert ltrim blpop brpop lmove
 		hset hget hmset hmget hdel hgetall hexists hincrby hkeys hvals hlen hsetnx
 		sadd srem smembers sismember scard spop srandmember sinter sunion sdiff
+		blmove blmpop brpoplpush lmpop lpos lpushx rpoplpush rpushx sort sort_ro
+		hincrbyfloat hrandfield hscan hstrlen sdiffstore sintercard sinterstore smismember smove sscan sunionstore
+		bzmpop bzpopmax bzpopmin zcount zdiff zdiffstore zinter zintercard zinterstore zlexcount zmpop zmscore
+		zpopmax zpopmin zrandmember zrangebylex zrangestore zremrangebylex zremrangebyrank zremrangebyscore
+		zrevrangebylex zrevrangebyscore zrevrank zscan zunion zunionstore
+		xack xautoclaim xclaim xdel xgroup xinfo xpending xreadgroup xrevrange xsetid xtrim pfdebug pfselftest
+		geodist geohash geopos georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore
 		zadd zrem zrange zrangebyscore zscore zcard zincrby zrank zrevrange
 		xadd xread xrange xlen pfadd pfcount pfmerge setbit getbit bitcount bitop geoadd
 		publish subscribe psubscribe`) {
