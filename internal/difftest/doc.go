@@ -19,6 +19,7 @@
 //	SET k "a value"       the reply must be the same bytes
 //	GET k
 //	!shape TIME           the reply need only have the same shape
+//	!inline GET k         sent as an inline command
 //
 // A command line is split into arguments as redis-cli splits what is typed
 // at it (protocol.SplitArgs): words are separated by spaces, and a word in
@@ -26,6 +27,10 @@
 // single quotes, only \' is an escape. The arguments are sent as a RESP
 // array of bulk strings, and one reply is read back as the raw bytes the
 // server sent.
+//
+// A line that starts with "!inline " is sent as it is written after the
+// directive, followed by CRLF, as an inline command (as telnet would send
+// it), for the server to split.
 //
 // A line that starts with "!shape " is a command whose reply legitimately
 // differs between the two servers (TIME, INFO, CLIENT ID, HELLO's server
@@ -43,7 +48,7 @@
 //		Flint has a single database: ...
 //
 // An entry is a line "<script>: <command line as written in the script>"
-// (without "!shape "); consecutive entries share the indented lines that
+// (without its directive); consecutive entries share the indented lines that
 // follow them, which give their reason. A listed command may differ
 // wherever it appears in that script, in either protocol. The test fails
 // on any other difference, and also on an entry whose command no longer

@@ -130,8 +130,13 @@ func newConn(t *testing.T, dial dialer) *conn {
 // do sends args as a RESP array of bulk strings and returns the reply,
 // decoded and as the bytes that encoded it.
 func (c *conn) do(args [][]byte) (protocol.Value, []byte, error) {
+	return c.send(protocol.AppendCommand(nil, args...))
+}
+
+// send sends cmd, an encoded command, and returns the reply as do does.
+func (c *conn) send(cmd []byte) (protocol.Value, []byte, error) {
 	c.SetDeadline(time.Now().Add(liveness))
-	if _, err := c.Write(protocol.AppendCommand(nil, args...)); err != nil {
+	if _, err := c.Write(cmd); err != nil {
 		return protocol.Value{}, nil, err
 	}
 	v, err := c.rd.Read()

@@ -20,17 +20,31 @@ type Case struct {
 
 // A Step is one command of a case.
 type Step struct {
-	Line  int    // in its script, from 1
-	Text  string // the command line as written, without "!shape "
-	Args  [][]byte
-	Shape bool // compare only the replies' shapes
+	Line   int    // in its script, from 1
+	Text   string // the command line as written, without its directive
+	Args   [][]byte
+	Shape  bool // compare only the replies' shapes
+	Inline bool // send Text as an inline command; Args is nil
 }
 
-const shapePrefix = "!shape "
+// The directives that may start a line.
+const (
+	shapePrefix  = "!shape "
+	inlinePrefix = "!inline "
+)
+
+// Bytes returns the command as it is sent: an inline command, or a RESP
+// array of bulk strings.
+func (s Step) Bytes() []byte {
+	if s.Inline {
+		return []byte(s.Text + "\r\n")
+	}
+	return protocol.AppendCommand(nil, s.Args...)
+}
 
 // ParseScript reads the cases of a script; name is used in errors. A line
-// that cannot be split into arguments, or that starts with "!" but is not
-// a "!shape " line, is an error.
+// that cannot be split into arguments, or that starts with "!" but with
+// no directive, is an error.
 func ParseScript(name string, data []byte) ([]Case, error) {
 	var cases []Case
 	var cur *Case
@@ -43,17 +57,10 @@ func ParseScript(name string, data []byte) ([]Case, error) {
 		case text[0] == '#':
 			continue
 		}
-		step := Step{Line: n, Text: text}
-		if rest, ok := strings.CutPrefix(text, shapePrefix); ok {
-			step.Text, step.Shape = strings.TrimSpace(rest), true
-		} else if text[0] == '!' {
-			return nil, fmt.Errorf("%s:%d: unknown directive %q (only %q is known)", name, n, text, shapePrefix)
+		step, err := parseStep(n, text)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
 		}
-		args, err := protocol.SplitArgs([]byte(step.Text), nil, math.MaxInt)
-		if err != nil || len(args) == 0 {
-			return nil, fmt.Errorf("%s:%d: cannot split %q into arguments: %v", name, n, step.Text, err)
-		}
-		step.Args = args
 		if cur == nil {
 			cases = append(cases, Case{Line: n})
 			cur = &cases[len(cases)-1]
@@ -61,6 +68,26 @@ func ParseScript(name string, data []byte) ([]Case, error) {
 		cur.Steps = append(cur.Steps, step)
 	}
 	return cases, nil
+}
+
+// parseStep parses the command line text, at line n.
+func parseStep(n int, text string) (Step, error) {
+	step := Step{Line: n, Text: text}
+	if rest, ok := strings.CutPrefix(text, inlinePrefix); ok {
+		step.Text, step.Inline = strings.TrimSpace(rest), true
+		return step, nil // the server splits it
+	}
+	if rest, ok := strings.CutPrefix(text, shapePrefix); ok {
+		step.Text, step.Shape = strings.TrimSpace(rest), true
+	} else if text[0] == '!' {
+		return step, fmt.Errorf("unknown directive in %q (%q and %q are known)", text, shapePrefix, inlinePrefix)
+	}
+	args, err := protocol.SplitArgs([]byte(step.Text), nil, math.MaxInt)
+	if err != nil || len(args) == 0 {
+		return step, fmt.Errorf("cannot split %q into arguments: %v", step.Text, err)
+	}
+	step.Args = args
+	return step, nil
 }
 
 // A Difference is an entry of differences.txt: a command of a script whose

@@ -16,6 +16,7 @@ SET k "a b"
 !shape TIME
 # comment inside a case
 PING
+!inline SET k a"b
 `
 	cases, err := ParseScript("x.script", []byte(script))
 	if err != nil {
@@ -26,12 +27,15 @@ PING
 		var steps []string
 		for _, s := range c.Steps {
 			steps = append(steps, fmt.Sprintf("%d %s %q %v", s.Line, s.Text, s.Args, s.Shape))
+			if s.Inline != (s.Args == nil) {
+				t.Errorf("line %d: Inline %v with arguments %q", s.Line, s.Inline, s.Args)
+			}
 		}
 		got = append(got, fmt.Sprintf("case at %d: %s", c.Line, strings.Join(steps, "; ")))
 	}
 	want := []string{
 		`case at 2: 2 SET k "a b" ["SET" "k" "a b"] false; 3 GET k ["GET" "k"] false`,
-		`case at 7: 7 TIME ["TIME"] true; 9 PING ["PING"] false`,
+		`case at 7: 7 TIME ["TIME"] true; 9 PING ["PING"] false; 10 SET k a"b [] false`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
