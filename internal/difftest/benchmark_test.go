@@ -9,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/flintkv/flint/internal/server"
-	"github.com/flintkv/flint/internal/server/servertest"
 )
 
 // The redis-benchmark tests Flint passes: all those of the default list
@@ -29,8 +26,7 @@ var progress = regexp.MustCompile(`[A-Z_]+( \([^)]*\))?: rps=[^ )]+ \(overall: [
 // GET fails.
 func TestRedisBenchmark(t *testing.T) {
 	path := tool(t, "FLINT_REDIS_BENCHMARK", "redis-benchmark")
-	flint := servertest.Start(t, server.Config{})
-	host, port, _ := net.SplitHostPort(flint.Addr)
+	host, port, _ := net.SplitHostPort(startFlint(t))
 	cmd := exec.Command(path, "-h", host, "-p", port, "-t", benchmarkTests, "-n", "2000", "-c", "4", "-q")
 	out, err := runBounded(cmd)
 	if err != nil {

@@ -12,8 +12,6 @@ import (
 	"testing"
 
 	"github.com/flintkv/flint/internal/protocol"
-	"github.com/flintkv/flint/internal/server"
-	"github.com/flintkv/flint/internal/server/servertest"
 )
 
 // TestDifferential runs every testdata/*.script against redis-server and
@@ -23,7 +21,7 @@ import (
 func TestDifferential(t *testing.T) {
 	scripts, listed := loadScripts(t)
 	redis := startRedis(t)
-	flint := servertest.Start(t, server.Config{})
+	flint := startFlint(t)
 	r := &run{listed: map[[2]string]bool{}, ran: map[string]int{}}
 	for _, d := range listed {
 		r.listed[[2]string{d.Script, d.Command}] = false
@@ -32,7 +30,7 @@ func TestDifferential(t *testing.T) {
 		for _, proto := range []int{2, 3} {
 			t.Run(fmt.Sprintf("%s/resp%d", strings.TrimSuffix(sc.name, ".script"), proto), func(t *testing.T) {
 				for _, c := range sc.cases {
-					r.runCase(t, sc.name, proto, c, redis, flint.Addr)
+					r.runCase(t, sc.name, proto, c, redis, flint)
 				}
 				r.ran[sc.name]++
 			})

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/flintkv/flint/internal/protocol"
-	"github.com/flintkv/flint/internal/server"
-	"github.com/flintkv/flint/internal/server/servertest"
 )
 
 // TestOtherTypesRefused checks that Flint refuses every command Redis 7
@@ -15,7 +13,7 @@ import (
 func TestOtherTypesRefused(t *testing.T) {
 	rc := newConn(t, startRedis(t))
 	defer rc.Close()
-	fc := newConn(t, tcp(servertest.Start(t, server.Config{}).Addr))
+	fc := newConn(t, tcp(startFlint(t)))
 	defer fc.Close()
 	seen := map[string]bool{}
 	for _, cat := range []string{"list", "hash", "set", "sortedset", "stream", "hyperloglog", "geo"} {

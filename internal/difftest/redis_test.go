@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,9 @@ import (
 	"time"
 
 	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/replica"
+	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/server/servertest"
 )
 
 // liveness bounds every wait on a server: a reply, a connection, a start.
@@ -163,4 +167,22 @@ func (c *conn) setup(t *testing.T, proto int) {
 			t.Fatalf("%s: %v %v", cmd, v, err)
 		}
 	}
+}
+
+// startFlint runs a Flint server as flint serve runs a single node, on a
+// replica with its log in a temporary directory (not fsynced: the test
+// crashes nothing), and stops it when the test ends.
+func startFlint(t *testing.T) string {
+	t.Helper()
+	rep, err := replica.Open(replica.Options{Dir: t.TempDir(), NoSync: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rep.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return servertest.StartBackend(t, server.Config{}, rep).Addr
 }
