@@ -15,7 +15,7 @@ import (
 )
 
 // TestDifferential runs every testdata/*.script against redis-server and
-// against an in-process Flint server, in RESP2 and RESP3, and fails on any
+// against a Flint server (startFlint), in RESP2 and RESP3, and fails on any
 // reply that differs and is not listed in testdata/differences.txt, and on
 // any listed difference that no longer differs.
 func TestDifferential(t *testing.T) {
