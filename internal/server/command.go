@@ -46,7 +46,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
 			if cmd.reply != nil {
@@ -71,7 +71,7 @@ func init() {
 		hset hget hmset hmget hdel hgetall hexists hincrby hkeys hvals hlen hsetnx
 		sadd srem smembers sismember scard spop srandmember sinter sunion sdiff
 		zadd zrem zrange zrangebyscore zscore zcard zincrby zrank zrevrange
-		xadd xread xrange xlen pfadd pfcount pfmerge setbit getbit bitcount bitop geoadd
+		xadd xread xrange xlen pfadd pfcount pfmerge geoadd
 		publish subscribe psubscribe`) {
 		unsupported[n] = types
 	}
