@@ -54,6 +54,9 @@ func (c *conn) scan(args [][]byte) {
 			}
 		case "match":
 			pattern = args[i+1]
+			if len(pattern) == 1 && pattern[0] == '*' {
+				pattern = nil // as in Redis, which skips matching then: "" is kept
+			}
 		case "type":
 			keepAll = strings.EqualFold(string(args[i+1]), "string")
 		default:
@@ -106,7 +109,7 @@ func (c *conn) keys(args [][]byte) {
 		return
 	}
 	snap := s.Snapshot()
-	all := len(args[1]) == 1 && args[1][0] == '*'
+	all := len(args[1]) == 1 && args[1][0] == '*' // as in Redis, which skips matching then: "" is kept
 	match := func(k string) bool { return all || globMatch(args[1], []byte(k)) }
 	n := 0
 	snap.Ascend(func(k string, _ []byte) bool {

@@ -46,8 +46,7 @@ func (c *conn) incrbyfloat(args [][]byte) {
 
 func replyBulk(c *conn, res store.Result) { c.writeLarge(res.Val) }
 
-// getrange is GETRANGE (and SUBSTR) key start end, Redis 7.0's: negative
-// indexes count from the end, and both are clamped into the value.
+// getrange is GETRANGE (and SUBSTR) key start end.
 func (c *conn) getrange(args [][]byte) {
 	start, ok1 := intArg(args[2])
 	end, ok2 := intArg(args[3])
@@ -55,22 +54,23 @@ func (c *conn) getrange(args [][]byte) {
 		c.errNotInt()
 		return
 	}
-	v, _, ok := c.getValue(args[1])
-	if !ok {
-		return
+	if v, _, ok := c.getValue(args[1]); ok {
+		c.writeLarge(substr(v, start, end))
 	}
+}
+
+// substr returns v[start:end+1] as Redis 7.0's GETRANGE reads it:
+// negative indexes count from the end, and both are clamped into v.
+func substr(v []byte, start, end int64) []byte {
 	n := int64(len(v))
 	if start < 0 && end < 0 && start > end {
-		c.writeLarge(nil)
-		return
+		return nil
 	}
-	start, end = clampIndex(start, n), clampIndex(end, n)
-	end = min(end, n-1)
+	start, end = clampIndex(start, n), min(clampIndex(end, n), n-1)
 	if start > end || n == 0 {
-		c.writeLarge(nil)
-		return
+		return nil
 	}
-	c.writeLarge(v[start : end+1])
+	return v[start : end+1]
 }
 
 // clampIndex turns a negative index into one from the end of a string of
