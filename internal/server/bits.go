@@ -227,6 +227,7 @@ func (c *conn) bitfieldCmd(args [][]byte, readOnly bool) {
 		}
 		c.write(store.OpBitField, 0, replyBitfield, enc...)
 	default:
+		c.commit() // BITFIELD is a write command, which exec does not commit before
 		v, _, ok := c.getValue(args[1])
 		if !ok {
 			return

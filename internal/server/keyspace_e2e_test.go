@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/server/servertest"
+	"github.com/flintkv/flint/internal/store"
 )
 
 // TestKeyspaceStringReplies runs a script of the keyspace and string
@@ -192,4 +194,49 @@ func TestScanGoRedis(t *testing.T) {
 	if _, err := rdb.RandomKey(c).Result(); err != nil && err != redis.Nil {
 		t.Fatal(err)
 	}
+}
+
+// TestKeyspaceShardRouting: on a data node of group 2 (see
+// TestShardRouting for its keys' slots), the multi-key commands need all
+// their keys in one slot, which the node serves; SCAN and KEYS answer for
+// the node's own keys.
+func TestKeyspaceShardRouting(t *testing.T) {
+	f := newFakeShard(t)
+	f.mu.lead = 1
+	f.Local = server.Local{S: store.New(store.Options{})}
+	c := dialRaw(t, servertest.StartBackend(t, server.Config{}, f).Addr)
+	const crossSlot = "(error) CROSSSLOT Keys in request don't hash to the same slot"
+	for _, tc := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"SET", "c", "ab"}, `"OK"`},
+		{[]string{"RENAME", "c", "{c}x"}, `"OK"`},
+		{[]string{"RENAME", "{c}x", "b"}, crossSlot},
+		{[]string{"COPY", "{c}x", "c"}, "1"},
+		{[]string{"COPY", "c", "b"}, crossSlot},
+		{[]string{"BITOP", "AND", "c", "{c}x"}, "2"},
+		{[]string{"BITOP", "AND", "c", "b"}, crossSlot},
+		{[]string{"BITOP", "OR", "b", "b"}, "(error) MOVED 3300 127.0.0.1:7102"},
+		{[]string{"LCS", "c", "b"}, crossSlot},
+		{[]string{"LCS", "c", "{c}x"}, `"ab"`},
+		{[]string{"SETRANGE", "a", "0", "x"}, "(error) MOVED 15495 127.0.0.1:7301"},
+		{[]string{"FLINT.SEQ", "1", "1", "1", "BITOP", "NOT", "b", "c"}, crossSlot},
+		{[]string{"KEYS", "*"}, `["c" "{c}x"]`},
+		{[]string{"SCAN", "0", "COUNT", "100", "MATCH", "{c}*"}, `["0" ["{c}x"]]`},
+	} {
+		if got := c.do(tc.cmd...).String(); got != tc.want {
+			t.Errorf("%q = %s, want %s", tc.cmd, got, tc.want)
+		}
+	}
+}
+
+// TestBitfieldReadPipelined: a BITFIELD of GETs is a read, served in order
+// after the writes pipelined before it.
+func TestBitfieldReadPipelined(t *testing.T) {
+	srv := start(t, server.Config{})
+	raw := dialRaw(t, srv.Addr)
+	raw.send(command("SET", "bp", "x") + command("BITFIELD", "bp", "GET", "u8", "0") + command("SETBIT", "bp", "7", "1") +
+		command("BITFIELD_RO", "bp", "GET", "u8", "0") + command("GETRANGE", "bp", "0", "-1"))
+	raw.expectBytes("+OK\r\n*1\r\n:120\r\n:0\r\n*1\r\n:121\r\n$1\r\ny\r\n")
 }
