@@ -60,3 +60,21 @@ func TestGlobMatchBounded(t *testing.T) {
 		t.Fatal("matched")
 	}
 }
+
+func TestMatcher(t *testing.T) {
+	for _, tc := range []struct {
+		pat  []byte
+		key  string
+		want bool
+	}{
+		{nil, "", true},
+		{[]byte("*"), "", true},
+		{[]byte("**"), "", false},
+		{[]byte("a*"), "ab", true},
+		{[]byte("a*"), "b", false},
+	} {
+		if got := matcher(tc.pat)(tc.key); got != tc.want {
+			t.Errorf("matcher(%q)(%q) = %v, want %v", tc.pat, tc.key, got, tc.want)
+		}
+	}
+}

@@ -54,9 +54,6 @@ func (c *conn) scan(args [][]byte) {
 			}
 		case "match":
 			pattern = args[i+1]
-			if len(pattern) == 1 && pattern[0] == '*' {
-				pattern = nil // as in Redis, which skips matching then: "" is kept
-			}
 		case "type":
 			keepAll = strings.EqualFold(string(args[i+1]), "string")
 		default:
@@ -69,8 +66,9 @@ func (c *conn) scan(args [][]byte) {
 		return
 	}
 	var keys []string
+	match := matcher(pattern)
 	next := s.Scan(cursor, int(min(count, maxScanCount)), func(k string) {
-		if keepAll && (pattern == nil || globMatch(pattern, []byte(k))) {
+		if keepAll && match(k) {
 			keys = append(keys, k)
 		}
 	})
@@ -80,6 +78,16 @@ func (c *conn) scan(args [][]byte) {
 	for _, k := range keys {
 		c.bulkString(k)
 	}
+}
+
+// matcher returns the test of a key against a KEYS or SCAN MATCH pattern
+// (nil for none). For the pattern "*" Redis skips matching and takes every
+// key, the empty one too, which globMatch of "*" does not match.
+func matcher(pattern []byte) func(k string) bool {
+	if pattern == nil || (len(pattern) == 1 && pattern[0] == '*') {
+		return func(string) bool { return true }
+	}
+	return func(k string) bool { return globMatch(pattern, []byte(k)) }
 }
 
 // parseCursor parses a SCAN cursor as Redis does (strtoull): an unsigned
@@ -109,8 +117,7 @@ func (c *conn) keys(args [][]byte) {
 		return
 	}
 	snap := s.Snapshot()
-	all := len(args[1]) == 1 && args[1][0] == '*' // as in Redis, which skips matching then: "" is kept
-	match := func(k string) bool { return all || globMatch(args[1], []byte(k)) }
+	match := matcher(args[1])
 	n := 0
 	snap.Ascend(func(k string, _ []byte) bool {
 		if match(k) {
