@@ -217,40 +217,40 @@ func FormatFloat(x *big.Float) string {
 // rename moves src's value to dst, replacing any value dst had, unless nx
 // and dst exists. Renaming a key to itself changes nothing.
 func (s *Store) rename(src, dst []byte, nx bool) Result {
-	return s.transfer(src, dst, func(_, dstFound bool) bool { return !(nx && dstFound) }, true)
+	return s.transfer(src, dst, !nx, true)
 }
 
 // copyKey copies src's value to dst, if dst does not exist or replace.
 func (s *Store) copyKey(src, dst []byte, replace bool) Result {
-	return s.transfer(src, dst, func(_, dstFound bool) bool { return replace || !dstFound }, false)
+	return s.transfer(src, dst, replace, false)
 }
 
-// transfer gives dst the value of src if src exists and ok says so,
-// deleting src if move, under both keys' stripes' locks: RENAME and COPY.
-// A missing src is ErrNoSuchKey for a move (Redis's RENAME), and not done
-// for a copy.
+// transfer gives dst the value of src, if src exists, and dst does not or
+// replace, deleting src if move, under both keys' stripes' locks: RENAME
+// and COPY. A missing src is ErrNoSuchKey for a move (Redis's RENAME), and
+// not done for a copy.
 //
 // It is the one place where a key's value goes to another key: whatever
 // else a key carries with its value (such as an expiry time) must go with
 // it here.
-func (s *Store) transfer(src, dst []byte, ok func(srcFound, dstFound bool) bool, move bool) Result {
+func (s *Store) transfer(src, dst []byte, replace, move bool) Result {
 	ls := s.lockSetOf([][]byte{src, dst}, 1)
 	s.lock(ls)
 	defer s.unlock(ls)
-	sst, sh := s.locate(src)
-	from := sst.lookupLocked(sh, src)
+	srcSt, sh := s.locate(src)
+	from := srcSt.lookupLocked(sh, src)
 	if from == nil {
 		if move {
 			return Result{Err: ErrNoSuchKey}
 		}
 		return Result{}
 	}
-	dst0, dh := s.locate(dst)
-	to := dst0.lookupLocked(dh, dst)
-	if !ok(true, to != nil) {
+	dstSt, dh := s.locate(dst)
+	to := dstSt.lookupLocked(dh, dst)
+	switch {
+	case to != nil && !replace:
 		return Result{Found: true}
-	}
-	if string(src) == string(dst) {
+	case string(src) == string(dst):
 		return Result{Done: true, Found: true}
 	}
 	// Stored values are never modified in place (APPEND's spare capacity
@@ -258,8 +258,8 @@ func (s *Store) transfer(src, dst []byte, ok func(srcFound, dstFound bool) bool,
 	// may share the bytes.
 	val := from.val[:len(from.val):len(from.val)]
 	if move {
-		sst.deleteLocked(sh, src)
+		srcSt.deleteLocked(sh, src)
 	}
-	dst0.replaceLocked(to, dh, dst, val)
+	dstSt.replaceLocked(to, dh, dst, val)
 	return Result{Done: true, Found: true}
 }

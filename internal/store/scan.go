@@ -27,15 +27,18 @@ import (
 // or visit some twice (as a Redis cursor does on another server).
 //
 // Each call read-locks one stripe at a time, and looks at one segment of
-// its table (segSlots slots) for every count keys or fewer it visits; fn
-// runs with no lock held.
+// its table (segSlots slots) at a time, and at most scanSegments segments
+// (a store whose tables grew large and then lost most of their keys has
+// many nearly empty ones): it may visit fewer than count keys, or none,
+// before it returns a cursor other than 0, as Redis's SCAN may. fn runs
+// with no lock held.
 func (s *Store) Scan(cursor uint64, count int, fn func(key string)) uint64 {
 	count = max(count, 1)
 	var keys []string
-	for len(keys) < count {
+	for budget := s.scanSegments; len(keys) < count && budget > 0; {
 		stripe := cursor & s.mask
 		var done bool
-		keys, cursor, done = s.stripes[stripe].scan(s, cursor, count-len(keys), keys)
+		keys, cursor, done = s.stripes[stripe].scan(s, cursor, count-len(keys), &budget, keys)
 		if done {
 			if stripe == s.mask {
 				cursor = 0
@@ -50,6 +53,10 @@ func (s *Store) Scan(cursor uint64, count int, fn func(key string)) uint64 {
 	return cursor
 }
 
+// scanSegments is the most table segments a Scan looks at: about a
+// millisecond's work.
+const scanSegments = 256
+
 // hashedKey is a key and its hash, for Scan.
 type hashedKey struct {
 	h   uint64
@@ -57,15 +64,18 @@ type hashedKey struct {
 }
 
 // scan appends to keys up to n keys of st from position from (whose low
-// bits are st's), the fewest hashes first, all of a hash's keys or none;
-// it returns them, the position to go on from, and whether st has no more.
-func (st *stripe) scan(s *Store, from uint64, n int, keys []string) ([]string, uint64, bool) {
+// bits are st's), the fewest hashes first, all of a hash's keys or none,
+// looking at one segment or more, each taken from budget, while it is
+// positive; it returns them, the position to go on from, and whether st
+// has no more.
+func (st *stripe) scan(s *Store, from uint64, n int, budget *int, keys []string) ([]string, uint64, bool) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	for {
 		seg := st.mu.m.seg(from)
 		last := from | ^uint64(0)>>seg.depth // the last hash seg holds
 		found := st.segmentKeysLocked(s, seg, from, last)
+		*budget--
 		if len(found) > 0 {
 			took := takeHashes(found, n)
 			for _, k := range found[:took] {
@@ -81,7 +91,7 @@ func (st *stripe) scan(s *Store, from uint64, n int, keys []string) ([]string, u
 			return keys, 0, true
 		}
 		from = next
-		if n <= 0 {
+		if n <= 0 || *budget <= 0 {
 			return keys, from, false
 		}
 	}
