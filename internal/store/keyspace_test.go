@@ -119,6 +119,10 @@ func TestRenameCopy(t *testing.T) {
 	}
 	checkSize(t, s, 1, 2)
 
+	// An APPEND leaves b's value room to grow in place, which its copies
+	// must not share.
+	do(t, s, OpSet, 0, "b", "")
+	do(t, s, OpAppend, 0, "b", "1")
 	if r := do(t, s, OpCopy, 0, "b", "d"); !r.Done || value(s, "d") != "1" || value(s, "b") != "1" {
 		t.Fatalf("COPY b d = %+v", r)
 	}
