@@ -178,13 +178,13 @@ const (
 	maxLongDoubleExp = 16384
 )
 
-// ParseFloat parses b as Redis parses a float argument (strtold): decimal
-// or hexadecimal, with an optional exponent, or inf; no spaces, and not
-// NaN, nor beyond a long double's range. It rounds to a long double's
-// precision.
+// ParseFloat parses b as Redis parses a float argument (strtold, of
+// fewer than 5,120 bytes): decimal or hexadecimal, with an optional
+// exponent, or inf; no spaces, and not NaN, nor beyond a long double's
+// range. It rounds to a long double's precision.
 func ParseFloat(b []byte) (*big.Float, bool) {
 	s := string(b)
-	if len(s) == 0 || len(s) > 5<<10 || strings.ContainsAny(s[:1], " \t\n\v\f\r") {
+	if len(s) == 0 || len(s) >= 5<<10 || strings.ContainsAny(s[:1], " \t\n\v\f\r") {
 		return nil, false
 	}
 	unsigned := strings.ToLower(strings.TrimLeft(s, "+-"))

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +44,8 @@ func TestIncrByFloat(t *testing.T) {
 		{"1", "0b1", "", ErrNotFloat},
 		{"1", "--1", "", ErrNotFloat},
 		{"1", "1e5000", "", ErrNotFloat},
+		{"1", strings.Repeat("0", 5119), "1", nil},
+		{"1", strings.Repeat("0", 5120), "", ErrNotFloat}, // Redis's longest float is 5,119 bytes
 		{"1", "inf", "", ErrNaN},
 		{"inf", "1", "", ErrNaN},
 		{"1e4932", "1e4932", "", ErrNaN},
