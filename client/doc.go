@@ -138,7 +138,8 @@
 // With WithSessions the Client opens a client session (FLINT.SESSION) on
 // its first write and sends every write command (SET, SETNX, GETSET, SWAP,
 // CAS, MSET, MSETNX, DEL, UNLINK, INCR, DECR, INCRBY, DECRBY, APPEND, FLUSHDB,
-// FLUSHALL, in calls and in a Batch alike) as
+// FLUSHALL, GETDEL, INCRBYFLOAT, SETRANGE, SETBIT, BITOP, BITFIELD, RENAME,
+// RENAMENX, COPY, in calls and in a Batch alike) as
 //
 //	FLINT.SEQ <client id> <seq> <lowest unacknowledged> <command> [arg ...]
 //

@@ -257,7 +257,8 @@ func header(b []byte, prefix byte) (int, []byte, bool) {
 
 // keyless names the commands that have no key: they go to any member (the
 // target). Any other command is routed by its first argument, which is its
-// key for Flint's commands and most of Redis's.
+// key for Flint's commands and most of Redis's; BITOP, whose first is the
+// operation, by its second.
 var keyless = map[string]bool{
 	"PING": true, "ECHO": true, "INFO": true, "DBSIZE": true, "FLUSHDB": true, "FLUSHALL": true,
 	"SAVE": true, "BGSAVE": true, "LASTSAVE": true, "CLUSTER": true, "ROLE": true, "COMMAND": true,
@@ -276,6 +277,9 @@ func slotOf(a [][]byte) int {
 	}
 	if keyless[name] || len(a) < 2 {
 		return -1
+	}
+	if name == "BITOP" && len(a) > 2 {
+		return keyslot.Of(a[2])
 	}
 	return keyslot.Of(a[1])
 }

@@ -18,6 +18,8 @@ func TestSlotOf(t *testing.T) {
 		{[]string{"set", "foo{hash_tag}", "v"}, 2515},
 		{[]string{"DEL", "a", "b"}, s("a")},
 		{[]string{"MSET", "a", "1", "b", "2"}, s("a")},
+		{[]string{"BITOP", "AND", "dest", "a"}, s("dest")},
+		{[]string{"FLINT.SEQ", "7", "1", "1", "BITOP", "NOT", "dest", "a"}, s("dest")},
 		{[]string{"FLINT.SEQ", "7", "1", "1", "SET", "somekey", "v"}, 11058},
 		{[]string{"FLINT.SEQ", "7", "1", "1", "FLUSHDB"}, -1},
 		{[]string{"PING"}, -1},

@@ -46,7 +46,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
 			if cmd.reply != nil {
@@ -78,7 +78,7 @@ func init() {
 		xack xautoclaim xclaim xdel xgroup xinfo xpending xreadgroup xrevrange xsetid xtrim pfdebug pfselftest
 		geodist geohash geopos georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore
 		zadd zrem zrange zrangebyscore zscore zcard zincrby zrank zrevrange
-		xadd xread xrange xlen pfadd pfcount pfmerge setbit getbit bitcount bitop geoadd
+		xadd xread xrange xlen pfadd pfcount pfmerge geoadd
 		publish subscribe psubscribe`) {
 		unsupported[n] = types
 	}

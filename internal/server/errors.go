@@ -21,6 +21,12 @@ func errorReply(err error) string {
 		return "ERR increment or decrement would overflow"
 	case errors.Is(err, store.ErrTooLarge):
 		return "ERR string exceeds maximum allowed size (max-bulk)"
+	case errors.Is(err, store.ErrNoSuchKey):
+		return "ERR no such key"
+	case errors.Is(err, store.ErrNotFloat):
+		return "ERR value is not a valid float"
+	case errors.Is(err, store.ErrNaN):
+		return "ERR increment would produce NaN or Infinity"
 	case errors.Is(err, replica.ErrNotLeader):
 		return "READONLY You can't write against a replica: this member does not lead its group; send writes to the leader"
 	case errors.Is(err, replica.ErrNoLeader):

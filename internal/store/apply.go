@@ -20,9 +20,10 @@ import (
 //	OpSessionOpen   Done is true; Int: the new session's client id
 //	OpSeq           Done is true, unless it refuses the write it wraps (see the package doc)
 //	OpSessionClose  Done: whether the session was open
+//	ops 40 to 69    see their list in keyspace.go
 //
 // Err is set, and nothing changed, when the command failed on the data
-// (ErrNotInteger, ErrOverflow, ErrTooLarge) or on the session table
+// (ErrNotInteger, ErrOverflow, ErrTooLarge, and those of keyspace.go) or on the session table
 // (ErrSessionExpired, ErrStaleSequence, ErrNoStamp, ErrTooManyOpens). Val
 // is shared with the store and must not be modified.
 type Result struct {
@@ -72,6 +73,9 @@ func (s *Store) apply(e entry) Result {
 		return s.cas(e.args[0], e.args[1], e.args[2])
 	case OpFlush:
 		return s.flush()
+	}
+	if keyspaceOp(e.op) {
+		return s.applyKeyspace(e)
 	}
 	panic(fmt.Sprintf("store: apply of op %d, which decodeEntry refuses or applySession takes", e.op))
 }

@@ -27,6 +27,8 @@ const (
 	OpSessionOpen  Op = 9  // no args; opens a session, whose client id is the result's Int
 	OpSeq          Op = 10 // args: client id, seq, lowest unacknowledged seq (8 bytes each); wraps the next entry
 	OpSessionClose Op = 11 // args: client id (8 bytes)
+
+	// Ops 40 to 69 are the keyspace and string ops of keyspace.go.
 )
 
 // session reports whether op is a session op, which works on the session
@@ -126,6 +128,9 @@ func (e entry) keys() (keys [][]byte, stride int) {
 	case OpFlush, OpSessionOpen, OpSeq, OpSessionClose:
 		return nil, 1
 	}
+	if keyspaceOp(e.op) {
+		return e.keyspaceKeys(), 1
+	}
 	return e.args[:1], 1
 }
 
@@ -150,6 +155,8 @@ func (e entry) check() error {
 		ok = n == 3 && len(e.args[0]) == 8 && len(e.args[1]) == 8 && len(e.args[2]) == 8
 	case OpSessionClose:
 		ok = n == 1 && len(e.args[0]) == 8
+	default:
+		ok = keyspaceOp(e.op) && e.keyspaceCheck()
 	}
 	if !ok {
 		return fmt.Errorf("%w: op %d with %d arguments", ErrBadEntry, e.op, n)

@@ -23,6 +23,10 @@ func FuzzApply(f *testing.F) {
 	f.Add(AppendEntry(nil, OpSessionOpen, 0))
 	f.Add(AppendEntry(nil, OpSeq, 0, Uint64Arg(1), Uint64Arg(2), Uint64Arg(3)))
 	f.Add(AppendEntry(nil, OpSessionClose, 0, Uint64Arg(1)))
+	f.Add(AppendEntry(nil, OpSetRange, 0, []byte("n"), Uint64Arg(3), []byte("v")))
+	f.Add(AppendEntry(nil, OpBitField, 0, []byte("n"), BitfieldOp{Kind: BitfieldIncr, Bits: 7, Offset: 5, Value: 9}.Arg()))
+	f.Add(AppendEntry(nil, OpBitOp, BitXor, []byte("d"), []byte("n"), []byte("n")))
+	f.Add(AppendEntry(nil, OpIncrByFloat, 0, []byte("n"), []byte("1.5")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s := New(Options{Stripes: 4, MaxValue: 1 << 10})
 		s.Apply(AppendEntry(nil, OpSet, 0, []byte("n"), []byte("1")))

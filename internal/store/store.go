@@ -98,6 +98,8 @@ type Options struct {
 
 	fresh    int // items an index gathers before sorting them; default defaultFresh (tests set less)
 	hashBits int // tests only: keep this many low bits of each hash (0: all), so that keys clash; at most 9 (see table)
+
+	scanSegments int // tests only: the most table segments a Scan looks at; default scanSegments
 }
 
 // Store is the state machine. All methods are safe for concurrent use.
@@ -110,6 +112,8 @@ type Store struct {
 	every    lockSet // every stripe, in order
 	retain   bool    // see Retain
 	fresh    int     // see Options.fresh
+
+	scanSegments int // see Options.scanSegments
 	// sessions is the client-session table (see the package doc). Only
 	// stamped batches lock it: once, and once more for every session op
 	// (twice for an OpSeq whose write is applied).
@@ -258,8 +262,11 @@ func New(opt Options) *Store {
 	if opt.fresh <= 0 {
 		opt.fresh = defaultFresh
 	}
+	if opt.scanSegments <= 0 {
+		opt.scanSegments = scanSegments
+	}
 	n := 1 << bits.Len(uint(opt.Stripes-1))
-	s := &Store{seed: maphash.MakeSeed(), hashMask: math.MaxUint64, mask: uint64(n - 1), maxValue: opt.MaxValue, stripes: make([]stripe, n), fresh: opt.fresh}
+	s := &Store{seed: maphash.MakeSeed(), hashMask: math.MaxUint64, mask: uint64(n - 1), maxValue: opt.MaxValue, stripes: make([]stripe, n), fresh: opt.fresh, scanSegments: opt.scanSegments}
 	if opt.hashBits > 0 {
 		s.hashMask = 1<<opt.hashBits - 1
 	}
