@@ -61,6 +61,14 @@ func (r *Replica) PersistenceInfo() []string {
 	}
 }
 
+// LastSnapshot returns when the newest snapshot was written, or the zero
+// time if none was since the replica started.
+func (r *Replica) LastSnapshot() time.Time { return r.snaps.newest().at }
+
+// Applied returns the index of the last entry applied to Store: once
+// Apply returns, at least that of its batch's last entry.
+func (r *Replica) Applied() uint64 { return r.applied.Load() }
+
 func unix(t time.Time) int64 {
 	if t.IsZero() {
 		return 0

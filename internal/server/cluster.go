@@ -430,14 +430,17 @@ func (c *conn) infoCluster(b *strings.Builder) {
 }
 
 // infoReplication writes INFO's replication section: Redis's fields
-// (role, the master's address on a replica, connected_slaves and one slaveN
-// line per other member on the master), then Flint's own (the member and
-// leader ids, the raft term, commit and applied indexes, each member's
-// match index and lag on the leader, whether it votes, and whether it
-// lost its data).
+// (role; on the master connected_slaves and one slaveN line per other
+// member; on a replica the master's address and link), with the raft log
+// as the replication stream: offsets are log indexes (the applied index),
+// and the replication id changes with the term, as Redis's does on a
+// failover. Then Flint's own: the member and leader ids, the raft term,
+// commit and applied indexes, each member's match index and lag on the
+// leader, whether it votes, and whether it lost its data.
 func (c *conn) infoReplication(b *strings.Builder) {
 	if c.srv.cluster == nil {
-		b.WriteString("role:master\r\nconnected_slaves:0\r\n")
+		fmt.Fprintf(b, "role:master\r\nconnected_slaves:0\r\n")
+		c.infoReplID(b, 0, c.srv.appliedIndex())
 		return
 	}
 	v := c.srv.cluster.ClusterView()
@@ -459,11 +462,21 @@ func (c *conn) infoReplication(b *strings.Builder) {
 		if !known {
 			status = "down"
 		}
-		fmt.Fprintf(b, "role:slave\r\nmaster_host:%s\r\nmaster_port:%d\r\nmaster_link_status:%s\r\nslave_repl_offset:%d\r\n",
-			host, port, status, v.Applied)
+		fmt.Fprintf(b, "role:slave\r\nmaster_host:%s\r\nmaster_port:%d\r\nmaster_link_status:%s\r\n"+
+			"master_sync_in_progress:0\r\nslave_read_repl_offset:%d\r\nslave_repl_offset:%d\r\nslave_priority:100\r\n"+
+			"slave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\n",
+			host, port, status, v.Commit, v.Applied)
 	}
+	c.infoReplID(b, v.Term, v.Applied)
 	fmt.Fprintf(b, "flint_member:%d\r\nflint_leader:%d\r\nflint_term:%d\r\nflint_commit_index:%d\r\nflint_applied_index:%d\r\nflint_members:%d\r\nflint_peer_messages_dropped:%d\r\n",
 		v.Self, v.Leader, v.Term, v.Commit, v.Applied, len(v.Members), v.Dropped)
+}
+
+// infoReplID writes Redis's replication id and offset fields: the id is
+// the term, as 40 hex digits; the offset the applied index.
+func (c *conn) infoReplID(b *strings.Builder, term, applied uint64) {
+	fmt.Fprintf(b, "master_failover_state:no-failover\r\nmaster_replid:%040x\r\nmaster_replid2:%040x\r\n"+
+		"master_repl_offset:%d\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n", term, 0, applied)
 }
 
 func b2i(b bool) int {

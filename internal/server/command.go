@@ -9,6 +9,21 @@ import (
 )
 
 // command describes one command the server knows.
+//
+// To add a command, add it to a list of its file's (as keyCommands), which
+// init adds to the table, and fill, beyond name, arity, flags and run:
+//   - first, last, step if it has keys: COMMAND INFO derives its key spec
+//     from them, which cluster clients use to find its keys, and the
+//     server routes it by its first key's slot;
+//   - doc: its summary, since, group and complexity for COMMAND DOCS, the
+//     flags of its key spec (doc.keys, as Redis's: "RW access update"),
+//     and any ACL categories beyond those its flags and group imply (see
+//     aclCategories);
+//   - subs, for a container command (CLIENT, CONFIG): its subcommands,
+//     named "client|list", which exec dispatches to by the first argument
+//     and INFO commandstats counts apart.
+//
+// commanddocs.go holds the docs of the commands that predate doc, by name.
 type command struct {
 	name  string
 	arity int // as Redis: n means exactly n arguments with the name; -n means at least n
@@ -31,6 +46,13 @@ type command struct {
 	// holds (RANGE): in a sharded cluster it is not routed by slot, and a
 	// client asks every group.
 	perGroup bool
+	doc      commandDoc
+	subs     []*command
+	// id numbers the command and its subcommands from 0, in init, for the
+	// statistics of INFO commandstats (see cmdstats.go).
+	id int
+	// parent is a subcommand's container command; nil for a command.
+	parent *command
 }
 
 // Command flags (space-separated in command.flags), as COMMAND INFO shows them.
@@ -46,16 +68,35 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands} {
 		for _, cmd := range list {
-			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
-			if cmd.reply != nil {
-				cmd.run = func(c *conn, args [][]byte) { c.readNow(cmd, args) }
-			}
 			commands[cmd.name] = cmd
 		}
 	}
+	for _, cmd := range sortedCommands() {
+		prepare(cmd, nil)
+		for _, sub := range cmd.subs {
+			prepare(sub, cmd)
+		}
+	}
 }
+
+// prepare fills the fields of cmd that init derives, and numbers it.
+func prepare(cmd, parent *command) {
+	cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
+	if cmd.reply != nil {
+		cmd.run = func(c *conn, args [][]byte) { c.readNow(cmd, args) }
+	}
+	if cmd.doc == (commandDoc{}) {
+		cmd.doc = oldDocs[cmd.name]
+	}
+	cmd.parent = parent
+	cmd.id = len(allCommands)
+	allCommands = append(allCommands, cmd)
+}
+
+// allCommands lists every command and subcommand, by id.
+var allCommands []*command
 
 // unsupported names commands that Redis has and Flint deliberately does not,
 // with the reason given to the client.
@@ -92,27 +133,59 @@ func init() {
 // simple read that follows one (see commit.go); anything else commits that
 // batch first, then appends its own reply.
 func (c *conn) exec(args [][]byte) {
+	if c.replyOff || c.skipNext {
+		c.execMuted(args)
+		return
+	}
+	c.execCmd(args)
+}
+
+func (c *conn) execCmd(args [][]byte) {
 	c.commands++
 	name := c.lowerName(args[0])
 	cmd, ok := commands[string(name)]
+	if ok && cmd.subs != nil && len(args) > 1 {
+		if cmd = c.subcommand(cmd, args[1]); cmd == nil {
+			c.maybeFlush()
+			return
+		}
+	}
+	if ok {
+		c.lastCmd = cmd
+	}
 	switch { // in Redis's order: unknown command, arity, authentication
 	case !ok:
 		c.commit()
 		c.unknown(string(name), args)
 	case (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity):
 		c.errArity(cmd.name)
+		c.count(cmd).rejected++
 	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
 		c.err("NOAUTH Authentication required.")
+		c.count(cmd).rejected++
 	case c.redirect(cmd, args):
-	case cmd.reply != nil && c.batch.Len() > 0:
+		c.count(cmd).rejected++
+	case cmd.reply != nil && c.batch.Len() > 0 && !c.srv.paused.Load():
 		c.deferRead(cmd, args)
+		c.count(cmd).calls++
 	default:
-		if !cmd.write {
-			c.commit()
-		}
-		cmd.run(c, args)
+		c.call(cmd, args)
 	}
 	c.maybeFlush()
+}
+
+// subcommand returns the subcommand of container that arg names, or
+// replies as Redis does and returns nil if it has none of that name.
+func (c *conn) subcommand(container *command, arg []byte) *command {
+	name := container.name + "|" + strings.ToLower(string(arg))
+	for _, sub := range container.subs {
+		if sub.name == name {
+			return sub
+		}
+	}
+	c.commit()
+	c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", truncate(arg), strings.ToUpper(container.name)))
+	return nil
 }
 
 // lowerName returns the lower-cased command name in scratch space valid
@@ -168,6 +241,7 @@ func truncate(a []byte) string {
 // before it.
 func (c *conn) err(msg string) {
 	c.commit()
+	c.failed(msg)
 	c.out = protocol.AppendError(c.out, msg)
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"runtime"
+	"time"
 
 	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/protocol"
@@ -109,11 +110,13 @@ func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
 	if c.seq != nil { // FLINT.SEQ: its OpSeq goes right before the write
 		c.batch.Add(store.OpSeq, 0, c.seq...)
 		c.replies = append(c.replies, nil)
+		c.entryCmds = append(c.entryCmds, nil)
 		c.noteSlot(nil)
 		c.seq = nil
 	}
 	c.batch.Add(op, flags, args...)
 	c.replies = append(c.replies, reply)
+	c.entryCmds = append(c.entryCmds, c.running)
 	c.noteSlot(args)
 	if c.batch.Len() >= maxBatchEntries || len(c.batch.Bytes()) >= maxBatchBytes {
 		c.commit()
@@ -143,13 +146,17 @@ func (c *conn) commit() {
 		return
 	}
 	c.nextRead = 0
+	start := time.Now()
 	err := c.srv.kv.Apply(c.srv.ctx, c.batch.Bytes(), c.applied)
+	c.committed()
+	c.commitNanos += time.Since(start).Nanoseconds()
 	// Empty the batch before replying: a failed write's reply calls err,
 	// which commits too.
 	c.resetBatch(len(c.batch.Bytes()))
 	c.replyBatch(n, err)
 	clear(c.results) // let the values go
-	c.results, c.replies, c.slots = c.results[:0], c.replies[:0], c.slots[:0]
+	clear(c.entryCmds)
+	c.results, c.replies, c.slots, c.entryCmds = c.results[:0], c.replies[:0], c.slots[:0], c.entryCmds[:0]
 	c.dropLookups(0)
 	clear(c.dargs) // let the input go
 	c.dargs, c.deferred, c.deferredKeys = c.dargs[:0], c.deferred[:0], 0
@@ -203,7 +210,9 @@ func (c *conn) prefetchReads(from, after int) int {
 // the reads after them run now, where the batch stopped.
 func (c *conn) replyBatch(n int, err error) {
 	got, r, ahead := c.got, 0, 0 // the first ahead of got are touched
+	defer func(running *command) { c.running = running }(c.running)
 	for i := range n {
+		c.running = c.entryCmds[i] // for failed_calls
 		reported := i < len(c.results)
 		switch {
 		case c.replies[i] == nil: // an OpSeq: its write replies for it
@@ -216,6 +225,7 @@ func (c *conn) replyBatch(n int, err error) {
 		}
 		for ; r < len(c.deferred) && c.deferred[r].after == i+1; r++ {
 			d := c.deferred[r]
+			c.running = d.cmd
 			if !reported {
 				d.cmd.run(c, c.dargs[d.lo:d.hi])
 				continue

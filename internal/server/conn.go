@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -80,6 +81,18 @@ type conn struct {
 
 	// Per-batch counters, added to the server's stats once per batch.
 	commands, hits, misses int64
+	counts                 []cmdCount // by command, for INFO commandstats
+
+	running     *command   // the command running, for failed_calls
+	lastCmd     *command   // the last command executed, for CLIENT LIST
+	entryCmds   []*command // the command of each entry of batch; nil for an OpSeq
+	commitNanos int64      // time spent in commit, ever
+	lastWrite   uint64     // the log index WAIT waits for (see committed)
+
+	// CLIENT REPLY: replyOff drops every reply but CLIENT REPLY ON's,
+	// skipNext the next command's; muted is set while a command's reply
+	// is being dropped, and send drops what it is given.
+	replyOff, skipNext, muted bool
 
 	output output
 
@@ -89,12 +102,21 @@ type conn struct {
 		libName atomic.Pointer[string]
 		libVer  atomic.Pointer[string]
 		active  atomic.Int64 // unix nanos of the last command
+		fd      int
+		noEvict atomic.Bool
+		// Published by publishInfo once per batch.
+		cmd             atomic.Pointer[command]
+		qbuf, rbs, obuf atomic.Int64
+		resp            atomic.Int32
+		readonly        atomic.Bool
+		killed          chan struct{} // closed by CLIENT KILL
+		killOnce        sync.Once
 	}
 }
 
 func newConn(s *Server, nc net.Conn, id int64) *conn {
 	c := &conn{srv: s, nc: nc, id: id, parser: protocol.NewParser(s.lim), lookahead: protocol.NewParser(aheadLimits(s.lim)),
-		in: make([]byte, min(inInitial, s.cfg.MaxQueryBuffer)), proto: protocol.RESP2, authed: s.cfg.RequirePass == ""}
+		in: make([]byte, min(inInitial, s.cfg.MaxQueryBuffer)), proto: protocol.RESP2, authed: !s.needPass()}
 	if !c.authed {
 		c.parser.SetLimits(s.lim.ForUnauthenticated())
 	}
@@ -102,6 +124,9 @@ func newConn(s *Server, nc net.Conn, id int64) *conn {
 	c.applied, c.record = c.writeApplied, c.lookedUp
 	c.info.created = time.Now()
 	c.info.active.Store(c.info.created.UnixNano())
+	c.info.fd = fdOf(c)
+	c.info.killed = make(chan struct{})
+	c.publishInfo()
 	return c
 }
 
@@ -169,7 +194,7 @@ func (c *conn) fill() {
 	case c.filled && len(c.in) < ahead:
 		c.growIn(ahead)
 	}
-	if d := c.srv.cfg.IdleTimeout; d > 0 {
+	if d := time.Duration(c.srv.idleTimeout.Load()); d > 0 {
 		c.nc.SetReadDeadline(time.Now().Add(d))
 		if c.srv.closing.Load() { // Shutdown's wake-up may have been overwritten
 			c.nc.SetReadDeadline(time.Now())
@@ -264,6 +289,7 @@ func (c *conn) execBuffered() error {
 	c.publishStats()
 	if perr != nil {
 		c.out = protocol.AppendError(c.out, "ERR "+perr.Error())
+		c.srv.errors.add("ERR")
 		c.quit = true
 	}
 	return perr
@@ -300,6 +326,8 @@ func (c *conn) publishStats() {
 		st.misses.Add(c.misses)
 	}
 	c.commands, c.hits, c.misses = 0, 0, 0
+	c.publishCounts()
+	c.publishInfo()
 	c.info.active.Store(time.Now().UnixNano())
 }
 
@@ -360,7 +388,7 @@ func (c *conn) writeLarge(val []byte) {
 // send passes b to the socket if it takes all of it at once, and queues
 // what it does not take for the writer goroutine. b may be reused on return.
 func (c *conn) send(b []byte) error {
-	if len(b) == 0 {
+	if len(b) == 0 || c.muted {
 		return nil
 	}
 	o := &c.output

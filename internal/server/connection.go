@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/flintkv/flint/internal/protocol"
 )
@@ -16,7 +15,7 @@ var connCommands = []*command{
 	{name: "auth", arity: -2, flags: "no-auth fast", run: (*conn).auth},
 	{name: "select", arity: 2, flags: "fast", run: (*conn).selectDB},
 	{name: "quit", arity: -1, flags: "no-auth fast", run: (*conn).quitCmd},
-	{name: "client", arity: -2, flags: "", run: (*conn).client},
+	{name: "client", arity: -2, flags: "", subs: clientCommands},
 }
 
 func (c *conn) ping(args [][]byte) {
@@ -55,7 +54,7 @@ func (c *conn) auth(args [][]byte) {
 		c.errSyntax()
 		return
 	}
-	if c.srv.cfg.RequirePass == "" && len(args) == 2 {
+	if !c.srv.needPass() && len(args) == 2 {
 		c.err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return
 	}
@@ -73,7 +72,7 @@ func (c *conn) auth(args [][]byte) {
 // login checks credentials as Redis does for its default user: with no
 // password configured, any password is accepted.
 func (c *conn) login(user, pass []byte) bool {
-	ok := string(user) == "default" && (c.srv.cfg.RequirePass == "" || c.srv.checkPass(pass))
+	ok := string(user) == "default" && c.srv.checkPass(pass)
 	if ok && !c.authed {
 		c.authed = true
 		c.parser.SetLimits(c.srv.lim)
@@ -167,83 +166,4 @@ func load(p interface{ Load() *string }) string {
 		return *s
 	}
 	return ""
-}
-
-// client is CLIENT ID | GETNAME | SETNAME name | INFO | LIST | SETINFO attr value.
-func (c *conn) client(args [][]byte) {
-	sub := strings.ToLower(string(args[1]))
-	switch {
-	case sub == "id" && len(args) == 2:
-		c.int(c.id)
-	case sub == "getname" && len(args) == 2:
-		if n := load(&c.info.name); n != "" {
-			c.bulkString(n)
-		} else {
-			c.null()
-		}
-	case sub == "setname" && len(args) == 3:
-		if !validName(args[2]) {
-			c.err("ERR Client names cannot contain spaces, newlines or special characters.")
-			return
-		}
-		c.setName(args[2])
-		c.ok()
-	case sub == "setinfo" && len(args) == 4:
-		c.setInfo(args[2], args[3])
-	case sub == "info" && len(args) == 2:
-		c.out = protocol.AppendVerbatim(c.out, c.describe(time.Now()), c.proto)
-	case sub == "list" && len(args) == 2:
-		c.out = protocol.AppendVerbatim(c.out, c.srv.clientList(), c.proto)
-	case sub == "help" && len(args) == 2:
-		c.help("CLIENT",
-			"GETNAME", "Return the name of the current connection.",
-			"ID", "Return the ID of the current connection.",
-			"INFO", "Return information about the current client connection.",
-			"LIST", "Return information about client connections.",
-			"SETINFO <option> <value>", "Set client meta attr. Options are: LIB-NAME, LIB-VER.",
-			"SETNAME <name>", "Assign the name <name> to the current connection.")
-	case sub == "id" || sub == "getname" || sub == "setname" || sub == "setinfo" || sub == "info" || sub == "list" || sub == "help":
-		c.err(fmt.Sprintf("ERR wrong number of arguments for 'client|%s' command", sub))
-	default:
-		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(args[1])))
-	}
-}
-
-func (c *conn) setInfo(attr, val []byte) {
-	if !validName(val) {
-		c.err("ERR lib-name and lib-ver cannot contain spaces, newlines or special characters.")
-		return
-	}
-	v := string(val)
-	switch strings.ToLower(string(attr)) {
-	case "lib-name":
-		c.info.libName.Store(&v)
-	case "lib-ver":
-		c.info.libVer.Store(&v)
-	default:
-		c.err(fmt.Sprintf("ERR Unrecognized option '%s'", truncate(attr)))
-		return
-	}
-	c.ok()
-}
-
-// describe renders the connection as one line of CLIENT LIST. It may be
-// called from any goroutine.
-func (c *conn) describe(now time.Time) string {
-	idle := now.Sub(time.Unix(0, c.info.active.Load()))
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d db=0 lib-name=%s lib-ver=%s\n",
-		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), load(&c.info.name),
-		int64(now.Sub(c.info.created).Seconds()), int64(idle.Seconds()),
-		load(&c.info.libName), load(&c.info.libVer))
-}
-
-func (s *Server) clientList() string {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var b strings.Builder
-	for _, c := range s.mu.conns {
-		b.WriteString(c.describe(now))
-	}
-	return b.String()
 }

@@ -29,7 +29,7 @@ func TestRESP3(t *testing.T) {
 			command("MGET", "present", "absent"),
 			command("COMMAND", "INFO", "nosuch"),
 			command("CLIENT", "GETNAME"),
-			command("COMMAND", "DOCS"),
+			command("COMMAND", "DOCS", "nosuch"),
 			command("SET", "present", "y", "NX"),
 		}
 		for i, cmd := range cmds {
@@ -37,7 +37,12 @@ func TestRESP3(t *testing.T) {
 			raw.expectBytes(resp2[i])
 		}
 		raw.send(command("COMMAND", "INFO", "get"))
-		raw.expectBytes("*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n*0\r\n*0\r\n")
+		// Byte for byte what redis-server 7.0 replies, key spec included.
+		raw.expectBytes("*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n" +
+			"*3\r\n+@read\r\n+@string\r\n+@fast\r\n*0\r\n*1\r\n*6\r\n$5\r\nflags\r\n*2\r\n+RO\r\n+access\r\n" +
+			"$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n*2\r\n$5\r\nindex\r\n:1\r\n" +
+			"$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n*6\r\n$7\r\nlastkey\r\n:0\r\n" +
+			"$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n*0\r\n")
 
 		raw.send(command("HELLO", "3"))
 		hello := raw.read()
@@ -56,7 +61,11 @@ func TestRESP3(t *testing.T) {
 			raw.expectBytes(resp3[i])
 		}
 		raw.send(command("COMMAND", "INFO", "get"))
-		raw.expectBytes("*1\r\n*10\r\n$3\r\nget\r\n:2\r\n~2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n*0\r\n*0\r\n")
+		raw.expectBytes("*1\r\n*10\r\n$3\r\nget\r\n:2\r\n~2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n" +
+			"~3\r\n+@read\r\n+@string\r\n+@fast\r\n~0\r\n~1\r\n%3\r\n$5\r\nflags\r\n~2\r\n+RO\r\n+access\r\n" +
+			"$12\r\nbegin_search\r\n%2\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n%1\r\n$5\r\nindex\r\n:1\r\n" +
+			"$9\r\nfind_keys\r\n%2\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n%3\r\n$7\r\nlastkey\r\n:0\r\n" +
+			"$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n~0\r\n")
 		raw.send(command("INFO", "keyspace"))
 		raw.expectBytes("=48\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n")
 		raw.send(command("INFO"))

@@ -144,7 +144,6 @@ type Server struct {
 	cluster Cluster // kv, if it is a member of a replicated group
 	sharded Sharded // kv, if its group is one of a sharded cluster's
 	log     *slog.Logger
-	passSum [sha256.Size]byte
 	start   time.Time
 	lim     protocol.Limits
 
@@ -158,6 +157,18 @@ type Server struct {
 	nextID  atomic.Int64
 	closing atomic.Bool
 	stats   stats
+
+	cmdStats []cmdStats // by command id
+	errors   errorStats
+	slowlog  slowlog
+	paused   atomic.Bool // a CLIENT PAUSE may be in force: see pause
+	pause    pause
+	// The settings CONFIG SET changes (see config.go).
+	maxClients  atomic.Int64
+	idleTimeout atomic.Int64             // nanoseconds; 0: never
+	pass        atomic.Pointer[password] // nil: none
+	// position is kv's, if it tells where its log is (see WAIT).
+	position Positioner
 
 	mu struct {
 		sync.Mutex
@@ -186,16 +197,43 @@ func New(cfg Config, kv Backend) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cluster, _ = kv.(Cluster)
 	s.sharded, _ = kv.(Sharded)
-	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
+	s.position, _ = kv.(Positioner)
+	s.setPass(cfg.RequirePass)
+	s.maxClients.Store(int64(cfg.MaxClients))
+	s.idleTimeout.Store(int64(cfg.IdleTimeout))
+	s.cmdStats = make([]cmdStats, len(allCommands))
+	s.slowlog.init()
 	s.mu.conns = make(map[int64]*conn)
 	return s
 }
 
+// password is the default user's password, and its hash.
+type password struct {
+	plain string // for CONFIG GET requirepass, as Redis shows it
+	sum   [sha256.Size]byte
+}
+
+// setPass sets the default user's password; empty: none is needed.
+func (s *Server) setPass(pass string) {
+	if pass == "" {
+		s.pass.Store(nil)
+		return
+	}
+	s.pass.Store(&password{plain: pass, sum: sha256.Sum256([]byte(pass))})
+}
+
+// needPass reports whether clients must authenticate.
+func (s *Server) needPass() bool { return s.pass.Load() != nil }
+
 // checkPass compares in constant time, hashing first so that the length of
-// the password does not leak either.
+// the password does not leak either. With no password set, any matches.
 func (s *Server) checkPass(pass []byte) bool {
+	want := s.pass.Load()
+	if want == nil {
+		return true
+	}
 	sum := sha256.Sum256(pass)
-	return subtle.ConstantTimeCompare(sum[:], s.passSum[:]) == 1
+	return subtle.ConstantTimeCompare(sum[:], want.sum[:]) == 1
 }
 
 // ListenAndServe listens on cfg.Addr and serves until Shutdown.
@@ -249,7 +287,7 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	if len(s.mu.conns) >= s.cfg.MaxClients {
+	if int64(len(s.mu.conns)) >= s.maxClients.Load() {
 		s.mu.Unlock()
 		s.stats.rejected.Add(1)
 		nc.SetWriteDeadline(time.Now().Add(time.Second))

@@ -1,0 +1,423 @@
+package server
+
+import (
+	"cmp"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/flintkv/flint/internal/protocol"
+)
+
+// COMMAND and its subcommands describe the command table in Redis 7's
+// formats, from the fields of each command (see command): COMMAND INFO's
+// ten elements (name, arity, flags, first key, last key, step, ACL
+// categories, tips, key specs, subcommands) and COMMAND DOCS's map
+// (summary, since, group, complexity, subcommands). Docs give no
+// arguments: Redis's are optional, and redis-cli does without.
+
+// commandDoc is what COMMAND DOCS tells of a command, and what COMMAND
+// INFO tells beyond its flags and key positions.
+type commandDoc struct {
+	summary, since, complexity string
+	// group is Redis's: string, generic (keyspace), connection, server,
+	// cluster. A subcommand's is its container's.
+	group string
+	// acl lists ACL categories beyond those that flags and group imply
+	// (see aclCategories), as "@dangerous".
+	acl string
+	// keys holds the flags of the command's key spec, as Redis's ("RW
+	// access update"); empty, they are "RW update" for a write and "RO
+	// access" for a read.
+	keys string
+	// tips are Redis's command tips, as "nondeterministic_output".
+	tips string
+}
+
+// oldDocs are the docs of the commands whose literals predate doc.
+var oldDocs = map[string]commandDoc{
+	"ping":      {summary: "Returns the server's liveliness response.", since: "1.0.0", group: "connection", complexity: "O(1)"},
+	"echo":      {summary: "Returns the given string.", since: "1.0.0", group: "connection", complexity: "O(1)"},
+	"hello":     {summary: "Handshakes with the Redis server.", since: "6.0.0", group: "connection", complexity: "O(1)"},
+	"auth":      {summary: "Authenticates the connection.", since: "1.0.0", group: "connection", complexity: "O(N) where N is the number of passwords defined for the user"},
+	"select":    {summary: "Changes the selected database.", since: "1.0.0", group: "connection", complexity: "O(1)"},
+	"quit":      {summary: "Closes the connection.", since: "1.0.0", group: "connection", complexity: "O(1)"},
+	"client":    {summary: "A container for client connection commands.", since: "2.4.0", group: "connection", complexity: "Depends on subcommand."},
+	"get":       {summary: "Returns the string value of a key.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RO access"},
+	"mget":      {summary: "Atomically returns the string values of one or more keys.", since: "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.", keys: "RO access", tips: "request_policy:multi_shard"},
+	"exists":    {summary: "Determines whether one or more keys exist.", since: "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys to check.", keys: "RO", tips: "request_policy:multi_shard response_policy:agg_sum"},
+	"touch":     {summary: "Returns the number of existing keys out of those specified after updating the time they were last accessed.", since: "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.", keys: "RO", tips: "request_policy:multi_shard response_policy:agg_sum"},
+	"type":      {summary: "Determines the type of value stored at a key.", since: "1.0.0", group: "generic", complexity: "O(1)", keys: "RO"},
+	"strlen":    {summary: "Returns the length of a string value.", since: "2.2.0", group: "string", complexity: "O(1)", keys: "RO"},
+	"range":     {summary: "Returns the keys from start to end, in byte order, with their values (Flint's own).", since: "0.1.0", group: "string", complexity: "O(log(N)+M) where M is the number of keys returned", keys: "RO access"},
+	"set":       {summary: "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update variable_flags"},
+	"setnx":     {summary: "Set the string value of a key only when the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "OW insert"},
+	"getset":    {summary: "Returns the previous string value of a key after setting it to a new value.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"swap":      {summary: "Sets the string value of a key and returns its previous value (Flint's own, as GETSET).", since: "0.1.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"cas":       {summary: "Sets a key to a new value if it holds the expected one (Flint's own).", since: "0.1.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"mset":      {summary: "Atomically creates or modifies the string values of one or more keys.", since: "1.0.1", group: "string", complexity: "O(N) where N is the number of keys to set.", keys: "OW update", tips: "request_policy:multi_shard response_policy:all_succeeded"},
+	"msetnx":    {summary: "Atomically modifies the string values of one or more keys only when all keys don't exist.", since: "1.0.1", group: "string", complexity: "O(N) where N is the number of keys to set.", keys: "OW insert"},
+	"del":       {summary: "Deletes one or more keys.", since: "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys that will be removed.", keys: "RM delete", tips: "request_policy:multi_shard response_policy:agg_sum"},
+	"unlink":    {summary: "Asynchronously deletes one or more keys.", since: "4.0.0", group: "generic", complexity: "O(1) for each key removed regardless of its size.", keys: "RM delete", tips: "request_policy:multi_shard response_policy:agg_sum"},
+	"incr":      {summary: "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"decr":      {summary: "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"incrby":    {summary: "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"decrby":    {summary: "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"append":    {summary: "Appends a string to the value of a key. Creates the key if it doesn't exist.", since: "2.0.0", group: "string", complexity: "O(1).", keys: "RW insert"},
+	"dbsize":    {summary: "Returns the number of keys in the database.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@keyspace", tips: "request_policy:all_shards response_policy:agg_sum"},
+	"time":      {summary: "Returns the server time.", since: "2.6.0", group: "server", complexity: "O(1)", tips: "nondeterministic_output"},
+	"config":    {summary: "A container for server configuration commands.", since: "2.0.0", group: "server", complexity: "Depends on subcommand."},
+	"flushdb":   {summary: "Remove all keys from the current database.", since: "1.0.0", group: "server", complexity: "O(N) where N is the number of keys in the selected database", acl: "@keyspace @dangerous", tips: "request_policy:all_shards response_policy:all_succeeded"},
+	"flushall":  {summary: "Removes all keys from all databases.", since: "1.0.0", group: "server", complexity: "O(N) where N is the total number of keys in all databases", acl: "@keyspace @dangerous", tips: "request_policy:all_shards response_policy:all_succeeded"},
+	"save":      {summary: "Synchronously saves the database(s) to disk.", since: "1.0.0", group: "server", complexity: "O(N) where N is the total number of keys in all databases"},
+	"bgsave":    {summary: "Asynchronously saves the database(s) to disk.", since: "1.0.0", group: "server", complexity: "O(1)"},
+	"cluster":   {summary: "A container for Redis Cluster commands.", since: "3.0.0", group: "cluster", complexity: "Depends on subcommand."},
+	"role":      {summary: "Returns the replication role.", since: "2.8.12", group: "server", complexity: "O(1)", acl: "@admin @dangerous"},
+	"readonly":  {summary: "Enables read-only queries for a connection to a Redis Cluster replica node.", since: "3.0.0", group: "cluster", complexity: "O(1)", acl: "@connection"},
+	"readwrite": {summary: "Enables read-write queries for a connection to a Redis Cluster replica node.", since: "3.0.0", group: "cluster", complexity: "O(1)", acl: "@connection"},
+	"asking":    {summary: "Signals that a cluster client is following an -ASK redirect.", since: "3.0.0", group: "cluster", complexity: "O(1)", acl: "@connection"},
+	"command":   {summary: "Returns detailed information about all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the total number of Redis commands", acl: "@connection"},
+	"info":      {summary: "Returns information and statistics about the server.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@dangerous", tips: "nondeterministic_output request_policy:all_shards response_policy:special"},
+	"lastsave":  {summary: "Returns the Unix timestamp of the last successful save to disk.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@admin @dangerous", tips: "nondeterministic_output"},
+	"wait":      {summary: "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", since: "3.0.0", group: "generic", complexity: "O(1)", acl: "@connection", tips: "request_policy:all_shards response_policy:agg_min"},
+	"slowlog":   {summary: "A container for slow log commands.", since: "2.2.12", group: "server", complexity: "Depends on subcommand."},
+	"memory":    {summary: "A container for memory diagnostics commands.", since: "4.0.0", group: "server", complexity: "Depends on subcommand."},
+
+	"flint.session": {summary: "Opens a client session, whose writes take effect once (Flint's own).", since: "0.1.0", group: "server", complexity: "O(1)"},
+	"flint.seq":     {summary: "Runs a write command in a client session (Flint's own).", since: "0.1.0", group: "server", complexity: "That of the command it runs", keys: "RW update"},
+	"flint.member":  {summary: "Adds, removes or hands leadership to a member of the group (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(1)"},
+	"flint.map":     {summary: "Returns the cluster map (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of groups"},
+}
+
+// aclOrder is Redis's order of ACL categories, in which COMMAND INFO
+// lists them.
+var aclOrder = strings.Fields(`@keyspace @read @write @set @sortedset @list @hash @string @bitmap @hyperloglog
+	@geo @stream @pubsub @admin @fast @slow @blocking @dangerous @connection @transaction @scripting`)
+
+// groupACL is the ACL category of each group of commands that has one.
+var groupACL = map[string]string{"string": "@string", "generic": "@keyspace", "connection": "@connection"}
+
+// aclCategories returns the command's ACL categories, in Redis's order:
+// those its flags imply as Redis's do (write, readonly, admin, fast or
+// slow), its group's, and doc.acl.
+func aclCategories(cmd *command) []string {
+	flags := strings.Fields(cmd.flags)
+	cats := strings.Fields(cmd.doc.acl)
+	group := cmd.doc.group
+	if cmd.parent != nil {
+		group = cmd.parent.doc.group
+	}
+	if g, ok := groupACL[group]; ok {
+		cats = append(cats, g)
+	}
+	for f, implied := range map[string]string{"write": "@write", "readonly": "@read", "admin": "@admin @dangerous", "fast": "@fast"} {
+		if slices.Contains(flags, f) {
+			cats = append(cats, strings.Fields(implied)...)
+		}
+	}
+	if !slices.Contains(flags, "fast") {
+		cats = append(cats, "@slow")
+	}
+	slices.SortFunc(cats, func(a, b string) int { return cmp.Compare(slices.Index(aclOrder, a), slices.Index(aclOrder, b)) })
+	return slices.Compact(cats)
+}
+
+// commandCommands are COMMAND's subcommands.
+var commandCommands = []*command{
+	{name: "command|count", arity: 2, flags: "loading stale", run: (*conn).commandCount,
+		doc: commandDoc{summary: "Returns a count of commands.", since: "2.8.13", complexity: "O(1)"}},
+	{name: "command|info", arity: -2, flags: "loading stale", run: (*conn).commandInfoCmd,
+		doc: commandDoc{summary: "Returns information about one, multiple or all commands.", since: "2.8.13", complexity: "O(N) where N is the number of commands to look up", tips: "nondeterministic_output_order"}},
+	{name: "command|docs", arity: -2, flags: "loading stale", run: (*conn).commandDocs,
+		doc: commandDoc{summary: "Returns documentary information about one, multiple or all commands.", since: "7.0.0", complexity: "O(N) where N is the number of commands to look up", tips: "nondeterministic_output_order"}},
+	{name: "command|list", arity: -2, flags: "loading stale", run: (*conn).commandListNames,
+		doc: commandDoc{summary: "Returns a list of command names.", since: "7.0.0", complexity: "O(N) where N is the total number of Redis commands", tips: "nondeterministic_output_order"}},
+	{name: "command|getkeys", arity: -3, flags: "loading stale", run: (*conn).commandGetKeys,
+		doc: commandDoc{summary: "Extracts the key names from an arbitrary command.", since: "2.8.13", complexity: "O(N) where N is the number of arguments to the command"}},
+	{name: "command|getkeysandflags", arity: -3, flags: "loading stale", run: (*conn).commandGetKeys,
+		doc: commandDoc{summary: "Extracts the key names and access flags for an arbitrary command.", since: "7.0.0", complexity: "O(N) where N is the number of arguments to the command"}},
+	{name: "command|help", arity: 2, flags: "loading stale", run: (*conn).commandHelp,
+		doc: commandDoc{summary: "Returns helpful text about the different subcommands.", since: "5.0.0", complexity: "O(1)"}},
+}
+
+// sortedCommands returns the commands, without subcommands, by name.
+func sortedCommands() []*command {
+	return slices.SortedFunc(maps.Values(commands), func(a, b *command) int { return strings.Compare(a.name, b.name) })
+}
+
+// allCommandsByName returns the commands and subcommands, by name.
+func allCommandsByName() []*command {
+	return slices.SortedFunc(slices.Values(allCommands), func(a, b *command) int { return strings.Compare(a.name, b.name) })
+}
+
+// lookupCommand returns the command or subcommand ("client|list") of that
+// name, in any case, or nil.
+func lookupCommand(name []byte) *command {
+	n := strings.ToLower(string(name))
+	top, _, _ := strings.Cut(n, "|")
+	cmd := commands[top]
+	if cmd == nil || top == n {
+		return cmd
+	}
+	for _, sub := range cmd.subs {
+		if sub.name == n {
+			return sub
+		}
+	}
+	return nil
+}
+
+// commandList is COMMAND: every command's info.
+func (c *conn) commandList([][]byte) { c.commandInfo(sortedCommands()) }
+
+func (c *conn) commandCount([][]byte) { c.int(int64(len(commands))) }
+
+// commandInfoCmd is COMMAND INFO [name ...]: the named commands' info, or
+// every command's.
+func (c *conn) commandInfoCmd(args [][]byte) {
+	c.commandInfo(c.namedCommands(args[2:]))
+}
+
+// namedCommands returns the commands named, nil for each unknown name, or
+// every command if none is named.
+func (c *conn) namedCommands(names [][]byte) []*command {
+	if len(names) == 0 {
+		return sortedCommands()
+	}
+	list := make([]*command, len(names))
+	for i, a := range names {
+		list[i] = lookupCommand(a)
+	}
+	return list
+}
+
+// commandInfo writes Redis 7's ten-element description of each command;
+// a nil entry is written as a null bulk string for an unknown name, as
+// Redis does.
+func (c *conn) commandInfo(list []*command) {
+	c.out = protocol.AppendArray(c.out, len(list))
+	for _, cmd := range list {
+		if cmd == nil {
+			c.null()
+			continue
+		}
+		c.describeCommand(cmd)
+	}
+}
+
+func (c *conn) describeCommand(cmd *command) {
+	c.out = protocol.AppendArray(c.out, 10)
+	c.bulkString(cmd.name)
+	c.int(int64(cmd.arity))
+	c.simpleSet(strings.Fields(strings.ReplaceAll(cmd.flags, "-", "_")))
+	c.int(int64(cmd.first))
+	c.int(int64(cmd.last))
+	c.int(int64(cmd.step))
+	c.simpleSet(aclCategories(cmd))
+	tips := strings.Fields(cmd.doc.tips)
+	c.out = protocol.AppendSet(c.out, len(tips), c.proto)
+	for _, t := range tips {
+		c.bulkString(t)
+	}
+	c.keySpecs(cmd)
+	c.out = protocol.AppendSet(c.out, len(cmd.subs), c.proto)
+	for _, sub := range cmd.subs {
+		c.describeCommand(sub)
+	}
+}
+
+func (c *conn) simpleSet(items []string) {
+	c.out = protocol.AppendSet(c.out, len(items), c.proto)
+	for _, s := range items {
+		c.out = protocol.AppendSimple(c.out, s)
+	}
+}
+
+// keyFlags returns the flags of the command's key spec.
+func keyFlags(cmd *command) string {
+	switch {
+	case cmd.doc.keys != "":
+		return cmd.doc.keys
+	case cmd.write:
+		return "RW update"
+	}
+	return "RO access"
+}
+
+// keySpecs writes the command's key specs, as Redis 7 does: one for the
+// keys at first, last, step, found by index and range, or none.
+func (c *conn) keySpecs(cmd *command) {
+	if cmd.first == 0 {
+		c.out = protocol.AppendSet(c.out, 0, c.proto)
+		return
+	}
+	last := cmd.last
+	if last >= 0 {
+		last -= cmd.first // relative to the first key
+	}
+	c.out = protocol.AppendSet(c.out, 1, c.proto)
+	c.out = protocol.AppendMap(c.out, 3, c.proto)
+	c.bulkString("flags")
+	c.simpleSet(strings.Fields(keyFlags(cmd)))
+	c.bulkString("begin_search")
+	c.out = protocol.AppendMap(c.out, 2, c.proto)
+	c.bulkString("type")
+	c.bulkString("index")
+	c.bulkString("spec")
+	c.out = protocol.AppendMap(c.out, 1, c.proto)
+	c.bulkString("index")
+	c.int(int64(cmd.first))
+	c.bulkString("find_keys")
+	c.out = protocol.AppendMap(c.out, 2, c.proto)
+	c.bulkString("type")
+	c.bulkString("range")
+	c.bulkString("spec")
+	c.out = protocol.AppendMap(c.out, 3, c.proto)
+	c.bulkString("lastkey")
+	c.int(int64(last))
+	c.bulkString("keystep")
+	c.int(int64(cmd.step))
+	c.bulkString("limit")
+	c.int(0)
+}
+
+// commandDocs is COMMAND DOCS [name ...]: a map from each known command
+// named, or every command, to its docs.
+func (c *conn) commandDocs(args [][]byte) {
+	list := slices.DeleteFunc(c.namedCommands(args[2:]), func(cmd *command) bool { return cmd == nil })
+	c.out = protocol.AppendMap(c.out, len(list), c.proto)
+	for _, cmd := range list {
+		c.bulkString(cmd.name)
+		c.writeDoc(cmd)
+	}
+}
+
+func (c *conn) writeDoc(cmd *command) {
+	d := cmd.doc
+	group := d.group
+	if cmd.parent != nil {
+		group = cmd.parent.doc.group
+	}
+	n := 4
+	if len(cmd.subs) > 0 {
+		n++
+	}
+	c.out = protocol.AppendMap(c.out, n, c.proto)
+	for _, kv := range [][2]string{{"summary", d.summary}, {"since", d.since}, {"group", group}, {"complexity", d.complexity}} {
+		c.bulkString(kv[0])
+		c.bulkString(kv[1])
+	}
+	if len(cmd.subs) > 0 {
+		c.bulkString("subcommands")
+		c.out = protocol.AppendMap(c.out, len(cmd.subs), c.proto)
+		for _, sub := range cmd.subs {
+			c.bulkString(sub.name)
+			c.writeDoc(sub)
+		}
+	}
+}
+
+// commandListNames is COMMAND LIST [FILTERBY MODULE name | ACLCAT category
+// | PATTERN pattern]: the names of the commands and subcommands that match.
+func (c *conn) commandListNames(args [][]byte) {
+	match := func(*command) bool { return true }
+	switch {
+	case len(args) == 2:
+	case len(args) == 5 && strings.EqualFold(string(args[2]), "filterby"):
+		val := strings.ToLower(string(args[4]))
+		switch strings.ToLower(string(args[3])) {
+		case "module":
+			match = func(*command) bool { return false } // Flint has no modules
+		case "aclcat":
+			match = func(cmd *command) bool { return slices.Contains(aclCategories(cmd), "@"+val) }
+		case "pattern":
+			match = func(cmd *command) bool { ok, _ := path.Match(val, cmd.name); return ok }
+		default:
+			c.errSyntax()
+			return
+		}
+	default:
+		c.errSyntax()
+		return
+	}
+	var names []string
+	for _, cmd := range allCommandsByName() {
+		if match(cmd) {
+			names = append(names, cmd.name)
+		}
+	}
+	c.out = protocol.AppendArray(c.out, len(names))
+	for _, n := range names {
+		c.bulkString(n)
+	}
+}
+
+// commandGetKeys is COMMAND GETKEYS and GETKEYSANDFLAGS command [arg ...]:
+// the keys of the command given, found as its key spec says.
+func (c *conn) commandGetKeys(args [][]byte) {
+	cmd := commands[strings.ToLower(string(args[2]))]
+	inner := args[2:]
+	if cmd != nil && cmd.subs != nil && len(inner) > 1 {
+		cmd = lookupCommand([]byte(cmd.name + "|" + string(inner[1])))
+	}
+	switch {
+	case cmd == nil:
+		c.err("ERR Invalid command specified")
+		return
+	case cmd.first == 0:
+		c.err("ERR The command has no key arguments")
+		return
+	case (cmd.arity > 0 && len(inner) != cmd.arity) || len(inner) < -cmd.arity:
+		c.err("ERR Invalid number of arguments specified for command")
+		return
+	}
+	keys := keyPositions(cmd, len(inner))
+	withFlags := strings.EqualFold(string(args[1]), "getkeysandflags")
+	c.out = protocol.AppendArray(c.out, len(keys))
+	for _, i := range keys {
+		if !withFlags {
+			c.out = protocol.AppendBulk(c.out, inner[i])
+			continue
+		}
+		c.out = protocol.AppendArray(c.out, 2)
+		c.out = protocol.AppendBulk(c.out, inner[i])
+		c.simpleSet(strings.Fields(keyFlags(cmd)))
+	}
+}
+
+// keyPositions returns the positions of the keys of a call of cmd with n
+// arguments (the name included).
+func keyPositions(cmd *command, n int) []int {
+	last := cmd.last
+	if last < 0 {
+		last += n
+	}
+	var pos []int
+	for i := cmd.first; i <= last && i < n && cmd.step > 0; i += cmd.step {
+		pos = append(pos, i)
+	}
+	return pos
+}
+
+func (c *conn) commandHelp([][]byte) {
+	c.help("COMMAND",
+		"(no subcommand)", "Return details about all Redis commands.",
+		"COUNT", "Return the total number of commands in this Redis server.",
+		"LIST", strings.Join([]string{
+			"Return a list of all commands in this Redis server.",
+			"Filter by: MODULE <module-name> | ACLCAT <category> | PATTERN <pattern>"}, "\n"),
+		"INFO [<command-name> ...]", strings.Join([]string{
+			"Return details about multiple Redis commands.",
+			"If no command names are given, documentation details for all",
+			"commands are returned."}, "\n"),
+		"DOCS [<command-name> ...]", strings.Join([]string{
+			"Return documentation details about multiple Redis commands.",
+			"If no command names are given, documentation details for all",
+			"commands are returned."}, "\n"),
+		"GETKEYS <full-command>", "Return the keys from a full Redis command.",
+		"GETKEYSANDFLAGS <full-command>", "Return the keys and the access flags from a full Redis command.")
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
