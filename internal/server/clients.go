@@ -341,10 +341,10 @@ func (c *conn) waitPause(cmd *command) {
 		case <-wake:
 		case <-t.C:
 		case <-c.info.killed:
-		case <-c.srv.ctx.Done():
+		case <-c.srv.stopping:
 		}
 		t.Stop()
-		if c.srv.ctx.Err() != nil || c.isKilled() {
+		if c.srv.closing.Load() || c.isKilled() {
 			return
 		}
 	}

@@ -31,7 +31,10 @@ type commandDoc struct {
 	// access update"); empty, they are "RW update" for a write and "RO
 	// access" for a read.
 	keys string
-	// tips are Redis's command tips, as "nondeterministic_output".
+	// tips are Redis's command tips, as "nondeterministic_output". Flint
+	// gives no request_policy or response_policy tips: cluster clients
+	// would split or fan out commands by them (go-redis does), which its
+	// routing does not expect.
 	tips string
 }
 
@@ -45,9 +48,9 @@ var oldDocs = map[string]commandDoc{
 	"quit":      {summary: "Closes the connection.", since: "1.0.0", group: "connection", complexity: "O(1)"},
 	"client":    {summary: "A container for client connection commands.", since: "2.4.0", group: "connection", complexity: "Depends on subcommand."},
 	"get":       {summary: "Returns the string value of a key.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RO access"},
-	"mget":      {summary: "Atomically returns the string values of one or more keys.", since: "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.", keys: "RO access", tips: "request_policy:multi_shard"},
-	"exists":    {summary: "Determines whether one or more keys exist.", since: "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys to check.", keys: "RO", tips: "request_policy:multi_shard response_policy:agg_sum"},
-	"touch":     {summary: "Returns the number of existing keys out of those specified after updating the time they were last accessed.", since: "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.", keys: "RO", tips: "request_policy:multi_shard response_policy:agg_sum"},
+	"mget":      {summary: "Atomically returns the string values of one or more keys.", since: "1.0.0", group: "string", complexity: "O(N) where N is the number of keys to retrieve.", keys: "RO access"},
+	"exists":    {summary: "Determines whether one or more keys exist.", since: "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys to check.", keys: "RO"},
+	"touch":     {summary: "Returns the number of existing keys out of those specified after updating the time they were last accessed.", since: "3.2.1", group: "generic", complexity: "O(N) where N is the number of keys that will be touched.", keys: "RO"},
 	"type":      {summary: "Determines the type of value stored at a key.", since: "1.0.0", group: "generic", complexity: "O(1)", keys: "RO"},
 	"strlen":    {summary: "Returns the length of a string value.", since: "2.2.0", group: "string", complexity: "O(1)", keys: "RO"},
 	"range":     {summary: "Returns the keys from start to end, in byte order, with their values (Flint's own).", since: "0.1.0", group: "string", complexity: "O(log(N)+M) where M is the number of keys returned", keys: "RO access"},
@@ -56,20 +59,20 @@ var oldDocs = map[string]commandDoc{
 	"getset":    {summary: "Returns the previous string value of a key after setting it to a new value.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
 	"swap":      {summary: "Sets the string value of a key and returns its previous value (Flint's own, as GETSET).", since: "0.1.0", group: "string", complexity: "O(1)", keys: "RW access update"},
 	"cas":       {summary: "Sets a key to a new value if it holds the expected one (Flint's own).", since: "0.1.0", group: "string", complexity: "O(1)", keys: "RW access update"},
-	"mset":      {summary: "Atomically creates or modifies the string values of one or more keys.", since: "1.0.1", group: "string", complexity: "O(N) where N is the number of keys to set.", keys: "OW update", tips: "request_policy:multi_shard response_policy:all_succeeded"},
+	"mset":      {summary: "Atomically creates or modifies the string values of one or more keys.", since: "1.0.1", group: "string", complexity: "O(N) where N is the number of keys to set.", keys: "OW update"},
 	"msetnx":    {summary: "Atomically modifies the string values of one or more keys only when all keys don't exist.", since: "1.0.1", group: "string", complexity: "O(N) where N is the number of keys to set.", keys: "OW insert"},
-	"del":       {summary: "Deletes one or more keys.", since: "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys that will be removed.", keys: "RM delete", tips: "request_policy:multi_shard response_policy:agg_sum"},
-	"unlink":    {summary: "Asynchronously deletes one or more keys.", since: "4.0.0", group: "generic", complexity: "O(1) for each key removed regardless of its size.", keys: "RM delete", tips: "request_policy:multi_shard response_policy:agg_sum"},
+	"del":       {summary: "Deletes one or more keys.", since: "1.0.0", group: "generic", complexity: "O(N) where N is the number of keys that will be removed.", keys: "RM delete"},
+	"unlink":    {summary: "Asynchronously deletes one or more keys.", since: "4.0.0", group: "generic", complexity: "O(1) for each key removed regardless of its size.", keys: "RM delete"},
 	"incr":      {summary: "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
 	"decr":      {summary: "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
 	"incrby":    {summary: "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
 	"decrby":    {summary: "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", since: "1.0.0", group: "string", complexity: "O(1)", keys: "RW access update"},
 	"append":    {summary: "Appends a string to the value of a key. Creates the key if it doesn't exist.", since: "2.0.0", group: "string", complexity: "O(1).", keys: "RW insert"},
-	"dbsize":    {summary: "Returns the number of keys in the database.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@keyspace", tips: "request_policy:all_shards response_policy:agg_sum"},
+	"dbsize":    {summary: "Returns the number of keys in the database.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@keyspace"},
 	"time":      {summary: "Returns the server time.", since: "2.6.0", group: "server", complexity: "O(1)", tips: "nondeterministic_output"},
 	"config":    {summary: "A container for server configuration commands.", since: "2.0.0", group: "server", complexity: "Depends on subcommand."},
-	"flushdb":   {summary: "Remove all keys from the current database.", since: "1.0.0", group: "server", complexity: "O(N) where N is the number of keys in the selected database", acl: "@keyspace @dangerous", tips: "request_policy:all_shards response_policy:all_succeeded"},
-	"flushall":  {summary: "Removes all keys from all databases.", since: "1.0.0", group: "server", complexity: "O(N) where N is the total number of keys in all databases", acl: "@keyspace @dangerous", tips: "request_policy:all_shards response_policy:all_succeeded"},
+	"flushdb":   {summary: "Remove all keys from the current database.", since: "1.0.0", group: "server", complexity: "O(N) where N is the number of keys in the selected database", acl: "@keyspace @dangerous"},
+	"flushall":  {summary: "Removes all keys from all databases.", since: "1.0.0", group: "server", complexity: "O(N) where N is the total number of keys in all databases", acl: "@keyspace @dangerous"},
 	"save":      {summary: "Synchronously saves the database(s) to disk.", since: "1.0.0", group: "server", complexity: "O(N) where N is the total number of keys in all databases"},
 	"bgsave":    {summary: "Asynchronously saves the database(s) to disk.", since: "1.0.0", group: "server", complexity: "O(1)"},
 	"cluster":   {summary: "A container for Redis Cluster commands.", since: "3.0.0", group: "cluster", complexity: "Depends on subcommand."},
@@ -78,9 +81,9 @@ var oldDocs = map[string]commandDoc{
 	"readwrite": {summary: "Enables read-write queries for a connection to a Redis Cluster replica node.", since: "3.0.0", group: "cluster", complexity: "O(1)", acl: "@connection"},
 	"asking":    {summary: "Signals that a cluster client is following an -ASK redirect.", since: "3.0.0", group: "cluster", complexity: "O(1)", acl: "@connection"},
 	"command":   {summary: "Returns detailed information about all commands.", since: "2.8.13", group: "server", complexity: "O(N) where N is the total number of Redis commands", acl: "@connection"},
-	"info":      {summary: "Returns information and statistics about the server.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@dangerous", tips: "nondeterministic_output request_policy:all_shards response_policy:special"},
+	"info":      {summary: "Returns information and statistics about the server.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@dangerous", tips: "nondeterministic_output"},
 	"lastsave":  {summary: "Returns the Unix timestamp of the last successful save to disk.", since: "1.0.0", group: "server", complexity: "O(1)", acl: "@admin @dangerous", tips: "nondeterministic_output"},
-	"wait":      {summary: "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", since: "3.0.0", group: "generic", complexity: "O(1)", acl: "@connection", tips: "request_policy:all_shards response_policy:agg_min"},
+	"wait":      {summary: "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", since: "3.0.0", group: "generic", complexity: "O(1)", acl: "@connection"},
 	"slowlog":   {summary: "A container for slow log commands.", since: "2.2.12", group: "server", complexity: "Depends on subcommand."},
 	"memory":    {summary: "A container for memory diagnostics commands.", since: "4.0.0", group: "server", complexity: "Depends on subcommand."},
 

@@ -30,11 +30,9 @@ var configCommands = []*command{
 	{name: "config|get", arity: -3, flags: "admin noscript loading stale", run: (*conn).configGet,
 		doc: commandDoc{summary: "Returns the effective values of configuration parameters.", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided"}},
 	{name: "config|set", arity: -4, flags: "admin noscript loading stale", run: (*conn).configSet,
-		doc: commandDoc{summary: "Sets configuration parameters in-flight.", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided",
-			tips: "request_policy:all_nodes response_policy:all_succeeded"}},
+		doc: commandDoc{summary: "Sets configuration parameters in-flight.", since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided"}},
 	{name: "config|resetstat", arity: 2, flags: "admin noscript loading stale", run: (*conn).configResetStat,
-		doc: commandDoc{summary: "Resets the server's statistics.", since: "2.0.0", complexity: "O(1)",
-			tips: "request_policy:all_nodes response_policy:all_succeeded"}},
+		doc: commandDoc{summary: "Resets the server's statistics.", since: "2.0.0", complexity: "O(1)"}},
 	{name: "config|help", arity: 2, flags: "loading stale", run: (*conn).configHelp,
 		doc: commandDoc{summary: "Returns helpful text about the different subcommands.", since: "5.0.0", complexity: "O(1)"}},
 }

@@ -153,6 +153,10 @@ type Server struct {
 	// once its own context ends, so that no connection waits any longer.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// stopping is closed when Shutdown begins: it ends the waits of WAIT
+	// and CLIENT PAUSE.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 
 	nextID  atomic.Int64
 	closing atomic.Bool
@@ -195,6 +199,7 @@ func New(cfg Config, kv Backend) *Server {
 	s := &Server{cfg: cfg, kv: kv, log: cfg.Logger, start: time.Now(),
 		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.stopping = make(chan struct{})
 	s.cluster, _ = kv.(Cluster)
 	s.sharded, _ = kv.(Sharded)
 	s.position, _ = kv.(Positioner)
@@ -324,6 +329,7 @@ func (s *Server) Addr() net.Addr {
 // closed or ctx ends, in which case the rest are closed at once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
+	s.stoppingOnce.Do(func() { close(s.stopping) })
 	s.mu.Lock()
 	if s.mu.ln != nil {
 		s.mu.ln.Close()

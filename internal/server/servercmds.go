@@ -18,13 +18,12 @@ var introspectCommands = []*command{
 var slowlogCommands = []*command{
 	{name: "slowlog|get", arity: -2, flags: "admin loading stale", run: (*conn).slowlogGet,
 		doc: commandDoc{summary: "Returns the slow log's entries.", since: "2.2.12", complexity: "O(N) where N is the number of entries returned",
-			tips: "request_policy:all_nodes nondeterministic_output"}},
+			tips: "nondeterministic_output"}},
 	{name: "slowlog|len", arity: 2, flags: "admin loading stale", run: (*conn).slowlogLen,
 		doc: commandDoc{summary: "Returns the number of entries in the slow log.", since: "2.2.12", complexity: "O(1)",
-			tips: "request_policy:all_nodes response_policy:agg_sum nondeterministic_output"}},
+			tips: "nondeterministic_output"}},
 	{name: "slowlog|reset", arity: 2, flags: "admin loading stale", run: (*conn).slowlogReset,
-		doc: commandDoc{summary: "Clears all entries from the slow log.", since: "2.2.12", complexity: "O(N) where N is the number of entries in the slowlog",
-			tips: "request_policy:all_nodes response_policy:all_succeeded"}},
+		doc: commandDoc{summary: "Clears all entries from the slow log.", since: "2.2.12", complexity: "O(N) where N is the number of entries in the slowlog"}},
 	{name: "slowlog|help", arity: 2, flags: "loading stale", run: (*conn).slowlogHelp,
 		doc: commandDoc{summary: "Show helpful text about the different subcommands", since: "6.2.0", complexity: "O(1)"}},
 }
@@ -169,7 +168,7 @@ func (c *conn) waitCmd(args [][]byte) {
 		case <-deadline:
 			c.int(int64(n))
 			return
-		case <-c.srv.ctx.Done():
+		case <-c.srv.stopping:
 			c.int(int64(n))
 			return
 		case <-c.info.killed:
