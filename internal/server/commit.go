@@ -149,7 +149,11 @@ func (c *conn) commit() {
 	start := time.Now()
 	err := c.srv.kv.Apply(c.srv.ctx, c.batch.Bytes(), c.applied)
 	c.committed()
-	c.commitNanos += time.Since(start).Nanoseconds()
+	d := time.Since(start).Nanoseconds()
+	c.commitNanos += d
+	if !c.timing {
+		c.excluded += d
+	}
 	// Empty the batch before replying: a failed write's reply calls err,
 	// which commits too.
 	c.resetBatch(len(c.batch.Bytes()))

@@ -87,7 +87,12 @@ type conn struct {
 	lastCmd     *command   // the last command executed, for CLIENT LIST
 	entryCmds   []*command // the command of each entry of batch; nil for an OpSeq
 	commitNanos int64      // time spent in commit, ever
-	lastWrite   uint64     // the log index WAIT waits for (see committed)
+	// Of the time of the batch of input being executed, the part not
+	// shared among its writes and simple reads (see cmdstats.go), and
+	// whether a command timed alone is running.
+	excluded  int64
+	timing    bool
+	lastWrite uint64 // the log index WAIT waits for (see committed)
 
 	// CLIENT REPLY: replyOff drops every reply but CLIENT REPLY ON's,
 	// skipNext the next command's; muted is set while a command's reply
@@ -265,6 +270,7 @@ func (c *conn) runBatch() error {
 // the writes among them, and consumes them. It returns the protocol error
 // that stopped it, if any, after appending its reply.
 func (c *conn) execBuffered() error {
+	start := time.Now()
 	off, aheadEnd := 0, 0
 	var perr error
 	for !c.quit {
@@ -285,6 +291,7 @@ func (c *conn) execBuffered() error {
 		}
 	}
 	c.commit()
+	c.shareTime(time.Since(start).Nanoseconds())
 	c.consume(off)
 	c.publishStats()
 	if perr != nil {
@@ -341,7 +348,10 @@ func (c *conn) flush() error {
 	}
 	c.out = c.reuseOut(len(c.out))
 	if c.output.backlog() > c.srv.cfg.MaxOutputBuffer {
-		if err := c.waitDrain(); err != nil {
+		waited := time.Now()
+		err := c.waitDrain()
+		c.excluded += time.Since(waited).Nanoseconds()
+		if err != nil {
 			c.quit = true
 			return err
 		}
