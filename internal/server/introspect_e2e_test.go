@@ -74,7 +74,7 @@ func TestInfoRedis7(t *testing.T) {
 	}{
 		{nil, dflt},
 		{[]string{"default"}, dflt},
-		{[]string{"all"}, slices.Concat(dflt[:7], []string{"Commandstats"}, dflt[8:])},
+		{[]string{"all"}, slices.Concat(dflt[:8], []string{"Commandstats"}, dflt[8:])},
 		{[]string{"everything"}, slices.Concat(dflt[:8], []string{"Commandstats"}, dflt[8:])},
 		{[]string{"CPU", "keyspace", "nosuch"}, []string{"CPU", "Keyspace"}},
 	} {
@@ -358,6 +358,20 @@ func TestCommandTable(t *testing.T) {
 			if s, _ := d[f].(string); s == "" {
 				t.Errorf("COMMAND DOCS %s = %v, want a %s", n, d, f)
 			}
+		}
+	}
+	// Each container's HELP lists every subcommand the table has.
+	for _, n := range names {
+		top, sub, isSub := strings.Cut(n, "|")
+		if !isSub || top == "cluster" {
+			continue
+		}
+		help, err := rdb.Do(c, top, "HELP").StringSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(help, func(l string) bool { return strings.HasPrefix(l, strings.ToUpper(sub)) }) {
+			t.Errorf("%s HELP does not list %s:\n%s", strings.ToUpper(top), strings.ToUpper(sub), strings.Join(help, "\n"))
 		}
 	}
 	if str, err := rdb.CommandList(c, &redis.FilterBy{ACLCat: "string"}).Result(); err != nil || !slices.Contains(str, "incr") || slices.Contains(str, "ping") {
