@@ -129,7 +129,7 @@ func intParam(lo, hi int64, get func(*Server) int64, set func(*Server, int64)) c
 // change is checked before any is made, so that all are made or none.
 func (c *conn) configSet(args [][]byte) {
 	if len(args)%2 != 0 {
-		c.errArity("config|set")
+		c.errSyntax()
 		return
 	}
 	params := c.configParams()
