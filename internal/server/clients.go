@@ -450,6 +450,9 @@ func (c *conn) describe(now time.Time) string {
 	if c.info.noEvict.Load() {
 		flags += "e"
 	}
+	if c.isKilled() {
+		flags += "A" // closing: killed, and not yet gone
+	}
 	if flags == "" {
 		flags = "N"
 	}

@@ -18,9 +18,10 @@ import (
 // and simple reads are not timed one by one: they share equally the time
 // of the batch of input they came in, less that of the other commands
 // (see sharesTime); the slow log holds only the commands timed alone.
-// Each connection counts calls in cmdCounts, which it adds to the server's
-// table once per batch of input (publishStats), as it does its other
-// counters, so that connections do not contend on them per command.
+// Each connection counts its calls in counts (a cmdCount per command),
+// which it adds to the server's table once per batch of input
+// (publishStats), as it does its other counters, so that connections do
+// not contend on them per command.
 //
 // Memory is bounded: the server's table has one row per command and
 // subcommand, errorstats at most maxErrorCodes codes, and the slow log at

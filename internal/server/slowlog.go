@@ -35,7 +35,7 @@ type slowlog struct {
 	mu        struct {
 		sync.Mutex
 		next    int64
-		entries []slowEntry // newest first; len <= maxLen
+		entries []slowEntry // oldest first; len <= maxLen
 	}
 }
 
@@ -63,7 +63,7 @@ func (l *slowlog) add(c *conn, us int64, args [][]byte) {
 	defer l.mu.Unlock()
 	e.id = l.mu.next
 	l.mu.next++
-	l.mu.entries = append([]slowEntry{e}, l.mu.entries...)
+	l.mu.entries = append(l.mu.entries, e)
 	l.trimLocked()
 }
 
@@ -75,8 +75,10 @@ func (l *slowlog) setMaxLen(n int64) {
 	l.trimLocked()
 }
 
+// trimLocked drops the oldest entries past maxLen.
 func (l *slowlog) trimLocked() {
-	if max := int(l.maxLen.Load()); len(l.mu.entries) > max {
+	if max, n := int(l.maxLen.Load()), len(l.mu.entries); n > max {
+		copy(l.mu.entries, l.mu.entries[n-max:])
 		clear(l.mu.entries[max:])
 		l.mu.entries = l.mu.entries[:max]
 	}
@@ -95,11 +97,10 @@ func (c *conn) slowlogGet(args [][]byte) {
 	}
 	l := &c.srv.slowlog
 	l.mu.Lock()
-	entries := l.mu.entries
-	if n >= 0 && int(n) < len(entries) {
-		entries = entries[:n]
+	var entries []slowEntry // newest first
+	for i := len(l.mu.entries) - 1; i >= 0 && (n < 0 || len(entries) < int(n)); i-- {
+		entries = append(entries, l.mu.entries[i])
 	}
-	entries = append([]slowEntry(nil), entries...)
 	l.mu.Unlock()
 	c.out = protocol.AppendArray(c.out, len(entries))
 	for _, e := range entries {
