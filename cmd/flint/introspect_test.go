@@ -15,7 +15,9 @@ import (
 
 // TestRedisPyIntrospection runs testdata/introspect.py, which reads INFO,
 // CLIENT LIST, SLOWLOG, COMMAND and CONFIG through redis-py's parsers,
-// against a server with a log.
+// against a server with a log, and finds commands' keys with the parser
+// that redis-py's RedisCluster routes by (COMMAND's key positions and
+// subcommands).
 func TestRedisPyIntrospection(t *testing.T) {
 	py := redisPy(t)
 	srv := proctest.Serve(t, flintBin, "--fsync", "never")

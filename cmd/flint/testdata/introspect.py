@@ -7,6 +7,7 @@ read; it prints "ok" when all are as expected.
 import sys
 
 import redis
+from redis._parsers.commands import CommandsParser
 
 host, port = sys.argv[1].rsplit(":", 1)
 r = redis.Redis(host=host, port=int(port), protocol=2, decode_responses=True)
@@ -49,5 +50,13 @@ check(cmds["get"]["arity"] == 2 and cmds["get"]["first_key_pos"] == 1, "command 
 check(r.command_getkeys("MSET", "a", "1", "b", "2") == ["a", "b"], "command_getkeys")
 check(r.command_count() == len(cmds), "command_count %d, command %d" % (r.command_count(), len(cmds)))
 check(r.memory_usage("py:k") >= 3, "memory_usage")
+
+# RedisCluster finds a command's keys with this parser, from COMMAND's key
+# positions, and a subcommand's (MEMORY USAGE) from its subcommands.
+parser = CommandsParser(r)
+for args, want in ((("MSET", "a", "1", "b", "2"), ["a", "b"]), (("MEMORY USAGE", "py:k"), ["py:k"]),
+                   (("GET", "py:k"), ["py:k"]), (("CLIENT", "LIST"), None)):
+    got = parser.get_keys(r, *args)
+    check(got == want, "CommandsParser.get_keys%r = %r, want %r" % (args, got, want))
 check(r.lastsave() is not None, "lastsave")
 print("ok")
