@@ -16,9 +16,9 @@ import (
 //     from them, which cluster clients use to find its keys, and the
 //     server routes it by its first key's slot;
 //   - doc: its summary, since, group and complexity for COMMAND DOCS, the
-//     flags of its key spec (doc.keys, as Redis's: "RW access update"),
-//     and any ACL categories beyond those its flags and group imply (see
-//     aclCategories);
+//     flags of its key spec (doc.keys, as Redis's: "RW access update"), or
+//     its key specs (doc.specs) if its keys differ in flags, and any ACL
+//     categories beyond those its flags and group imply (see aclCategories);
 //   - subs, for a container command (CLIENT, CONFIG): its subcommands,
 //     named "client|list", which exec dispatches to by the first argument
 //     and INFO commandstats counts apart.
@@ -87,7 +87,7 @@ func prepare(cmd, parent *command) {
 	if cmd.reply != nil {
 		cmd.run = func(c *conn, args [][]byte) { c.readNow(cmd, args) }
 	}
-	if cmd.doc == (commandDoc{}) {
+	if cmd.doc.summary == "" {
 		cmd.doc = oldDocs[cmd.name]
 	}
 	cmd.parent = parent

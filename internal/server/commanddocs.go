@@ -31,11 +31,23 @@ type commandDoc struct {
 	// access update"); empty, they are "RW update" for a write and "RO
 	// access" for a read.
 	keys string
+	// specs, for a command whose keys differ in their flags (RENAME's
+	// source and destination), replaces the one key spec that first, last,
+	// step and keys make.
+	specs []keySpec
 	// tips are Redis's command tips, as "nondeterministic_output". Flint
 	// gives no request_policy or response_policy tips: cluster clients
 	// would split or fan out commands by them (go-redis does), which its
 	// routing does not expect.
 	tips string
+}
+
+// keySpec is one of Redis 7's key specs, of the kinds Flint's commands
+// need: the keys from argument index on, to lastkey (relative to index
+// if not negative, else from the end) every step, with their flags.
+type keySpec struct {
+	index, lastkey, step int
+	flags                string
 }
 
 // oldDocs are the docs of the commands whose literals predate doc.
@@ -87,6 +99,30 @@ var oldDocs = map[string]commandDoc{
 	"slowlog":   {summary: "A container for slow log commands.", since: "2.2.12", group: "server", complexity: "Depends on subcommand."},
 	"memory":    {summary: "A container for memory diagnostics commands.", since: "4.0.0", group: "server", complexity: "Depends on subcommand."},
 
+	"getdel":      {summary: "Returns the string value of a key after deleting the key.", since: "6.2.0", group: "string", complexity: "O(1)", keys: "RW access delete"},
+	"incrbyfloat": {summary: "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", since: "2.6.0", group: "string", complexity: "O(1)", keys: "RW access update"},
+	"getrange":    {summary: "Returns a substring of the string stored at a key.", since: "2.4.0", group: "string", complexity: "O(N) where N is the length of the returned string.", keys: "RO access"},
+	"substr":      {summary: "Returns a substring from a string value.", since: "1.0.0", group: "string", complexity: "O(N) where N is the length of the returned string.", keys: "RO access"},
+	"setrange":    {summary: "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", since: "2.2.0", group: "string", complexity: "O(1), not counting the time taken to copy the new string in place.", keys: "RW update"},
+	"lcs":         {summary: "Finds the longest common substring.", since: "7.0.0", group: "string", complexity: "O(N*M) where N and M are the lengths of s1 and s2, respectively", keys: "RO access"},
+	"setbit":      {summary: "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", since: "2.2.0", group: "bitmap", complexity: "O(1)", keys: "RW access update"},
+	"getbit":      {summary: "Returns a bit value by offset.", since: "2.2.0", group: "bitmap", complexity: "O(1)", keys: "RO access"},
+	"bitcount":    {summary: "Counts the number of set bits (population counting) in a string.", since: "2.6.0", group: "bitmap", complexity: "O(N)", keys: "RO access"},
+	"bitpos":      {summary: "Finds the first set (1) or clear (0) bit in a string.", since: "2.8.7", group: "bitmap", complexity: "O(N)", keys: "RO access"},
+	"bitop": {summary: "Performs bitwise operations on multiple strings, and stores the result.", since: "2.6.0", group: "bitmap", complexity: "O(N)",
+		specs: []keySpec{{index: 2, lastkey: 0, step: 1, flags: "OW update"}, {index: 3, lastkey: -1, step: 1, flags: "RO access"}}},
+	"bitfield":    {summary: "Performs arbitrary bitfield integer operations on strings.", since: "3.2.0", group: "bitmap", complexity: "O(1) for each subcommand specified", keys: "RW access update variable_flags"},
+	"bitfield_ro": {summary: "Performs arbitrary read-only bitfield integer operations on strings.", since: "6.0.0", group: "bitmap", complexity: "O(1) for each subcommand specified", keys: "RO access"},
+	"copy": {summary: "Copies the value of a key to a new key.", since: "6.2.0", group: "generic", complexity: "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+		specs: []keySpec{{index: 1, step: 1, flags: "RO access"}, {index: 2, step: 1, flags: "OW update"}}},
+	"rename": {summary: "Renames a key and overwrites the destination.", since: "1.0.0", group: "generic", complexity: "O(1)",
+		specs: []keySpec{{index: 1, step: 1, flags: "RW access delete"}, {index: 2, step: 1, flags: "OW update"}}},
+	"renamenx": {summary: "Renames a key only when the target key name doesn't exist.", since: "1.0.0", group: "generic", complexity: "O(1)",
+		specs: []keySpec{{index: 1, step: 1, flags: "RW access delete"}, {index: 2, step: 1, flags: "OW insert"}}},
+	"keys":      {summary: "Returns all key names that match a pattern.", since: "1.0.0", group: "generic", complexity: "O(N) with N being the number of keys in the database", tips: "nondeterministic_output_order"},
+	"scan":      {summary: "Iterates over the key names in the database.", since: "2.8.0", group: "generic", complexity: "O(1) for every call. O(N) for a complete iteration.", tips: "nondeterministic_output"},
+	"randomkey": {summary: "Returns a random key name from the database.", since: "1.0.0", group: "generic", complexity: "O(1)", tips: "nondeterministic_output"},
+
 	"flint.session": {summary: "Opens a client session, whose writes take effect once (Flint's own).", since: "0.1.0", group: "server", complexity: "O(1)"},
 	"flint.seq":     {summary: "Runs a write command in a client session (Flint's own).", since: "0.1.0", group: "server", complexity: "That of the command it runs", keys: "RW update"},
 	"flint.member":  {summary: "Adds, removes or hands leadership to a member of the group (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(1)"},
@@ -99,7 +135,7 @@ var aclOrder = strings.Fields(`@keyspace @read @write @set @sortedset @list @has
 	@geo @stream @pubsub @admin @fast @slow @blocking @dangerous @connection @transaction @scripting`)
 
 // groupACL is the ACL category of each group of commands that has one.
-var groupACL = map[string]string{"string": "@string", "generic": "@keyspace", "connection": "@connection"}
+var groupACL = map[string]string{"string": "@string", "bitmap": "@bitmap", "generic": "@keyspace", "connection": "@connection"}
 
 // aclCategories returns the command's ACL categories, in Redis's order:
 // those its flags imply as Redis's do (write, readonly, admin, fast or
@@ -237,7 +273,23 @@ func (c *conn) simpleSet(items []string) {
 	}
 }
 
-// keyFlags returns the flags of the command's key spec.
+// keySpecsOf returns the command's key specs: doc.specs, or one from
+// first, last and step with keyFlags's flags, or none without keys.
+func keySpecsOf(cmd *command) []keySpec {
+	switch {
+	case cmd.doc.specs != nil:
+		return cmd.doc.specs
+	case cmd.first == 0:
+		return nil
+	}
+	last := cmd.last
+	if last >= 0 {
+		last -= cmd.first // relative to the first key
+	}
+	return []keySpec{{index: cmd.first, lastkey: last, step: cmd.step, flags: keyFlags(cmd)}}
+}
+
+// keyFlags returns the flags of the command's keys, if they share them.
 func keyFlags(cmd *command) string {
 	switch {
 	case cmd.doc.keys != "":
@@ -248,41 +300,36 @@ func keyFlags(cmd *command) string {
 	return "RO access"
 }
 
-// keySpecs writes the command's key specs, as Redis 7 does: one for the
-// keys at first, last, step, found by index and range, or none.
+// keySpecs writes the command's key specs as Redis 7 does: each a map of
+// its flags, its begin_search (by index) and its find_keys (by range).
 func (c *conn) keySpecs(cmd *command) {
-	if cmd.first == 0 {
-		c.out = protocol.AppendSet(c.out, 0, c.proto)
-		return
+	specs := keySpecsOf(cmd)
+	c.out = protocol.AppendSet(c.out, len(specs), c.proto)
+	for _, ks := range specs {
+		c.out = protocol.AppendMap(c.out, 3, c.proto)
+		c.bulkString("flags")
+		c.simpleSet(strings.Fields(ks.flags))
+		c.bulkString("begin_search")
+		c.out = protocol.AppendMap(c.out, 2, c.proto)
+		c.bulkString("type")
+		c.bulkString("index")
+		c.bulkString("spec")
+		c.out = protocol.AppendMap(c.out, 1, c.proto)
+		c.bulkString("index")
+		c.int(int64(ks.index))
+		c.bulkString("find_keys")
+		c.out = protocol.AppendMap(c.out, 2, c.proto)
+		c.bulkString("type")
+		c.bulkString("range")
+		c.bulkString("spec")
+		c.out = protocol.AppendMap(c.out, 3, c.proto)
+		c.bulkString("lastkey")
+		c.int(int64(ks.lastkey))
+		c.bulkString("keystep")
+		c.int(int64(ks.step))
+		c.bulkString("limit")
+		c.int(0)
 	}
-	last := cmd.last
-	if last >= 0 {
-		last -= cmd.first // relative to the first key
-	}
-	c.out = protocol.AppendSet(c.out, 1, c.proto)
-	c.out = protocol.AppendMap(c.out, 3, c.proto)
-	c.bulkString("flags")
-	c.simpleSet(strings.Fields(keyFlags(cmd)))
-	c.bulkString("begin_search")
-	c.out = protocol.AppendMap(c.out, 2, c.proto)
-	c.bulkString("type")
-	c.bulkString("index")
-	c.bulkString("spec")
-	c.out = protocol.AppendMap(c.out, 1, c.proto)
-	c.bulkString("index")
-	c.int(int64(cmd.first))
-	c.bulkString("find_keys")
-	c.out = protocol.AppendMap(c.out, 2, c.proto)
-	c.bulkString("type")
-	c.bulkString("range")
-	c.bulkString("spec")
-	c.out = protocol.AppendMap(c.out, 3, c.proto)
-	c.bulkString("lastkey")
-	c.int(int64(last))
-	c.bulkString("keystep")
-	c.int(int64(cmd.step))
-	c.bulkString("limit")
-	c.int(0)
 }
 
 // commandDocs is COMMAND DOCS [name ...]: a map from each known command
@@ -375,29 +422,38 @@ func (c *conn) commandGetKeys(args [][]byte) {
 		c.err("ERR Invalid number of arguments specified for command")
 		return
 	}
-	keys := keyPositions(cmd, len(inner))
+	type key struct {
+		pos   int
+		flags string
+	}
+	var keys []key
+	for _, ks := range keySpecsOf(cmd) {
+		for _, i := range ks.positions(len(inner)) {
+			keys = append(keys, key{i, ks.flags})
+		}
+	}
 	withFlags := strings.EqualFold(string(args[1]), "getkeysandflags")
 	c.out = protocol.AppendArray(c.out, len(keys))
-	for _, i := range keys {
+	for _, k := range keys {
 		if !withFlags {
-			c.out = protocol.AppendBulk(c.out, inner[i])
+			c.out = protocol.AppendBulk(c.out, inner[k.pos])
 			continue
 		}
 		c.out = protocol.AppendArray(c.out, 2)
-		c.out = protocol.AppendBulk(c.out, inner[i])
-		c.simpleSet(strings.Fields(keyFlags(cmd)))
+		c.out = protocol.AppendBulk(c.out, inner[k.pos])
+		c.simpleSet(strings.Fields(k.flags))
 	}
 }
 
-// keyPositions returns the positions of the keys of a call of cmd with n
+// positions returns the positions of the spec's keys in a call of n
 // arguments (the name included).
-func keyPositions(cmd *command, n int) []int {
-	last := cmd.last
-	if last < 0 {
-		last += n
+func (ks keySpec) positions(n int) []int {
+	last := ks.index + ks.lastkey
+	if ks.lastkey < 0 {
+		last = n + ks.lastkey
 	}
 	var pos []int
-	for i := cmd.first; i <= last && i < n && cmd.step > 0; i += cmd.step {
+	for i := ks.index; i <= last && i < n && ks.step > 0; i += ks.step {
 		pos = append(pos, i)
 	}
 	return pos
