@@ -98,6 +98,7 @@ var oldDocs = map[string]commandDoc{
 	"wait":      {summary: "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", since: "3.0.0", group: "generic", complexity: "O(1)", acl: "@connection"},
 	"slowlog":   {summary: "A container for slow log commands.", since: "2.2.12", group: "server", complexity: "Depends on subcommand."},
 	"memory":    {summary: "A container for memory diagnostics commands.", since: "4.0.0", group: "server", complexity: "Depends on subcommand."},
+	"latency":   {summary: "A container for latency diagnostics commands.", since: "2.8.13", group: "server", complexity: "Depends on subcommand."},
 
 	"getdel":      {summary: "Returns the string value of a key after deleting the key.", since: "6.2.0", group: "string", complexity: "O(1)", keys: "RW access delete"},
 	"incrbyfloat": {summary: "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", since: "2.6.0", group: "string", complexity: "O(1)", keys: "RW access update"},

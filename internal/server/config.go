@@ -91,6 +91,7 @@ func (c *conn) configParams() map[string]configParam {
 		"client-query-buffer-limit": fixed(strconv.Itoa(cfg.MaxQueryBuffer)),
 		"cluster-enabled":           fixed(map[bool]string{false: "no", true: "yes"}[c.srv.cluster != nil]),
 		"port":                      fixed(port(c.srv)),
+		"latency-monitor-threshold": fixed("0"), // Flint has no latency monitor (see LATENCY)
 		"maxclients": intParam(1, math.MaxUint32, func(s *Server) int64 { return s.maxClients.Load() },
 			func(s *Server, n int64) { s.maxClients.Store(n) }),
 		"timeout": intParam(0, math.MaxInt32, func(s *Server) int64 { return s.idleTimeout.Load() / int64(time.Second) },

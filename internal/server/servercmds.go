@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"time"
+
+	"github.com/flintkv/flint/internal/protocol"
 )
 
 // introspectCommands describe the server and its clients.
@@ -13,6 +15,7 @@ var introspectCommands = []*command{
 	{name: "wait", arity: 3, flags: "", run: (*conn).waitCmd},
 	{name: "slowlog", arity: -2, flags: "", subs: slowlogCommands},
 	{name: "memory", arity: -2, flags: "", subs: memoryCommands},
+	{name: "latency", arity: -2, flags: "", subs: latencyCommands},
 }
 
 var slowlogCommands = []*command{
@@ -33,6 +36,30 @@ var memoryCommands = []*command{
 		doc: commandDoc{summary: "Estimates the memory usage of a key.", since: "4.0.0", complexity: "O(1)", keys: "RO"}},
 	{name: "memory|help", arity: 2, flags: "loading stale", run: (*conn).memoryHelp,
 		doc: commandDoc{summary: "Returns helpful text about the different subcommands.", since: "4.0.0", complexity: "O(1)"}},
+}
+
+// latencyCommands are LATENCY's subcommands. Flint has no latency
+// monitor: they answer as Redis's do with its monitor off, as it is by
+// default (latency-monitor-threshold 0), with no samples.
+var latencyCommands = []*command{
+	{name: "latency|latest", arity: 2, flags: "admin noscript loading stale", run: (*conn).latencyNone,
+		doc: commandDoc{summary: "Returns the latest latency samples for all events.", since: "2.8.13", complexity: "O(1)", tips: "nondeterministic_output"}},
+	{name: "latency|history", arity: 3, flags: "admin noscript loading stale", run: (*conn).latencyNone,
+		doc: commandDoc{summary: "Returns timestamp-latency samples for an event.", since: "2.8.13", complexity: "O(1)", tips: "nondeterministic_output"}},
+	{name: "latency|reset", arity: -2, flags: "admin noscript loading stale", run: func(c *conn, _ [][]byte) { c.int(0) },
+		doc: commandDoc{summary: "Resets the latency data for one or more events.", since: "2.8.13", complexity: "O(1)"}},
+	{name: "latency|help", arity: 2, flags: "loading stale", run: (*conn).latencyHelp,
+		doc: commandDoc{summary: "Returns helpful text about the different subcommands.", since: "2.8.13", complexity: "O(1)"}},
+}
+
+// latencyNone replies to LATENCY LATEST and HISTORY: no samples.
+func (c *conn) latencyNone([][]byte) { c.out = protocol.AppendArray(c.out, 0) }
+
+func (c *conn) latencyHelp([][]byte) {
+	c.help("LATENCY",
+		"HISTORY <event>", "Return time-latency samples for the <event> class.",
+		"LATEST", "Return the latest latency samples for all events.",
+		"RESET [<event> ...]", "Reset latency data of one or more <event> classes.\n(default: reset all data for all event classes)")
 }
 
 // LastSaver is implemented by a Backend that writes snapshots.
