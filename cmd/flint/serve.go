@@ -33,6 +33,7 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.MaxInline, "max-inline", d.MaxInline, "longest inline command, bytes")
 	fs.IntVar(&cfg.MaxQueryBuffer, "max-query-buffer", d.MaxQueryBuffer, "most unparsed input buffered per client, bytes")
 	fs.IntVar(&cfg.MaxOutputBuffer, "max-output-buffer", d.MaxOutputBuffer, "reply bytes buffered per client before they are written out, bytes")
+	fs.IntVar(&cfg.MaxPubSubOutput, "max-pubsub-output", d.MaxPubSubOutput, "drop a subscriber with more than this many bytes of messages and replies waiting to be sent, bytes")
 	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
 	stripes := fs.Int("lock-stripes", store.DefaultStripes(), "lock stripes in the store (rounded up to a power of two)")
@@ -114,7 +115,8 @@ func validate(cfg server.Config) error {
 		name string
 		v    int
 	}{{"maxclients", cfg.MaxClients}, {"max-bulk", cfg.MaxBulk}, {"max-args", cfg.MaxArgs},
-		{"max-inline", cfg.MaxInline}, {"max-query-buffer", cfg.MaxQueryBuffer}, {"max-output-buffer", cfg.MaxOutputBuffer}} {
+		{"max-inline", cfg.MaxInline}, {"max-query-buffer", cfg.MaxQueryBuffer}, {"max-output-buffer", cfg.MaxOutputBuffer},
+		{"max-pubsub-output", cfg.MaxPubSubOutput}} {
 		if f.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %d", f.name, f.v)
 		}

@@ -46,7 +46,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, pubsubCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
 			if cmd.reply != nil {
@@ -78,8 +78,7 @@ func init() {
 		xack xautoclaim xclaim xdel xgroup xinfo xpending xreadgroup xrevrange xsetid xtrim pfdebug pfselftest
 		geodist geohash geopos georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore
 		zadd zrem zrange zrangebyscore zscore zcard zincrby zrank zrevrange
-		xadd xread xrange xlen pfadd pfcount pfmerge geoadd
-		publish subscribe psubscribe`) {
+		xadd xread xrange xlen pfadd pfcount pfmerge geoadd`) {
 		unsupported[n] = types
 	}
 	const tx = "Flint has no MULTI/EXEC transactions yet; multi-key commands (MSET, MSETNX, DEL) are atomic"
@@ -104,6 +103,8 @@ func (c *conn) exec(args [][]byte) {
 	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
 		c.err("NOAUTH Authentication required.")
 	case c.redirect(cmd, args):
+	case c.inSubscribedContext() && !subscribedOK(cmd.name):
+		c.errSubscribed(cmd, args)
 	case cmd.reply != nil && c.batch.Len() > 0:
 		c.deferRead(cmd, args)
 	default:

@@ -77,6 +77,8 @@ type conn struct {
 	seq    [][]byte
 	authed bool
 	quit   bool // close after sending the replies so far
+	// subs are the connection's subscriptions (see pubsub.go).
+	subs subscriptions
 
 	// Per-batch counters, added to the server's stats once per batch.
 	commands, hits, misses int64
@@ -344,7 +346,9 @@ func (c *conn) maybeFlush() {
 // writeLarge appends a bulk string, sending a large one straight from val so
 // that it is not copied into the reply buffer.
 func (c *conn) writeLarge(val []byte) {
-	if len(val) < c.srv.cfg.MaxOutputBuffer {
+	// A subscriber's messages may be queued at any moment: they must not
+	// come between the header and the value.
+	if len(val) < c.srv.cfg.MaxOutputBuffer || c.subs.count() > 0 {
 		c.out = protocol.AppendBulk(c.out, val)
 		c.maybeFlush()
 		return
@@ -364,19 +368,17 @@ func (c *conn) send(b []byte) error {
 		return nil
 	}
 	o := &c.output
-	if !o.idle() {
+	if !o.claim() {
 		return o.enqueue(c, b)
 	}
 	n, err := o.tryWrite(b)
 	c.srv.stats.netOut.Add(int64(n))
 	if err != nil {
+		o.release(c, nil)
 		o.fail(err)
 		return err
 	}
-	if n == len(b) {
-		return nil
-	}
-	return o.enqueue(c, b[n:])
+	return o.release(c, b[n:])
 }
 
 // waitDrain returns once at most MaxOutputBuffer bytes wait for the client.

@@ -49,6 +49,7 @@ type Config struct {
 	MaxQueryBuffer  int           // most unparsed input buffered per connection, bytes
 	MaxOutputBuffer int           // reply bytes buffered per connection before writing them out
 	OutputTimeout   time.Duration // drop a client that accepts no output for this long
+	MaxPubSubOutput int           // drop a subscriber with more output than this waiting, bytes
 	IdleTimeout     time.Duration // drop a client idle for this long; 0: never
 	Logger          *slog.Logger
 }
@@ -63,6 +64,7 @@ var DefaultConfig = Config{
 	MaxQueryBuffer:  1 << 30,
 	MaxOutputBuffer: 1 << 20,
 	OutputTimeout:   60 * time.Second,
+	MaxPubSubOutput: 32 << 20, // Redis's default hard limit for pubsub clients
 }
 
 func (c Config) withDefaults() Config {
@@ -75,6 +77,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxQueryBuffer, d.MaxQueryBuffer)
 	setDefault(&c.MaxOutputBuffer, d.MaxOutputBuffer)
 	setDefault(&c.OutputTimeout, d.OutputTimeout)
+	setDefault(&c.MaxPubSubOutput, d.MaxPubSubOutput)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -158,6 +161,7 @@ type Server struct {
 	nextID  atomic.Int64
 	closing atomic.Bool
 	stats   stats
+	hub     *hub // subscriptions
 
 	mu struct {
 		sync.Mutex
@@ -184,6 +188,7 @@ func New(cfg Config, kv Backend) *Server {
 	s := &Server{cfg: cfg, kv: kv, log: cfg.Logger, start: time.Now(),
 		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.hub = newHub()
 	s.cluster, _ = kv.(Cluster)
 	s.sharded, _ = kv.(Sharded)
 	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
@@ -265,6 +270,7 @@ func (s *Server) accept(nc net.Conn) {
 }
 
 func (s *Server) forget(c *conn) {
+	c.leavePubSub()
 	s.mu.Lock()
 	delete(s.mu.conns, c.id)
 	s.mu.Unlock()

@@ -1,0 +1,405 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/flintkv/flint/internal/glob"
+	"github.com/flintkv/flint/internal/protocol"
+)
+
+// Pub/sub, as in Redis 7: a message published on a channel goes at once to
+// the connections subscribed to the channel, or to a pattern that matches
+// it. Messages never go through the log: like Redis, Flint keeps no
+// message, and one published while a subscriber is disconnected is lost
+// to it.
+//
+// A subscriber's messages are queued for its connection's writer (see
+// output.deliver); one that lets more than MaxPubSubOutput bytes pile up is
+// disconnected, as Redis does past its client-output-buffer-limit for
+// pubsub clients. In RESP2 a connection with subscriptions accepts only
+// the commands subscribedOK lists; in RESP3 messages arrive as push
+// replies among the replies, and every command is accepted.
+var pubsubCommands = []*command{
+	{name: "subscribe", arity: -2, flags: "pubsub noscript loading stale", run: (*conn).subscribe},
+	{name: "psubscribe", arity: -2, flags: "pubsub noscript loading stale", run: (*conn).psubscribe},
+	{name: "unsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: (*conn).unsubscribe},
+	{name: "punsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: (*conn).punsubscribe},
+	{name: "publish", arity: 3, flags: "pubsub loading stale fast", run: (*conn).publish},
+	{name: "pubsub", arity: -2, flags: "", run: (*conn).pubsubCmd},
+	{name: "reset", arity: 1, flags: "noscript loading stale fast no-auth", run: (*conn).reset},
+}
+
+// kind is what a subscription is to: a channel or a pattern.
+type kind int
+
+const (
+	channels kind = iota
+	patterns
+	kinds
+)
+
+// Reply names of each kind's confirmations and messages.
+var (
+	subscribeName   = [kinds]string{"subscribe", "psubscribe"}
+	unsubscribeName = [kinds]string{"unsubscribe", "punsubscribe"}
+)
+
+// hub is a server's subscriptions.
+type hub struct {
+	// mu is held for reading while a message is delivered, and for writing
+	// while a connection changes its subscriptions and sends their
+	// confirmations: so a message reaches a subscriber after the
+	// confirmation of its subscription and before that of its
+	// unsubscription, as in Redis.
+	mu sync.RWMutex
+	// subs[k][name] are the connections subscribed to the channel or
+	// pattern name. Invariant: no set is empty, and c is in
+	// subs[k][name] exactly when name is in c.subs[k].
+	subs [kinds]map[string]map[*conn]struct{}
+}
+
+func newHub() *hub {
+	h := &hub{}
+	for k := range h.subs {
+		h.subs[k] = make(map[string]map[*conn]struct{})
+	}
+	return h
+}
+
+// subscriptions are one connection's: its goroutine's, changed under
+// hub.mu.
+type subscriptions [kinds]map[string]struct{}
+
+func (s *subscriptions) count() int { return len(s[channels]) + len(s[patterns]) }
+
+func (c *conn) subscribe(args [][]byte)    { c.subscribeTo(channels, args[1:]) }
+func (c *conn) psubscribe(args [][]byte)   { c.subscribeTo(patterns, args[1:]) }
+func (c *conn) unsubscribe(args [][]byte)  { c.unsubscribeFrom(channels, args[1:]) }
+func (c *conn) punsubscribe(args [][]byte) { c.unsubscribeFrom(patterns, args[1:]) }
+
+// subscribeTo subscribes the connection to names, confirming each with
+// the number of subscriptions it then has.
+func (c *conn) subscribeTo(k kind, names [][]byte) {
+	h := c.srv.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range names {
+		name := string(b)
+		if c.subs[k] == nil {
+			c.subs[k] = make(map[string]struct{})
+		}
+		if _, ok := c.subs[k][name]; !ok {
+			c.subs[k][name] = struct{}{}
+			set := h.subs[k][name]
+			if set == nil {
+				set = make(map[*conn]struct{})
+				h.subs[k][name] = set
+			}
+			set[c] = struct{}{}
+		}
+		c.confirm(subscribeName[k], b)
+	}
+	c.sendLocked()
+}
+
+// unsubscribeFrom unsubscribes the connection from names, or from every
+// channel or pattern of the kind if there are none, confirming each with
+// the number of subscriptions left. Those without names are confirmed in
+// byte order (Redis's order is its hash table's).
+func (c *conn) unsubscribeFrom(k kind, names [][]byte) {
+	h := c.srv.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(names) == 0 {
+		for _, name := range slices.Sorted(maps.Keys(c.subs[k])) {
+			names = append(names, []byte(name))
+		}
+		if len(names) == 0 {
+			c.confirm(unsubscribeName[k], nil)
+		}
+	}
+	for _, b := range names {
+		c.dropLocked(k, string(b))
+		c.confirm(unsubscribeName[k], b)
+	}
+	c.sendLocked()
+}
+
+// dropLocked removes the connection's subscription to name, if it has one.
+func (c *conn) dropLocked(k kind, name string) {
+	if _, ok := c.subs[k][name]; !ok {
+		return
+	}
+	delete(c.subs[k], name)
+	set := c.srv.hub.subs[k][name]
+	delete(set, c)
+	if len(set) == 0 {
+		delete(c.srv.hub.subs[k], name)
+	}
+}
+
+// leavePubSub drops every subscription of a connection that closes or
+// resets.
+func (c *conn) leavePubSub() {
+	if c.subs.count() == 0 {
+		return
+	}
+	h := c.srv.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range kinds {
+		for name := range c.subs[k] {
+			c.dropLocked(k, name)
+		}
+	}
+}
+
+// confirm appends a (un)subscription's confirmation: a push in RESP3, an
+// array in RESP2, of the reply's name, the channel or pattern (null for an
+// UNSUBSCRIBE with none to drop) and the subscriptions left.
+func (c *conn) confirm(what string, name []byte) {
+	c.out = protocol.AppendPush(c.out, 3, c.proto)
+	c.bulkString(what)
+	if name == nil {
+		c.null()
+	} else {
+		c.out = protocol.AppendBulk(c.out, name)
+	}
+	c.int(int64(c.subs.count()))
+}
+
+// sendLocked sends the replies so far, under hub.mu, so that no message is
+// delivered out of their order.
+func (c *conn) sendLocked() {
+	if c.send(c.out) != nil {
+		c.quit = true
+	}
+	c.out = c.out[:0]
+}
+
+// publish is PUBLISH channel message. It replies with the number of
+// subscriptions on this node that the message reached.
+func (c *conn) publish(args [][]byte) {
+	n := c.srv.hub.publish(c, args[1], args[2])
+	c.int(int64(n))
+}
+
+// publish delivers a message to this node's subscribers of channel and
+// returns to how many subscriptions. from, the publishing connection, may
+// be nil; if it is a subscriber its message goes after the replies before
+// PUBLISH's, as in Redis.
+func (h *hub) publish(from *conn, channel, msg []byte) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := 0
+	var enc [2][]byte // the message in RESP2 and RESP3, made on first need
+	for sub := range h.subs[channels][string(channel)] {
+		v := sub.proto - protocol.RESP2
+		if enc[v] == nil {
+			enc[v] = appendMessage(nil, sub.proto, nil, channel, msg)
+		}
+		sub.receive(from, enc[v])
+		n++
+	}
+	for pattern, subs := range h.subs[patterns] {
+		if !glob.Match([]byte(pattern), channel, false) {
+			continue
+		}
+		enc = [2][]byte{}
+		for sub := range subs {
+			v := sub.proto - protocol.RESP2
+			if enc[v] == nil {
+				enc[v] = appendMessage(nil, sub.proto, []byte(pattern), channel, msg)
+			}
+			sub.receive(from, enc[v])
+			n++
+		}
+	}
+	return n
+}
+
+// appendMessage appends a message as a subscriber receives it:
+// message channel payload, or pmessage pattern channel payload when
+// pattern is set.
+func appendMessage(b []byte, v protocol.Version, pattern, channel, msg []byte) []byte {
+	if pattern == nil {
+		b = protocol.AppendPush(b, 3, v)
+		b = protocol.AppendBulkString(b, "message")
+	} else {
+		b = protocol.AppendPush(b, 4, v)
+		b = protocol.AppendBulkString(b, "pmessage")
+		b = protocol.AppendBulk(b, pattern)
+	}
+	b = protocol.AppendBulk(b, channel)
+	return protocol.AppendBulk(b, msg)
+}
+
+// receive queues a message for the subscriber c, which from published.
+func (c *conn) receive(from *conn, msg []byte) {
+	if c == from {
+		c.out = append(c.out, msg...)
+		return
+	}
+	c.output.deliver(c, msg, c.srv.cfg.MaxPubSubOutput)
+}
+
+// subscribedOK reports whether a RESP2 connection with subscriptions may
+// run the command: Redis allows only these.
+func subscribedOK(name string) bool {
+	switch name {
+	case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "ping", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+// inSubscribedContext reports whether the connection is in RESP2's
+// subscribed context, where only subscribedOK's commands run.
+func (c *conn) inSubscribedContext() bool {
+	return c.proto == protocol.RESP2 && c.subs.count() > 0
+}
+
+// errSubscribed refuses a command in the subscribed context with Redis's
+// error, which names a subcommand as container|sub.
+func (c *conn) errSubscribed(cmd *command, args [][]byte) {
+	name := cmd.name
+	if len(args) > 1 && hasSubcommands(cmd.name) {
+		name += "|" + strings.ToLower(string(args[1]))
+	}
+	c.err(fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name))
+}
+
+// hasSubcommands reports whether Redis knows the command as a container of
+// subcommands.
+func hasSubcommands(name string) bool {
+	switch name {
+	case "client", "cluster", "command", "config", "pubsub", "memory", "object", "slowlog", "acl", "latency", "module", "function", "script", "xinfo", "xgroup":
+		return true
+	}
+	return false
+}
+
+// pubsubCmd is PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT |
+// SHARDCHANNELS [pattern] | SHARDNUMSUB [channel ...] | HELP, about this
+// node's subscriptions. Flint has no shard channels: those answer as a
+// Redis without any would. CHANNELS lists in byte order (Redis's order is
+// its hash table's).
+func (c *conn) pubsubCmd(args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "help" && len(args) == 2:
+		c.pubsubHelp()
+	case sub == "numpat" && len(args) == 2:
+		c.int(int64(c.srv.hub.count(patterns)))
+	case sub == "channels" && len(args) <= 3:
+		c.listChannels(args[2:])
+	case sub == "shardchannels" && len(args) <= 3:
+		c.out = protocol.AppendArray(c.out, 0)
+	case sub == "numsub" || sub == "shardnumsub":
+		c.numsub(args[2:], sub == "numsub")
+	case sub == "channels" || sub == "shardchannels":
+		c.err(fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try PUBSUB HELP.", truncate(args[1])))
+	case sub == "numpat" || sub == "help":
+		c.errArity("pubsub|" + sub)
+	default:
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try PUBSUB HELP.", truncate(args[1])))
+	}
+}
+
+// count returns how many channels or patterns have subscribers.
+func (h *hub) count(k kind) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs[k])
+}
+
+func (c *conn) listChannels(pattern [][]byte) {
+	h := c.srv.hub
+	h.mu.RLock()
+	var names []string
+	for name := range h.subs[channels] {
+		if len(pattern) == 0 || glob.Match(pattern[0], []byte(name), false) {
+			names = append(names, name)
+		}
+	}
+	h.mu.RUnlock()
+	slices.Sort(names)
+	c.out = protocol.AppendArray(c.out, len(names))
+	for _, name := range names {
+		c.bulkString(name)
+	}
+}
+
+// numsub replies with each channel and its number of subscribers on this
+// node, in a flat array in RESP3 too (as Redis 7.0); shard channels have
+// none.
+func (c *conn) numsub(names [][]byte, count bool) {
+	h := c.srv.hub
+	c.out = protocol.AppendArray(c.out, 2*len(names))
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, name := range names {
+		c.out = protocol.AppendBulk(c.out, name)
+		n := 0
+		if count {
+			n = len(h.subs[channels][string(name)])
+		}
+		c.int(int64(n))
+	}
+}
+
+// pubsubHelp is Redis 7.0's PUBSUB HELP, whose lines differ from other
+// HELPs' (it ends "Prints this help."), so it is not c.help's.
+func (c *conn) pubsubHelp() {
+	lines := []string{
+		"PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"CHANNELS [<pattern>]",
+		"    Return the currently active channels matching a <pattern> (default: '*').",
+		"NUMPAT",
+		"    Return number of subscriptions to patterns.",
+		"NUMSUB [<channel> ...]",
+		"    Return the number of subscribers for the specified channels, excluding",
+		"    pattern subscriptions(default: no channels).",
+		"SHARDCHANNELS [<pattern>]",
+		"    Return the currently active shard level channels matching a <pattern> (default: '*').",
+		"SHARDNUMSUB [<shardchannel> ...]",
+		"    Return the number of subscribers for the specified shard level channel(s)",
+		"HELP",
+		"    Prints this help.",
+	}
+	c.out = protocol.AppendArray(c.out, len(lines))
+	for _, l := range lines {
+		c.out = protocol.AppendSimple(c.out, l)
+	}
+}
+
+// setProto changes the connection's protocol, under hub.mu if it has
+// subscriptions: publishers read it to encode its messages.
+func (c *conn) setProto(v protocol.Version) {
+	if c.subs.count() == 0 {
+		c.proto = v
+		return
+	}
+	c.srv.hub.mu.Lock()
+	c.proto = v
+	c.srv.hub.mu.Unlock()
+}
+
+// reset is RESET: the connection goes back to its state when it
+// connected, as Redis's does: no subscriptions, RESP2, no name, not
+// READONLY, and logged out if a password is required.
+func (c *conn) reset([][]byte) {
+	c.leavePubSub()
+	c.proto = protocol.RESP2
+	c.readonly = false
+	c.info.name.Store(nil)
+	if c.srv.cfg.RequirePass != "" && c.authed {
+		c.authed = false
+		c.parser.SetLimits(c.srv.lim.ForUnauthenticated())
+	}
+	c.out = protocol.AppendSimple(c.out, "RESET")
+}
