@@ -13,7 +13,8 @@ import (
 
 // Pub/sub, as in Redis 7: a message published on a channel goes at once to
 // the connections subscribed to the channel, or to a pattern that matches
-// it. Messages never go through the log: like Redis, Flint keeps no
+// it, and to the subscribers of the other nodes of a cluster (see
+// pubsubfwd.go). Messages never go through the log: like Redis, Flint keeps no
 // message, and one published while a subscriber is disconnected is lost
 // to it.
 //
@@ -29,6 +30,7 @@ var pubsubCommands = []*command{
 	{name: "unsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: (*conn).unsubscribe},
 	{name: "punsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: (*conn).punsubscribe},
 	{name: "publish", arity: 3, flags: "pubsub loading stale fast", run: (*conn).publish},
+	{name: "flint.publish", arity: 3, flags: "pubsub loading stale fast", run: (*conn).publishHere},
 	{name: "pubsub", arity: -2, flags: "", run: (*conn).pubsubCmd},
 	{name: "reset", arity: 1, flags: "noscript loading stale fast no-auth", run: (*conn).reset},
 }
@@ -182,10 +184,17 @@ func (c *conn) sendLocked() {
 }
 
 // publish is PUBLISH channel message. It replies with the number of
-// subscriptions on this node that the message reached.
+// subscriptions on this node that the message reached, as Redis Cluster
+// does, and forwards it to the other nodes (see pubsubfwd.go).
 func (c *conn) publish(args [][]byte) {
-	n := c.srv.hub.publish(c, args[1], args[2])
-	c.int(int64(n))
+	c.publishHere(args)
+	c.srv.forwardPublish(args[1], args[2])
+}
+
+// publishHere is FLINT.PUBLISH channel message, which another node
+// forwards a message with: PUBLISH to this node's subscribers only.
+func (c *conn) publishHere(args [][]byte) {
+	c.int(int64(c.srv.hub.publish(c, args[1], args[2])))
 }
 
 // publish delivers a message to this node's subscribers of channel and

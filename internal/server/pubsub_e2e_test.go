@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/server/servertest"
+	"github.com/flintkv/flint/internal/store"
 )
 
 // step is one step of a pub/sub script: connection conn sends send, then
@@ -214,4 +218,73 @@ func TestSlowSubscriber(t *testing.T) {
 	}
 	pub.send("PING\r\n")
 	pub.expectBytes("+PONG\r\n")
+}
+
+// peers is the backend of one node of a fake cluster whose nodes are
+// known only by their client addresses: enough for forwarding.
+type peers struct {
+	server.Local
+	self  uint64
+	mu    sync.Mutex
+	addrs []string // member i+1's
+}
+
+func (p *peers) Redirect() (string, bool) { return "", false }
+
+func (p *peers) ClusterView() server.ClusterView {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := server.ClusterView{Self: p.self, Leader: 1}
+	for i, a := range p.addrs {
+		v.Members = append(v.Members, server.ClusterMember{ID: uint64(i + 1), Addr: a, Voter: true})
+	}
+	return v
+}
+
+// TestPublishForwarded checks that a message published on one node of a
+// cluster reaches the subscribers of the others, once each, and that
+// PUBLISH counts this node's subscribers only, as in Redis Cluster.
+func TestPublishForwarded(t *testing.T) {
+	cfg := server.Config{RequirePass: "secret"} // forwarding logs in
+	var backends []*peers
+	var addrs []string
+	for i := range 3 {
+		b := &peers{Local: server.Local{S: store.New(store.Options{})}, self: uint64(i + 1)}
+		backends = append(backends, b)
+		addrs = append(addrs, servertest.StartBackend(t, cfg, b).Addr)
+	}
+	// A fourth member is down: forwarding to it fails, and to the others
+	// goes on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	for _, b := range backends {
+		b.mu.Lock()
+		b.addrs = append(slices.Clone(addrs), ln.Addr().String())
+		b.mu.Unlock()
+	}
+	var subs []*rawConn
+	for _, a := range addrs {
+		sub := dialRaw(t, a)
+		sub.send("AUTH secret\r\nSUBSCRIBE news\r\nPSUBSCRIBE n*\r\n")
+		sub.expectBytes("+OK\r\n*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:2\r\n")
+		subs = append(subs, sub)
+	}
+	pub := dialRaw(t, addrs[0])
+	pub.send("AUTH secret\r\n")
+	pub.expectBytes("+OK\r\n")
+	for i := range 10 {
+		pub.send(command("PUBLISH", "news", strconv.Itoa(i)))
+		pub.expectBytes(":2\r\n") // node 1's subscriber, twice
+	}
+	for _, sub := range subs {
+		for i := range 10 {
+			m := strconv.Itoa(i)
+			sub.expectBytes("*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\n" + m + "\r\n*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$1\r\n" + m + "\r\n")
+		}
+		sub.send("PING\r\n")
+		sub.expectBytes("*2\r\n$4\r\npong\r\n$0\r\n\r\n") // nothing more came: no message twice
+	}
 }

@@ -161,7 +161,8 @@ type Server struct {
 	nextID  atomic.Int64
 	closing atomic.Bool
 	stats   stats
-	hub     *hub // subscriptions
+	hub     *hub      // subscriptions
+	fwd     forwarder // to the cluster's other nodes, of what is published here
 
 	mu struct {
 		sync.Mutex
@@ -189,6 +190,7 @@ func New(cfg Config, kv Backend) *Server {
 		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hub = newHub()
+	s.fwd.srv = s
 	s.cluster, _ = kv.(Cluster)
 	s.sharded, _ = kv.(Sharded)
 	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
@@ -292,6 +294,7 @@ func (s *Server) Addr() net.Addr {
 // closed or ctx ends, in which case the rest are closed at once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
+	s.fwd.stop()
 	s.mu.Lock()
 	if s.mu.ln != nil {
 		s.mu.ln.Close()
