@@ -47,6 +47,7 @@ type Config struct {
 	MaxArgs         int           // most arguments in one command
 	MaxInline       int           // longest inline command, bytes
 	MaxQueryBuffer  int           // most unparsed input buffered per connection, bytes
+	MaxInputMemory  int           // most bytes all connections' input buffers hold beyond 256 KiB each (see input.go)
 	MaxOutputBuffer int           // reply bytes buffered per connection before writing them out
 	OutputTimeout   time.Duration // drop a client that accepts no output for this long
 	MaxPubSubOutput int           // drop a subscriber with more output than this waiting, bytes
@@ -62,6 +63,7 @@ var DefaultConfig = Config{
 	MaxArgs:         protocol.DefaultLimits.MaxArgs,
 	MaxInline:       protocol.DefaultLimits.MaxInline,
 	MaxQueryBuffer:  1 << 30,
+	MaxInputMemory:  2 << 30,
 	MaxOutputBuffer: 1 << 20,
 	OutputTimeout:   60 * time.Second,
 	MaxPubSubOutput: 32 << 20, // Redis's default hard limit for pubsub clients
@@ -75,6 +77,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxArgs, d.MaxArgs)
 	setDefault(&c.MaxInline, d.MaxInline)
 	setDefault(&c.MaxQueryBuffer, d.MaxQueryBuffer)
+	setDefault(&c.MaxInputMemory, max(d.MaxInputMemory, c.MaxQueryBuffer))
 	setDefault(&c.MaxOutputBuffer, d.MaxOutputBuffer)
 	setDefault(&c.OutputTimeout, d.OutputTimeout)
 	setDefault(&c.MaxPubSubOutput, d.MaxPubSubOutput)
@@ -161,8 +164,11 @@ type Server struct {
 	nextID  atomic.Int64
 	closing atomic.Bool
 	stats   stats
-	hub     *hub      // subscriptions
-	fwd     forwarder // to the cluster's other nodes, of what is published here
+	hub     *hub // subscriptions
+	// inputUsed is how much of MaxInputMemory connections hold (see
+	// input.go). Invariant: inputUsed <= MaxInputMemory.
+	inputUsed atomic.Int64
+	fwd       forwarder // to the cluster's other nodes, of what is published here
 
 	mu struct {
 		sync.Mutex
@@ -273,6 +279,7 @@ func (s *Server) accept(nc net.Conn) {
 
 func (s *Server) forget(c *conn) {
 	c.leavePubSub()
+	c.releaseInput()
 	s.mu.Lock()
 	delete(s.mu.conns, c.id)
 	s.mu.Unlock()
