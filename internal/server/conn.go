@@ -351,7 +351,7 @@ func (c *conn) maybeFlush() {
 func (c *conn) writeLarge(val []byte) {
 	// A subscriber's messages may be queued at any moment: they must not
 	// come between the header and the value.
-	if len(val) < c.srv.cfg.MaxOutputBuffer || c.subs.count() > 0 {
+	if len(val) < c.srv.cfg.MaxOutputBuffer || c.subs.any() {
 		c.out = protocol.AppendBulk(c.out, val)
 		c.maybeFlush()
 		return

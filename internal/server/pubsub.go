@@ -13,7 +13,8 @@ import (
 
 // Pub/sub, as in Redis 7: a message published on a channel goes at once to
 // the connections subscribed to the channel, or to a pattern that matches
-// it, and to the subscribers of the other nodes of a cluster (see
+// it (a shard channel's, with SPUBLISH, to the subscribers of the shard
+// channel), and to the subscribers of the other nodes of a cluster (see
 // pubsubfwd.go). Messages never go through the log: like Redis, Flint keeps no
 // message, and one published while a subscriber is disconnected is lost
 // to it.
@@ -31,6 +32,11 @@ var pubsubCommands = []*command{
 	{name: "punsubscribe", arity: -1, flags: "pubsub noscript loading stale", run: (*conn).punsubscribe},
 	{name: "publish", arity: 3, flags: "pubsub loading stale fast", run: (*conn).publish},
 	{name: "flint.publish", arity: 3, flags: "pubsub loading stale fast", run: (*conn).publishHere},
+	// Sharded pub/sub: a shard channel is routed like a key, by its slot.
+	{name: "ssubscribe", arity: -2, flags: "pubsub noscript loading stale", first: 1, last: -1, step: 1, run: (*conn).ssubscribe},
+	{name: "sunsubscribe", arity: -1, flags: "pubsub noscript loading stale", first: 1, last: -1, step: 1, run: (*conn).sunsubscribe},
+	{name: "spublish", arity: 3, flags: "pubsub loading stale fast", first: 1, last: 1, step: 1, run: (*conn).spublish},
+	{name: "flint.spublish", arity: 3, flags: "pubsub loading stale fast", run: (*conn).spublishHere},
 	{name: "pubsub", arity: -2, flags: "", run: (*conn).pubsubCmd},
 	{name: "reset", arity: 1, flags: "noscript loading stale fast no-auth", run: (*conn).reset},
 }
@@ -41,13 +47,14 @@ type kind int
 const (
 	channels kind = iota
 	patterns
+	shards // shard channels: SSUBSCRIBE's, which SPUBLISH publishes on
 	kinds
 )
 
-// Reply names of each kind's confirmations and messages.
+// Reply names of each kind's confirmations.
 var (
-	subscribeName   = [kinds]string{"subscribe", "psubscribe"}
-	unsubscribeName = [kinds]string{"unsubscribe", "punsubscribe"}
+	subscribeName   = [kinds]string{"subscribe", "psubscribe", "ssubscribe"}
+	unsubscribeName = [kinds]string{"unsubscribe", "punsubscribe", "sunsubscribe"}
 )
 
 // hub is a server's subscriptions.
@@ -76,12 +83,24 @@ func newHub() *hub {
 // hub.mu.
 type subscriptions [kinds]map[string]struct{}
 
-func (s *subscriptions) count() int { return len(s[channels]) + len(s[patterns]) }
+// count is the number a (un)subscription to a channel or pattern of kind k
+// confirms, as in Redis: the shard channels, or the others.
+func (s *subscriptions) count(k kind) int {
+	if k == shards {
+		return len(s[shards])
+	}
+	return len(s[channels]) + len(s[patterns])
+}
+
+// any reports whether the connection has subscriptions.
+func (s *subscriptions) any() bool { return s.count(channels) > 0 || s.count(shards) > 0 }
 
 func (c *conn) subscribe(args [][]byte)    { c.subscribeTo(channels, args[1:]) }
 func (c *conn) psubscribe(args [][]byte)   { c.subscribeTo(patterns, args[1:]) }
 func (c *conn) unsubscribe(args [][]byte)  { c.unsubscribeFrom(channels, args[1:]) }
 func (c *conn) punsubscribe(args [][]byte) { c.unsubscribeFrom(patterns, args[1:]) }
+func (c *conn) ssubscribe(args [][]byte)   { c.subscribeTo(shards, args[1:]) }
+func (c *conn) sunsubscribe(args [][]byte) { c.unsubscribeFrom(shards, args[1:]) }
 
 // subscribeTo subscribes the connection to names, confirming each with
 // the number of subscriptions it then has.
@@ -103,7 +122,7 @@ func (c *conn) subscribeTo(k kind, names [][]byte) {
 			}
 			set[c] = struct{}{}
 		}
-		c.confirm(subscribeName[k], b)
+		c.confirm(k, subscribeName[k], b)
 	}
 	c.sendLocked()
 }
@@ -121,12 +140,12 @@ func (c *conn) unsubscribeFrom(k kind, names [][]byte) {
 			names = append(names, []byte(name))
 		}
 		if len(names) == 0 {
-			c.confirm(unsubscribeName[k], nil)
+			c.confirm(k, unsubscribeName[k], nil)
 		}
 	}
 	for _, b := range names {
 		c.dropLocked(k, string(b))
-		c.confirm(unsubscribeName[k], b)
+		c.confirm(k, unsubscribeName[k], b)
 	}
 	c.sendLocked()
 }
@@ -147,7 +166,7 @@ func (c *conn) dropLocked(k kind, name string) {
 // leavePubSub drops every subscription of a connection that closes or
 // resets.
 func (c *conn) leavePubSub() {
-	if c.subs.count() == 0 {
+	if !c.subs.any() {
 		return
 	}
 	h := c.srv.hub
@@ -163,7 +182,7 @@ func (c *conn) leavePubSub() {
 // confirm appends a (un)subscription's confirmation: a push in RESP3, an
 // array in RESP2, of the reply's name, the channel or pattern (null for an
 // UNSUBSCRIBE with none to drop) and the subscriptions left.
-func (c *conn) confirm(what string, name []byte) {
+func (c *conn) confirm(k kind, what string, name []byte) {
 	c.out = protocol.AppendPush(c.out, 3, c.proto)
 	c.bulkString(what)
 	if name == nil {
@@ -171,7 +190,7 @@ func (c *conn) confirm(what string, name []byte) {
 	} else {
 		c.out = protocol.AppendBulk(c.out, name)
 	}
-	c.int(int64(c.subs.count()))
+	c.int(int64(c.subs.count(k)))
 }
 
 // sendLocked sends the replies so far, under hub.mu, so that no message is
@@ -188,31 +207,52 @@ func (c *conn) sendLocked() {
 // does, and forwards it to the other nodes (see pubsubfwd.go).
 func (c *conn) publish(args [][]byte) {
 	c.publishHere(args)
-	c.srv.forwardPublish(args[1], args[2])
+	c.srv.forwardPublish("FLINT.PUBLISH", args[1], args[2])
 }
 
 // publishHere is FLINT.PUBLISH channel message, which another node
 // forwards a message with: PUBLISH to this node's subscribers only.
 func (c *conn) publishHere(args [][]byte) {
-	c.int(int64(c.srv.hub.publish(c, args[1], args[2])))
+	c.int(int64(c.srv.hub.publish(c, channels, args[1], args[2])))
 }
 
-// publish delivers a message to this node's subscribers of channel and
+// spublish is SPUBLISH shardchannel message: PUBLISH to the subscribers of
+// the shard channel, which a cluster routes to the group of its slot; the
+// other members of the group get it too, as a Redis shard's replicas do.
+func (c *conn) spublish(args [][]byte) {
+	c.spublishHere(args)
+	c.srv.forwardPublish("FLINT.SPUBLISH", args[1], args[2])
+}
+
+// spublishHere is FLINT.SPUBLISH, SPUBLISH to this node's subscribers only.
+func (c *conn) spublishHere(args [][]byte) {
+	c.int(int64(c.srv.hub.publish(c, shards, args[1], args[2])))
+}
+
+// publish delivers a message to this node's subscribers of the channel or
+// shard channel (k) and, for a channel, of the patterns that match it, and
 // returns to how many subscriptions. from, the publishing connection, may
 // be nil; if it is a subscriber its message goes after the replies before
 // PUBLISH's, as in Redis.
-func (h *hub) publish(from *conn, channel, msg []byte) int {
+func (h *hub) publish(from *conn, k kind, channel, msg []byte) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	n := 0
+	kind := "message"
+	if k == shards {
+		kind = "smessage"
+	}
 	var enc [2][]byte // the message in RESP2 and RESP3, made on first need
-	for sub := range h.subs[channels][string(channel)] {
+	for sub := range h.subs[k][string(channel)] {
 		v := sub.proto - protocol.RESP2
 		if enc[v] == nil {
-			enc[v] = appendMessage(nil, sub.proto, nil, channel, msg)
+			enc[v] = appendMessage(nil, sub.proto, kind, nil, channel, msg)
 		}
 		sub.receive(from, enc[v])
 		n++
+	}
+	if k == shards {
+		return n
 	}
 	for pattern, subs := range h.subs[patterns] {
 		if !glob.Match([]byte(pattern), channel, false) {
@@ -222,7 +262,7 @@ func (h *hub) publish(from *conn, channel, msg []byte) int {
 		for sub := range subs {
 			v := sub.proto - protocol.RESP2
 			if enc[v] == nil {
-				enc[v] = appendMessage(nil, sub.proto, []byte(pattern), channel, msg)
+				enc[v] = appendMessage(nil, sub.proto, "pmessage", []byte(pattern), channel, msg)
 			}
 			sub.receive(from, enc[v])
 			n++
@@ -231,16 +271,17 @@ func (h *hub) publish(from *conn, channel, msg []byte) int {
 	return n
 }
 
-// appendMessage appends a message as a subscriber receives it:
-// message channel payload, or pmessage pattern channel payload when
-// pattern is set.
-func appendMessage(b []byte, v protocol.Version, pattern, channel, msg []byte) []byte {
+// appendMessage appends a message as a subscriber receives it: kind
+// (message or smessage) channel payload, or pmessage pattern channel
+// payload when pattern is set.
+func appendMessage(b []byte, v protocol.Version, kind string, pattern, channel, msg []byte) []byte {
 	if pattern == nil {
 		b = protocol.AppendPush(b, 3, v)
-		b = protocol.AppendBulkString(b, "message")
 	} else {
 		b = protocol.AppendPush(b, 4, v)
-		b = protocol.AppendBulkString(b, "pmessage")
+	}
+	b = protocol.AppendBulkString(b, kind)
+	if pattern != nil {
 		b = protocol.AppendBulk(b, pattern)
 	}
 	b = protocol.AppendBulk(b, channel)
@@ -260,7 +301,7 @@ func (c *conn) receive(from *conn, msg []byte) {
 // run the command: Redis allows only these.
 func subscribedOK(name string) bool {
 	switch name {
-	case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "ping", "quit", "reset":
+	case "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "ping", "quit", "reset":
 		return true
 	}
 	return false
@@ -269,7 +310,7 @@ func subscribedOK(name string) bool {
 // inSubscribedContext reports whether the connection is in RESP2's
 // subscribed context, where only subscribedOK's commands run.
 func (c *conn) inSubscribedContext() bool {
-	return c.proto == protocol.RESP2 && c.subs.count() > 0
+	return c.proto == protocol.RESP2 && c.subs.any()
 }
 
 // errSubscribed refuses a command in the subscribed context with Redis's
@@ -294,9 +335,8 @@ func hasSubcommands(name string) bool {
 
 // pubsubCmd is PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT |
 // SHARDCHANNELS [pattern] | SHARDNUMSUB [channel ...] | HELP, about this
-// node's subscriptions. Flint has no shard channels: those answer as a
-// Redis without any would. CHANNELS lists in byte order (Redis's order is
-// its hash table's).
+// node's subscriptions. (SHARD)CHANNELS list in byte order (Redis's order
+// is its hash table's).
 func (c *conn) pubsubCmd(args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	switch {
@@ -305,11 +345,13 @@ func (c *conn) pubsubCmd(args [][]byte) {
 	case sub == "numpat" && len(args) == 2:
 		c.int(int64(c.srv.hub.count(patterns)))
 	case sub == "channels" && len(args) <= 3:
-		c.listChannels(args[2:])
+		c.listChannels(channels, args[2:])
 	case sub == "shardchannels" && len(args) <= 3:
-		c.out = protocol.AppendArray(c.out, 0)
-	case sub == "numsub" || sub == "shardnumsub":
-		c.numsub(args[2:], sub == "numsub")
+		c.listChannels(shards, args[2:])
+	case sub == "numsub":
+		c.numsub(channels, args[2:])
+	case sub == "shardnumsub":
+		c.numsub(shards, args[2:])
 	case sub == "channels" || sub == "shardchannels":
 		c.err(fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try PUBSUB HELP.", truncate(args[1])))
 	case sub == "numpat" || sub == "help":
@@ -326,11 +368,11 @@ func (h *hub) count(k kind) int {
 	return len(h.subs[k])
 }
 
-func (c *conn) listChannels(pattern [][]byte) {
+func (c *conn) listChannels(k kind, pattern [][]byte) {
 	h := c.srv.hub
 	h.mu.RLock()
 	var names []string
-	for name := range h.subs[channels] {
+	for name := range h.subs[k] {
 		if len(pattern) == 0 || glob.Match(pattern[0], []byte(name), false) {
 			names = append(names, name)
 		}
@@ -343,21 +385,16 @@ func (c *conn) listChannels(pattern [][]byte) {
 	}
 }
 
-// numsub replies with each channel and its number of subscribers on this
-// node, in a flat array in RESP3 too (as Redis 7.0); shard channels have
-// none.
-func (c *conn) numsub(names [][]byte, count bool) {
+// numsub replies with each channel or shard channel and its number of
+// subscribers on this node, in a flat array in RESP3 too (as Redis 7.0).
+func (c *conn) numsub(k kind, names [][]byte) {
 	h := c.srv.hub
 	c.out = protocol.AppendArray(c.out, 2*len(names))
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, name := range names {
 		c.out = protocol.AppendBulk(c.out, name)
-		n := 0
-		if count {
-			n = len(h.subs[channels][string(name)])
-		}
-		c.int(int64(n))
+		c.int(int64(len(h.subs[k][string(name)])))
 	}
 }
 
@@ -389,7 +426,7 @@ func (c *conn) pubsubHelp() {
 // setProto changes the connection's protocol, under hub.mu if it has
 // subscriptions: publishers read it to encode its messages.
 func (c *conn) setProto(v protocol.Version) {
-	if c.subs.count() == 0 {
+	if !c.subs.any() {
 		c.proto = v
 		return
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
+	"github.com/flintkv/flint/internal/shardmap"
+	"github.com/flintkv/flint/internal/slot"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -287,4 +290,91 @@ func TestPublishForwarded(t *testing.T) {
 		sub.send("PING\r\n")
 		sub.expectBytes("*2\r\n$4\r\npong\r\n$0\r\n\r\n") // nothing more came: no message twice
 	}
+}
+
+// TestShardedPubSub checks SSUBSCRIBE, SUNSUBSCRIBE and SPUBLISH: shard
+// channels are apart from channels, count their own subscriptions, and
+// keep the connection in the subscribed context too.
+func TestShardedPubSub(t *testing.T) {
+	srv := start(t, server.Config{})
+	sub, pub := 0, 1
+	runScript(t, srv.Addr, 2, []step{
+		{sub, "SUBSCRIBE a\r\nSSUBSCRIBE s1 s2\r\nPSUBSCRIBE p*\r\nSSUBSCRIBE s1\r\n",
+			"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$2\r\ns1\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$2\r\ns2\r\n:2\r\n" +
+				"*3\r\n$10\r\npsubscribe\r\n$2\r\np*\r\n:2\r\n*3\r\n$10\r\nssubscribe\r\n$2\r\ns1\r\n:2\r\n"},
+		{pub, "SPUBLISH s1 hi\r\nPUBLISH s1 no\r\nPUBSUB SHARDCHANNELS s1*\r\nPUBSUB SHARDNUMSUB s1 x\r\nPUBSUB CHANNELS\r\nSPUBLISH a x\r\n",
+			":1\r\n:0\r\n*1\r\n$2\r\ns1\r\n*4\r\n$2\r\ns1\r\n:1\r\n$1\r\nx\r\n:0\r\n*1\r\n$1\r\na\r\n:0\r\n"},
+		{sub, "UNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nPING\r\nGET x\r\n",
+			"*3\r\n$8\r\nsmessage\r\n$2\r\ns1\r\n$2\r\nhi\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$12\r\npunsubscribe\r\n$2\r\np*\r\n:0\r\n" +
+				"*2\r\n$4\r\npong\r\n$0\r\n\r\n-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"},
+		{sub, "SUNSUBSCRIBE s1\r\nSUNSUBSCRIBE\r\nSUNSUBSCRIBE\r\nPING\r\n",
+			"*3\r\n$12\r\nsunsubscribe\r\n$2\r\ns1\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$2\r\ns2\r\n:0\r\n*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n+PONG\r\n"},
+	})
+	raw := dialRaw(t, srv.Addr)
+	raw.send("HELLO 3\r\n")
+	raw.read()
+	raw.send("SSUBSCRIBE x\r\nSPUBLISH x m\r\nSUNSUBSCRIBE\r\nSUNSUBSCRIBE\r\nSSUBSCRIBE\r\nSPUBLISH x\r\n")
+	raw.expectBytes(">3\r\n$10\r\nssubscribe\r\n$1\r\nx\r\n:1\r\n>3\r\n$8\r\nsmessage\r\n$1\r\nx\r\n$1\r\nm\r\n:1\r\n" +
+		">3\r\n$12\r\nsunsubscribe\r\n$1\r\nx\r\n:0\r\n>3\r\n$12\r\nsunsubscribe\r\n_\r\n:0\r\n" +
+		"-ERR wrong number of arguments for 'ssubscribe' command\r\n-ERR wrong number of arguments for 'spublish' command\r\n")
+}
+
+// shardedPeers is peers in a fake sharded cluster of two groups: group 1,
+// the nodes of the ClusterView, owns the slots up to 16000; group 2, node
+// other, the rest.
+type shardedPeers struct {
+	*peers
+	other string
+}
+
+func (p shardedPeers) Shards() *server.Shards {
+	v := p.ClusterView()
+	var g1 []shardmap.Member
+	for _, m := range v.Members {
+		g1 = append(g1, shardmap.Member{ID: m.ID, Addr: m.Addr})
+	}
+	m, err := shardmap.New(1, []shardmap.Group{
+		{ID: 1, Slots: []shardmap.Range{{First: 0, Last: 16000}}, Members: g1},
+		{ID: 2, Slots: []shardmap.Range{{First: 16001, Last: slot.Count - 1}}, Members: []shardmap.Member{{ID: 1, Addr: p.other}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return &server.Shards{Map: m, Group: 1, Leaders: map[uint64]uint64{1: 1, 2: 1}}
+}
+
+// TestSPublishForwarded checks that in a sharded cluster SSUBSCRIBE is
+// routed by the shard channel's slot, and SPUBLISH reaches the subscribers
+// of the other members of the slot's group.
+func TestSPublishForwarded(t *testing.T) {
+	other := start(t, server.Config{}).Addr // group 2's only member: a plain server will do
+	var backends []*peers
+	var addrs []string
+	for i := range 2 {
+		b := &peers{Local: server.Local{S: store.New(store.Options{})}, self: uint64(i + 1)}
+		backends = append(backends, b)
+		addrs = append(addrs, servertest.StartBackend(t, server.Config{}, shardedPeers{b, other}).Addr)
+	}
+	for _, b := range backends {
+		b.mu.Lock()
+		b.addrs = addrs
+		b.mu.Unlock()
+	}
+	sub := dialRaw(t, addrs[1])
+	sub.send("SSUBSCRIBE news\r\n")
+	sub.expectBytes("*3\r\n$10\r\nssubscribe\r\n$4\r\nnews\r\n:1\r\n")
+	pub := dialRaw(t, addrs[0])
+	pub.send("SPUBLISH news hi\r\n")
+	pub.expectBytes(":0\r\n")
+	sub.expectBytes("*3\r\n$8\r\nsmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n")
+	// A shard channel of group 2's slots is group 2's.
+	ch := ""
+	for i := 0; ch == "" && i < 100000; i++ {
+		if c := "c" + strconv.Itoa(i); slot.Of([]byte(c)) > 16000 {
+			ch = c
+		}
+	}
+	want := fmt.Sprintf("-MOVED %d %s\r\n", slot.Of([]byte(ch)), other)
+	pub.send(command("SSUBSCRIBE", ch) + command("SPUBLISH", ch, "x"))
+	pub.expectBytes(want + want)
 }

@@ -15,7 +15,9 @@ import (
 // Redis Cluster, whose nodes pass PUBLISH over their cluster bus. A
 // node sends each message it is published to every other node it knows,
 // as FLINT.PUBLISH channel message, which delivers to that node's own
-// subscribers only, so a message is never forwarded twice.
+// subscribers only, so a message is never forwarded twice. SPUBLISH goes
+// likewise, as FLINT.SPUBLISH, to the other members of the node's group
+// only, as Redis sends it to the nodes of the shard.
 //
 // The nodes are those of the node's group (its ClusterView) and, in a
 // sharded cluster, every member of every group of the cluster map it
@@ -46,29 +48,32 @@ type forwarder struct {
 	mu  struct {
 		sync.Mutex
 		links     map[string]*link // by client address
+		group     []string         // the addresses of the other members of the group
 		refreshed time.Time        // when links was last matched to the cluster's nodes
 		stopped   bool
 	}
 }
 
-// forwardPublish sends a message published here to the other nodes.
-func (s *Server) forwardPublish(channel, msg []byte) {
+// forwardPublish sends a message published here to the other nodes, as
+// the command name (FLINT.PUBLISH, or FLINT.SPUBLISH for the group only).
+func (s *Server) forwardPublish(name string, channel, msg []byte) {
 	if s.cluster == nil {
 		return
 	}
-	links := s.fwd.links()
+	links := s.fwd.links(name == "FLINT.SPUBLISH")
 	if len(links) == 0 {
 		return
 	}
-	cmd := protocol.AppendCommand(nil, []byte("FLINT.PUBLISH"), channel, msg)
+	cmd := protocol.AppendCommand(nil, []byte(name), channel, msg)
 	for _, l := range links {
 		l.add(cmd)
 	}
 }
 
-// links returns the links to the cluster's other nodes, first matching
-// them to the nodes the server knows if that was not done lately.
-func (f *forwarder) links() []*link {
+// links returns the links to the cluster's other nodes, or to the other
+// members of the group only, first matching them to the nodes the server
+// knows if that was not done lately.
+func (f *forwarder) links(group bool) []*link {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.mu.stopped {
@@ -76,11 +81,15 @@ func (f *forwarder) links() []*link {
 	}
 	if now := time.Now(); now.Sub(f.mu.refreshed) >= peerRefresh {
 		f.mu.refreshed = now
-		f.matchLocked(f.srv.peerAddrs())
+		addrs, members := f.srv.peerAddrs()
+		f.matchLocked(addrs)
+		f.mu.group = members
 	}
 	ls := make([]*link, 0, len(f.mu.links))
-	for _, l := range f.mu.links {
-		ls = append(ls, l)
+	for addr, l := range f.mu.links {
+		if !group || slices.Contains(f.mu.group, addr) {
+			ls = append(ls, l)
+		}
 	}
 	return ls
 }
@@ -118,13 +127,19 @@ func (f *forwarder) stop() {
 }
 
 // peerAddrs returns the client addresses of the other nodes of the
-// server's cluster.
-func (s *Server) peerAddrs() []string {
+// server's cluster, and of the other members of its group.
+func (s *Server) peerAddrs() (all, group []string) {
 	v := s.cluster.ClusterView()
+	self, _ := v.member(v.Self)
+	others := func(addrs []string) []string {
+		slices.Sort(addrs)
+		return slices.DeleteFunc(slices.Compact(addrs), func(a string) bool { return a == self.Addr || a == "" })
+	}
 	var addrs []string
 	for _, m := range v.Members {
 		addrs = append(addrs, m.Addr)
 	}
+	group = others(slices.Clone(addrs))
 	if s.sharded != nil {
 		if sh := s.sharded.Shards(); sh != nil && sh.Map != nil {
 			for _, g := range sh.Map.Groups {
@@ -134,9 +149,7 @@ func (s *Server) peerAddrs() []string {
 			}
 		}
 	}
-	self, _ := v.member(v.Self)
-	slices.Sort(addrs)
-	return slices.DeleteFunc(slices.Compact(addrs), func(a string) bool { return a == self.Addr || a == "" })
+	return others(addrs), group
 }
 
 // link forwards messages to one node.

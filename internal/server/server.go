@@ -18,7 +18,10 @@
 // any reply (as go-redis does) is never deadlocked, and a client that reads
 // nothing costs at most those two buffers (queued replies can reach about
 // twice MaxOutputBuffer plus one reply) and is dropped after OutputTimeout
-// without progress.
+// without progress. Pub/sub messages, which other connections deliver to a
+// subscriber's writer, cannot wait: a subscriber with more than
+// MaxPubSubOutput bytes queued is dropped (pubsub.go). Input is bounded per
+// connection and across all of them (input.go).
 package server
 
 import (
