@@ -122,6 +122,7 @@ func (c *conn) serve() {
 			break
 		}
 	}
+	c.leavePubSub() // no more messages: the output can drain
 	c.readFailed()
 	c.finishOutput()
 }

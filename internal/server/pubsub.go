@@ -181,7 +181,8 @@ func (c *conn) leavePubSub() {
 
 // confirm appends a (un)subscription's confirmation: a push in RESP3, an
 // array in RESP2, of the reply's name, the channel or pattern (null for an
-// UNSUBSCRIBE with none to drop) and the subscriptions left.
+// UNSUBSCRIBE with none to drop: name nil, not empty) and the
+// subscriptions left.
 func (c *conn) confirm(k kind, what string, name []byte) {
 	c.out = protocol.AppendPush(c.out, 3, c.proto)
 	c.bulkString(what)
@@ -231,22 +232,22 @@ func (c *conn) spublishHere(args [][]byte) {
 
 // publish delivers a message to this node's subscribers of the channel or
 // shard channel (k) and, for a channel, of the patterns that match it, and
-// returns to how many subscriptions. from, the publishing connection, may
-// be nil; if it is a subscriber its message goes after the replies before
-// PUBLISH's, as in Redis.
+// returns to how many subscriptions. from is the publishing connection: if
+// it is a subscriber its message goes after the replies before PUBLISH's,
+// as in Redis.
 func (h *hub) publish(from *conn, k kind, channel, msg []byte) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	n := 0
-	kind := "message"
+	what := "message"
 	if k == shards {
-		kind = "smessage"
+		what = "smessage"
 	}
 	var enc [2][]byte // the message in RESP2 and RESP3, made on first need
 	for sub := range h.subs[k][string(channel)] {
 		v := sub.proto - protocol.RESP2
 		if enc[v] == nil {
-			enc[v] = appendMessage(nil, sub.proto, kind, nil, channel, msg)
+			enc[v] = appendMessage(nil, sub.proto, what, nil, channel, msg)
 		}
 		sub.receive(from, enc[v])
 		n++
@@ -271,16 +272,16 @@ func (h *hub) publish(from *conn, k kind, channel, msg []byte) int {
 	return n
 }
 
-// appendMessage appends a message as a subscriber receives it: kind
+// appendMessage appends a message as a subscriber receives it: what
 // (message or smessage) channel payload, or pmessage pattern channel
 // payload when pattern is set.
-func appendMessage(b []byte, v protocol.Version, kind string, pattern, channel, msg []byte) []byte {
+func appendMessage(b []byte, v protocol.Version, what string, pattern, channel, msg []byte) []byte {
 	if pattern == nil {
 		b = protocol.AppendPush(b, 3, v)
 	} else {
 		b = protocol.AppendPush(b, 4, v)
 	}
-	b = protocol.AppendBulkString(b, kind)
+	b = protocol.AppendBulkString(b, what)
 	if pattern != nil {
 		b = protocol.AppendBulk(b, pattern)
 	}

@@ -281,7 +281,6 @@ func (s *Server) accept(nc net.Conn) {
 }
 
 func (s *Server) forget(c *conn) {
-	c.leavePubSub()
 	c.releaseInput()
 	s.mu.Lock()
 	delete(s.mu.conns, c.id)
