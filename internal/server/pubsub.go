@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/flintkv/flint/internal/glob"
 	"github.com/flintkv/flint/internal/protocol"
 )
 
@@ -256,7 +255,7 @@ func (h *hub) publish(from *conn, k kind, channel, msg []byte) int {
 		return n
 	}
 	for pattern, subs := range h.subs[patterns] {
-		if !glob.Match([]byte(pattern), channel, false) {
+		if !globMatch([]byte(pattern), channel) {
 			continue
 		}
 		enc = [2][]byte{}
@@ -374,7 +373,7 @@ func (c *conn) listChannels(k kind, pattern [][]byte) {
 	h.mu.RLock()
 	var names []string
 	for name := range h.subs[k] {
-		if len(pattern) == 0 || glob.Match(pattern[0], []byte(name), false) {
+		if len(pattern) == 0 || globMatch(pattern[0], []byte(name)) {
 			names = append(names, name)
 		}
 	}
