@@ -31,8 +31,10 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.MaxBulk, "max-bulk", d.MaxBulk, "longest bulk string (key or value) a client may send, bytes; at most 512 MiB")
 	fs.IntVar(&cfg.MaxArgs, "max-args", d.MaxArgs, "most arguments in one command")
 	fs.IntVar(&cfg.MaxInline, "max-inline", d.MaxInline, "longest inline command, bytes")
-	fs.IntVar(&cfg.MaxQueryBuffer, "max-query-buffer", d.MaxQueryBuffer, "most unparsed input buffered per client, bytes")
+	fs.IntVar(&cfg.MaxQueryBuffer, "max-query-buffer", d.MaxQueryBuffer, "most unparsed input buffered per client, bytes; a command's arguments count 40 bytes each besides")
+	fs.IntVar(&cfg.MaxInputMemory, "max-input-memory", d.MaxInputMemory, "most input all clients together buffer beyond 256 KiB each, for large commands, bytes;\na client whose command would take more is dropped")
 	fs.IntVar(&cfg.MaxOutputBuffer, "max-output-buffer", d.MaxOutputBuffer, "reply bytes buffered per client before they are written out, bytes")
+	fs.IntVar(&cfg.MaxPubSubOutput, "max-pubsub-output", d.MaxPubSubOutput, "drop a subscriber with more than this many bytes of messages and replies waiting to be sent, bytes")
 	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
 	stripes := fs.Int("lock-stripes", store.DefaultStripes(), "lock stripes in the store (rounded up to a power of two)")
@@ -114,7 +116,8 @@ func validate(cfg server.Config) error {
 		name string
 		v    int
 	}{{"maxclients", cfg.MaxClients}, {"max-bulk", cfg.MaxBulk}, {"max-args", cfg.MaxArgs},
-		{"max-inline", cfg.MaxInline}, {"max-query-buffer", cfg.MaxQueryBuffer}, {"max-output-buffer", cfg.MaxOutputBuffer}} {
+		{"max-inline", cfg.MaxInline}, {"max-query-buffer", cfg.MaxQueryBuffer}, {"max-output-buffer", cfg.MaxOutputBuffer},
+		{"max-pubsub-output", cfg.MaxPubSubOutput}, {"max-input-memory", cfg.MaxInputMemory}} {
 		if f.v <= 0 {
 			return fmt.Errorf("--%s must be positive, got %d", f.name, f.v)
 		}
@@ -124,6 +127,9 @@ func validate(cfg server.Config) error {
 	}
 	if cfg.MaxQueryBuffer < cfg.MaxBulk {
 		return fmt.Errorf("--max-query-buffer (%d) must be at least --max-bulk (%d)", cfg.MaxQueryBuffer, cfg.MaxBulk)
+	}
+	if cfg.MaxInputMemory < cfg.MaxQueryBuffer {
+		return fmt.Errorf("--max-input-memory (%d) must be at least --max-query-buffer (%d)", cfg.MaxInputMemory, cfg.MaxQueryBuffer)
 	}
 	if cfg.OutputTimeout <= 0 || cfg.IdleTimeout < 0 {
 		return errors.New("--output-timeout must be positive and --idle-timeout not negative")

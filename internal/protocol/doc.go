@@ -30,4 +30,25 @@
 //
 // A client sends each command as an array of bulk strings, or as an inline
 // command: one line of space-separated words ended by LF or CRLF.
+//
+// # Leniency
+//
+// Parser accepts what redis-server 7.0 accepts, and refuses what it
+// refuses with the same "Protocol error: ..." text (checked against
+// redis-server 7.0.15; parserCases in parser_test.go hold each case):
+//
+//   - A multi-bulk count of 0 or less ("*0", "*-1", "*-10") is an empty
+//     command, skipped.
+//   - The byte after a length's CR, and the two bytes after a bulk string,
+//     are skipped unread: "$4\r\nPINGxx" is PING.
+//   - Inline commands split as sdssplitargs does: a quote inside a word
+//     starts a quoted part that ends it (SET k a"b" sets ab; "a"b is
+//     "unbalanced quotes in request"); only space, tab, CR and LF end an
+//     unquoted word; a NUL byte before the LF hides it, so the line waits
+//     until it is "too big inline request".
+//
+// Two differences remain, both in the timing of an error on input that
+// can only fail: a length line longer than 32 bytes is refused at once
+// (Redis waits for its CR, or 64 KiB), and a byte other than the prefix
+// where a length belongs is refused before its CR arrives.
 package protocol

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Limits bound what a Parser accepts. Every length field is checked against
@@ -26,10 +27,14 @@ func (lim Limits) ForUnauthenticated() Limits {
 	return lim
 }
 
-// DefaultLimits are the limits a server uses unless configured otherwise.
+// DefaultLimits are the limits a server uses unless configured otherwise:
+// Redis 7's (proto-max-bulk-len 512 MiB; a multibulk length up to INT_MAX;
+// PROTO_INLINE_MAX_SIZE 64 KiB). A length is a bound, not an allocation:
+// the parser keeps 16 bytes per argument as it arrives, and the server
+// bounds the input it buffers (see package server).
 var DefaultLimits = Limits{
-	MaxBulk:   64 << 20,
-	MaxArgs:   1 << 20,
+	MaxBulk:   512 << 20,
+	MaxArgs:   math.MaxInt32,
 	MaxInline: 64 << 10,
 }
 
@@ -76,8 +81,8 @@ func (p *Parser) SetLimits(lim Limits) { p.lim = lim }
 
 // Next parses the command at the start of buf. It returns the arguments,
 // which alias buf and are valid until buf is modified, and the number of
-// bytes the command took. An empty command (a blank inline line or "*0")
-// returns no arguments and a positive n: skip it. ErrIncomplete asks for more
+// bytes the command took. An empty command (a blank inline line, or "*0"
+// or any negative count, which Redis ignores too) returns no arguments and a positive n: skip it. ErrIncomplete asks for more
 // bytes; an *Error means the stream is malformed. The args slice is reused by
 // the next call.
 func (p *Parser) Next(buf []byte, args [][]byte) ([][]byte, int, error) {
@@ -124,10 +129,8 @@ func (p *Parser) multiBulk(buf []byte, args [][]byte) ([][]byte, int, error) {
 			p.spans, p.pos = spans, pos
 			return args[:0], 0, ErrIncomplete
 		}
-		if buf[end] != '\r' || buf[end+1] != '\n' {
-			p.reset(spans)
-			return args[:0], 0, protoErr("expected CRLF after bulk string")
-		}
+		// The two bytes after the string are skipped unread, as Redis
+		// skips them: they should be CRLF.
 		spans = append(spans, span{next, end})
 		pos = end + 2
 	}
@@ -139,22 +142,35 @@ func (p *Parser) multiBulk(buf []byte, args [][]byte) ([][]byte, int, error) {
 	return args, pos, nil
 }
 
+// Pending returns how many arguments of a command that is not yet
+// complete the parser holds (16 bytes each).
+func (p *Parser) Pending() int { return len(p.spans) }
+
 // Reset forgets a command partly parsed: the next call to Next parses buf
 // from its start, as a new command.
 func (p *Parser) Reset() { p.reset(p.spans) }
 
 // reset forgets the command being parsed, keeping spans's array for the
-// next one.
-func (p *Parser) reset(spans []span) { p.nargs, p.pos, p.spans = 0, 0, spans[:0] }
+// next one unless it grew for a command of very many arguments.
+func (p *Parser) reset(spans []span) {
+	if cap(spans) > maxKeptSpans {
+		spans = nil
+	}
+	p.nargs, p.pos, p.spans = 0, 0, spans[:0]
+}
+
+// maxKeptSpans is the most spans a Parser keeps for the next command.
+const maxKeptSpans = 1024
 
 // header reads "<prefix><decimal>\r\n" at buf[at:]. It returns the number,
-// which may be -1 and is at most limit, and the offset just past the CRLF.
+// which may be negative and is at most limit, and the offset just past the
+// CRLF. As in Redis, the byte after the CR may be any byte.
 func (p *Parser) header(buf []byte, at int, prefix byte, limit int, what string) (int, int, error) {
 	if at >= len(buf) {
 		return 0, 0, ErrIncomplete
 	}
 	if buf[at] != prefix {
-		return 0, 0, protoErr("expected '%c', got '%s'", prefix, printable(buf[at]))
+		return 0, 0, protoErr("expected '%c', got '%s'", prefix, replyByte(buf[at]))
 	}
 	if n, next, ok := shortLength(buf, at+1); ok && n <= limit {
 		return n, next, nil
@@ -179,11 +195,8 @@ func (p *Parser) length(buf []byte, at, limit int, what string) (int, int, error
 	if i+1 >= len(line) {
 		return 0, 0, ErrIncomplete
 	}
-	if line[i+1] != '\n' {
-		return 0, 0, protoErr("invalid %s length", what)
-	}
 	n, ok := ParseInt(line[:i])
-	if !ok || n < -1 {
+	if !ok {
 		return 0, 0, protoErr("invalid %s length", what)
 	}
 	if n > int64(limit) {
@@ -214,11 +227,16 @@ func shortLength(buf []byte, at int) (int, int, bool) {
 	return n, i + 2, true
 }
 
-// inline parses one line of space-separated words. Double and single quotes
-// group words as redis-cli sends them; inside double quotes the escapes \n,
-// \r, \t, \", \\ and \xHH are understood.
+// inline parses one line of space-separated words, as Redis does: the
+// line ends at the first LF, and one CR before it is dropped. A NUL byte
+// before the LF hides it, as it does from Redis's strchr: the line is then
+// incomplete until it is too big.
 func (p *Parser) inline(buf []byte, args [][]byte) ([][]byte, int, error) {
-	nl := bytes.IndexByte(buf[:min(len(buf), p.lim.MaxInline+2)], '\n')
+	window := buf[:min(len(buf), p.lim.MaxInline+2)]
+	nl := bytes.IndexByte(window, '\n')
+	if nl >= 0 && bytes.IndexByte(window[:nl], 0) >= 0 {
+		nl = -1
+	}
 	if nl < 0 {
 		// A line of MaxInline bytes may have arrived with its CR but not
 		// yet its LF: that is incomplete, not too big.
@@ -241,58 +259,76 @@ func (p *Parser) inline(buf []byte, args [][]byte) ([][]byte, int, error) {
 	return args, nl + 1, nil
 }
 
-// SplitArgs splits an inline command line into words, appending to args.
-// Words without quotes or escapes alias line; others are fresh copies.
+// SplitArgs splits an inline command line into words, appending to args,
+// exactly as Redis's sdssplitargs does (and so redis-cli): words are
+// separated by whitespace; a word is unquoted bytes up to a space, tab, CR
+// or LF, which may end in one quoted part, after which the word ends and
+// whitespace or the end of the line must follow. So a"b" is ab, and "a"b
+// is an error. In double quotes \n, \r, \t, \b, \a and \xHH are escapes,
+// and a backslash takes any other byte as it is; in single quotes only \'
+// is. A NUL byte ends the line (inside quotes: unterminated). Words without
+// quotes alias line; others are fresh copies.
 func SplitArgs(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
 	i := 0
 	for {
 		for i < len(line) && isSpace(line[i]) {
 			i++
 		}
-		if i == len(line) {
+		if i == len(line) || line[i] == 0 {
 			return args, nil
 		}
 		if len(args) >= maxArgs {
 			return args, protoErr("too many arguments in inline request")
 		}
-		var word []byte
-		var err error
-		switch line[i] {
-		case '"':
-			word, i, err = doubleQuoted(line, i+1)
-		case '\'':
-			word, i, err = singleQuoted(line, i+1)
-		default:
-			j := i
-			for j < len(line) && !isSpace(line[j]) {
-				j++
-			}
-			word, i = line[i:j:j], j
-		}
+		word, next, err := splitWord(line, i)
 		if err != nil {
 			return args, err
 		}
 		args = append(args, word)
+		i = next
 	}
 }
 
-func doubleQuoted(line []byte, i int) ([]byte, int, error) {
-	var w []byte
-	for ; i < len(line); i++ {
+// splitWord reads the word that starts at line[i], and returns it and
+// where it ends.
+func splitWord(line []byte, i int) ([]byte, int, error) {
+	start := i
+	for i < len(line) && !endsWord(line[i]) && line[i] != '"' && line[i] != '\'' {
+		i++
+	}
+	if i == len(line) || endsWord(line[i]) {
+		return line[start:i:i], i, nil
+	}
+	w := append([]byte{}, line[start:i]...)
+	var err error
+	if line[i] == '"' {
+		w, i, err = doubleQuoted(line, i+1, w)
+	} else {
+		w, i, err = singleQuoted(line, i+1, w)
+	}
+	if err == nil && i < len(line) && line[i] != 0 && !isSpace(line[i]) {
+		err = protoErr("unbalanced quotes in request")
+	}
+	return w, i, err
+}
+
+// endsWord reports whether c ends an unquoted word: fewer bytes than
+// isSpace, as in Redis.
+func endsWord(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == 0 }
+
+// doubleQuoted appends to w the double-quoted part that starts at
+// line[i], just past its quote, and returns w and the offset past its
+// closing quote.
+func doubleQuoted(line []byte, i int, w []byte) ([]byte, int, error) {
+	for ; i < len(line) && line[i] != 0; i++ {
 		c := line[i]
 		switch {
 		case c == '"':
-			if i+1 < len(line) && !isSpace(line[i+1]) {
-				return nil, 0, protoErr("unbalanced quotes in request")
-			}
-			if w == nil {
-				w = []byte{}
-			}
 			return w, i + 1, nil
 		case c == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
 			w = append(w, unhex(line[i+2])<<4|unhex(line[i+3]))
 			i += 3
-		case c == '\\' && i+1 < len(line):
+		case c == '\\' && i+1 < len(line) && line[i+1] != 0:
 			i++
 			w = append(w, unescape(line[i]))
 		default:
@@ -302,18 +338,12 @@ func doubleQuoted(line []byte, i int) ([]byte, int, error) {
 	return nil, 0, protoErr("unbalanced quotes in request")
 }
 
-func singleQuoted(line []byte, i int) ([]byte, int, error) {
-	var w []byte
-	for ; i < len(line); i++ {
+// singleQuoted is doubleQuoted for a single-quoted part.
+func singleQuoted(line []byte, i int, w []byte) ([]byte, int, error) {
+	for ; i < len(line) && line[i] != 0; i++ {
 		c := line[i]
 		switch {
 		case c == '\'':
-			if i+1 < len(line) && !isSpace(line[i+1]) {
-				return nil, 0, protoErr("unbalanced quotes in request")
-			}
-			if w == nil {
-				w = []byte{}
-			}
 			return w, i + 1, nil
 		case c == '\\' && i+1 < len(line) && line[i+1] == '\'':
 			w = append(w, '\'')
@@ -357,11 +387,13 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-func printable(c byte) string {
-	if c >= 0x20 && c < 0x7f {
-		return string(c)
+// replyByte is c as Redis quotes it in an error reply: itself, but for CR
+// and LF, which would end the reply, as spaces.
+func replyByte(c byte) string {
+	if c == '\r' || c == '\n' {
+		c = ' '
 	}
-	return fmt.Sprintf("\\x%02x", c)
+	return string([]byte{c})
 }
 
 // ParseInt parses a base-10 signed 64-bit integer the way Redis does: no

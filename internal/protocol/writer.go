@@ -92,6 +92,15 @@ func AppendMap(b []byte, n int, v Version) []byte {
 	return appendLen(b, '*', 2*n)
 }
 
+// AppendPush appends the header of a push of n elements, which the server
+// sends unasked (pub/sub messages): ">n" in RESP3, an array in RESP2.
+func AppendPush(b []byte, n int, v Version) []byte {
+	if v == RESP3 {
+		return appendLen(b, '>', n)
+	}
+	return appendLen(b, '*', n)
+}
+
 // AppendSet appends the header of a set of n elements ("~n" in RESP3, an
 // array in RESP2).
 func AppendSet(b []byte, n int, v Version) []byte {

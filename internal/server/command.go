@@ -68,7 +68,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands, pubsubCommands} {
 		for _, cmd := range list {
 			commands[cmd.name] = cmd
 		}
@@ -119,8 +119,7 @@ func init() {
 		xack xautoclaim xclaim xdel xgroup xinfo xpending xreadgroup xrevrange xsetid xtrim pfdebug pfselftest
 		geodist geohash geopos georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore
 		zadd zrem zrange zrangebyscore zscore zcard zincrby zrank zrevrange
-		xadd xread xrange xlen pfadd pfcount pfmerge geoadd
-		publish subscribe psubscribe`) {
+		xadd xread xrange xlen pfadd pfcount pfmerge geoadd`) {
 		unsupported[n] = types
 	}
 	const tx = "Flint has no MULTI/EXEC transactions yet; multi-key commands (MSET, MSETNX, DEL) are atomic"
@@ -164,6 +163,9 @@ func (c *conn) execCmd(args [][]byte) {
 		c.err("NOAUTH Authentication required.")
 		c.count(cmd).rejected++
 	case c.redirect(cmd, args):
+		c.count(cmd).rejected++
+	case c.inSubscribedContext() && !subscribedOK(cmd.name):
+		c.errSubscribed(cmd, args)
 		c.count(cmd).rejected++
 	case cmd.reply != nil && c.batch.Len() > 0 && !c.srv.paused.Load():
 		c.deferRead(cmd, args)

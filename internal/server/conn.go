@@ -38,15 +38,18 @@ type conn struct {
 	lookahead *protocol.Parser
 	aheadArgs [][]byte
 
-	in      []byte // unparsed input is in[:inLen]
-	inLen   int
-	filled  bool  // the last read filled in: the client may have sent more
-	readErr error // why reading stopped; input already read is still executed
-	args    [][]byte
-	out     []byte       // replies not yet sent
-	lower   [32]byte     // scratch for lower-casing command names
-	pairs   []store.Pair // scratch for short ranges
-	one     [1]lookup    // scratch for readNow's lookup of one key
+	in    []byte // unparsed input is in[:inLen]
+	inLen int
+	// inputShare is how much of the server's MaxInputMemory in holds:
+	// what it has beyond readAhead bytes (see input.go).
+	inputShare int64
+	filled     bool  // the last read filled in: the client may have sent more
+	readErr    error // why reading stopped; input already read is still executed
+	args       [][]byte
+	out        []byte       // replies not yet sent
+	lower      [32]byte     // scratch for lower-casing command names
+	pairs      []store.Pair // scratch for short ranges
+	one        [1]lookup    // scratch for readNow's lookup of one key
 
 	// Writes executed but not yet committed, the replies they get once they
 	// are, and the reads pipelined among them: see commit.go, and its
@@ -78,6 +81,8 @@ type conn struct {
 	seq    [][]byte
 	authed bool
 	quit   bool // close after sending the replies so far
+	// subs are the connection's subscriptions (see pubsub.go).
+	subs subscriptions
 
 	// Per-batch counters, added to the server's stats once per batch.
 	commands, hits, misses int64
@@ -147,6 +152,7 @@ func (c *conn) serve() {
 			break
 		}
 	}
+	c.leavePubSub() // no more messages: the output can drain
 	c.readFailed()
 	c.finishOutput()
 }
@@ -188,14 +194,16 @@ func (c *conn) close() {
 // 95/5 workload is about 32 KiB, and a client may send several at once.
 // consume gives the grown buffer back once the client's pipelines shrink.
 func (c *conn) fill() {
-	limit := c.srv.cfg.MaxQueryBuffer
+	limit := c.inputLimit()
 	switch ahead := min(readAhead, limit); {
 	case c.inLen == len(c.in):
 		if len(c.in) >= limit {
 			c.readErr = errQueryBuffer
 			return
 		}
-		c.growIn(limit)
+		if !c.growIn(limit) {
+			return
+		}
 	case c.filled && len(c.in) < ahead:
 		c.growIn(ahead)
 	}
@@ -218,14 +226,6 @@ func (c *conn) fill() {
 
 var errQueryBuffer = errors.New("query buffer limit exceeded")
 
-// growIn doubles the input buffer, to at most limit bytes, keeping the
-// unparsed input.
-func (c *conn) growIn(limit int) {
-	grown := make([]byte, min(2*len(c.in), limit))
-	copy(grown, c.in[:c.inLen])
-	c.in = grown
-}
-
 // received accounts for n bytes of input just read. Reads among them need a
 // new read barrier (see read).
 func (c *conn) received(n int) {
@@ -244,6 +244,10 @@ func (c *conn) readFailed() {
 		c.srv.log.Warn("closing client that reached the query buffer limit", "id", c.id,
 			"addr", c.nc.RemoteAddr().String(), "limit", c.srv.cfg.MaxQueryBuffer)
 		c.out = protocol.AppendError(c.out, "ERR Protocol error: query buffer limit exceeded")
+	case errors.Is(err, errInputMemory):
+		c.srv.log.Warn("closing client whose command does not fit the input memory left", "id", c.id,
+			"addr", c.nc.RemoteAddr().String(), "max-input-memory", c.srv.cfg.MaxInputMemory)
+		c.out = protocol.AppendError(c.out, "ERR Protocol error: "+errInputMemory.Error())
 	case errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.closing.Load():
 		c.srv.log.Info("closing idle client", "id", c.id, "addr", c.nc.RemoteAddr().String())
 	}
@@ -310,14 +314,16 @@ func (c *conn) execBuffered() error {
 // about the same size keep the buffer they made grow.
 func (c *conn) consume(n int) {
 	rest := c.inLen - n
-	if l := len(c.in); rest <= inInitial && (l > readAhead || (l > keepIdle && n < inInitial)) {
-		small := make([]byte, inInitial)
-		copy(small, c.in[n:c.inLen])
-		c.in = small
-	} else if n > 0 {
+	if n > 0 {
 		copy(c.in, c.in[n:c.inLen])
 	}
 	c.inLen = rest
+	if l := len(c.in); rest <= inInitial && (l > readAhead || (l > keepIdle && n < inInitial)) {
+		c.resizeIn(inInitial)
+	}
+	if cap(c.args) > maxKeptArgs {
+		c.args = nil // a command of very many arguments is done
+	}
 }
 
 func (c *conn) publishStats() {
@@ -382,7 +388,9 @@ func (c *conn) maybeFlush() {
 // writeLarge appends a bulk string, sending a large one straight from val so
 // that it is not copied into the reply buffer.
 func (c *conn) writeLarge(val []byte) {
-	if len(val) < c.srv.cfg.MaxOutputBuffer {
+	// A subscriber's messages may be queued at any moment: they must not
+	// come between the header and the value.
+	if len(val) < c.srv.cfg.MaxOutputBuffer || c.subs.any() {
 		c.out = protocol.AppendBulk(c.out, val)
 		c.maybeFlush()
 		return
@@ -402,19 +410,17 @@ func (c *conn) send(b []byte) error {
 		return nil
 	}
 	o := &c.output
-	if !o.idle() {
+	if !o.claim() {
 		return o.enqueue(c, b)
 	}
 	n, err := o.tryWrite(b)
 	c.srv.stats.netOut.Add(int64(n))
 	if err != nil {
+		o.release(c, nil)
 		o.fail(err)
 		return err
 	}
-	if n == len(b) {
-		return nil
-	}
-	return o.enqueue(c, b[n:])
+	return o.release(c, b[n:])
 }
 
 // waitDrain returns once at most MaxOutputBuffer bytes wait for the client.
@@ -427,7 +433,7 @@ func (c *conn) waitDrain() error {
 	o := &c.output
 	limit := c.srv.cfg.MaxOutputBuffer
 	for {
-		readable := c.readErr == nil && c.inLen < c.srv.cfg.MaxQueryBuffer
+		readable := c.readErr == nil && c.inLen < c.inputLimit()
 		drained, err := o.waitBelow(limit, readable)
 		if err != nil || drained {
 			return err
@@ -440,8 +446,8 @@ func (c *conn) waitDrain() error {
 // fill it leaves the read deadline to the writer, which moves it to now to
 // interrupt this read when the backlog drains.
 func (c *conn) readWhileBlocked() {
-	if c.inLen == len(c.in) {
-		c.growIn(c.srv.cfg.MaxQueryBuffer)
+	if c.inLen == len(c.in) && !c.growIn(c.inputLimit()) {
+		return
 	}
 	n, err := c.nc.Read(c.in[c.inLen:])
 	c.received(n)

@@ -19,13 +19,21 @@ var connCommands = []*command{
 }
 
 func (c *conn) ping(args [][]byte) {
-	switch len(args) {
-	case 1:
-		c.out = protocol.AppendSimple(c.out, "PONG")
-	case 2:
-		c.out = protocol.AppendBulk(c.out, args[1])
-	default:
+	switch {
+	case len(args) > 2:
 		c.errArity("ping")
+	case c.inSubscribedContext(): // as Redis: a pong message, in its shape
+		var msg []byte
+		if len(args) == 2 {
+			msg = args[1]
+		}
+		c.out = protocol.AppendArray(c.out, 2)
+		c.bulkString("pong")
+		c.out = protocol.AppendBulk(c.out, msg)
+	case len(args) == 1:
+		c.out = protocol.AppendSimple(c.out, "PONG")
+	default:
+		c.out = protocol.AppendBulk(c.out, args[1])
 	}
 }
 
@@ -123,7 +131,7 @@ func (c *conn) hello(args [][]byte) {
 	if name != nil {
 		c.setName(name)
 	}
-	c.proto = proto
+	c.setProto(proto)
 	c.out = protocol.AppendMap(c.out, 7, c.proto)
 	c.bulkString("server")
 	c.bulkString("flint")

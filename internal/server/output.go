@@ -15,6 +15,11 @@ import (
 // does not take is queued for a writer goroutine, started on first need, so
 // that the connection's goroutine never blocks on a client that is slow to
 // read: it goes on reading that client's input (see conn.waitDrain).
+//
+// Other connections' goroutines add pub/sub messages (deliver), always to
+// the writer's queue, so the connection's goroutine claims the socket
+// before it writes itself, and puts back in front of the queue what the
+// socket did not take.
 type output struct {
 	nc       net.Conn
 	closing  func() bool           // whether the server is shutting down
@@ -29,11 +34,13 @@ type output struct {
 	mu struct {
 		sync.Mutex
 		// Invariant: busy is false only when pending is empty and the writer
-		// holds no bytes; while busy, only the writer writes to the socket.
+		// holds no bytes; while busy, only the writer writes to the socket,
+		// and only while trying is false.
 		pending  []byte
 		spare    []byte // the writer's drained buffer, reused for pending
 		inflight int    // bytes the writer took and has not yet written
 		busy     bool
+		trying   bool  // the connection's goroutine is writing (tryWrite): the writer waits
 		started  bool  // the writer goroutine exists
 		closed   bool  // no more bytes will be queued: exit once drained
 		err      error // first write failure: the output is dead
@@ -57,11 +64,31 @@ func (o *output) init(nc net.Conn, closing func() bool) {
 	o.cond = sync.NewCond(&o.mu)
 }
 
-// idle reports whether the socket is free for the connection's goroutine.
-func (o *output) idle() bool {
+// claim reports whether the socket is free for the connection's goroutine,
+// and if so reserves it for a tryWrite, until release.
+func (o *output) claim() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return !o.mu.busy && o.mu.err == nil
+	o.mu.trying = !o.mu.busy && o.mu.err == nil
+	return o.mu.trying
+}
+
+// release ends a claim. rest, what tryWrite did not write, goes to the
+// front of the writer's queue, before any message delivered meanwhile.
+func (o *output) release(c *conn, rest []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mu.trying = false
+	o.cond.Broadcast()
+	if len(rest) == 0 || o.mu.err != nil {
+		return o.mu.err
+	}
+	if len(o.mu.pending) == 0 {
+		return o.enqueueLocked(c, rest)
+	}
+	// Messages came during the claim: the writer is started and busy.
+	o.mu.pending = append(append(make([]byte, 0, len(rest)+len(o.mu.pending)), rest...), o.mu.pending...)
+	return nil
 }
 
 // backlog returns how many bytes wait for the writer.
@@ -126,6 +153,10 @@ func (o *output) writeTry(fd uintptr) bool {
 func (o *output) enqueue(c *conn, b []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return o.enqueueLocked(c, b)
+}
+
+func (o *output) enqueueLocked(c *conn, b []byte) error {
 	if o.mu.err != nil {
 		return o.mu.err
 	}
@@ -143,6 +174,30 @@ func (o *output) enqueue(c *conn, b []byte) error {
 	o.cond.Broadcast()
 	return nil
 }
+
+// deliver queues a pub/sub message for c, this output's connection, from
+// any goroutine. A subscriber that has more than limit bytes waiting is
+// too slow to keep up: its output fails and its connection is closed, as
+// Redis does past client-output-buffer-limit pubsub. It reports whether
+// the message was queued.
+func (o *output) deliver(c *conn, msg []byte, limit int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.err != nil {
+		return false
+	}
+	if o.backlogLocked()+len(msg) > limit {
+		c.srv.log.Warn("closing subscriber that reached the pub/sub output limit", "id", c.id,
+			"addr", c.nc.RemoteAddr().String(), "limit", limit)
+		o.failLocked(errPubSubLimit)
+		c.nc.Close() // wakes its goroutine, which is reading
+		return false
+	}
+	o.enqueueLocked(c, msg)
+	return true
+}
+
+var errPubSubLimit = errors.New("pub/sub output limit exceeded")
 
 // fail records the first write failure.
 func (o *output) fail(err error) {
@@ -166,11 +221,13 @@ func (o *output) writeLoop(c *conn) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for {
-		for len(o.mu.pending) == 0 && o.mu.err == nil && !o.mu.closed {
-			o.nc.SetWriteDeadline(time.Time{}) // the socket goes back to tryWrite
-			o.mu.busy = false
-			o.cond.Broadcast()
-			o.wakeLocked()
+		for (len(o.mu.pending) == 0 || o.mu.trying) && o.mu.err == nil && !o.mu.closed {
+			if len(o.mu.pending) == 0 {
+				o.nc.SetWriteDeadline(time.Time{}) // the socket goes back to tryWrite
+				o.mu.busy = false
+				o.cond.Broadcast()
+				o.wakeLocked()
+			}
 			o.cond.Wait()
 		}
 		if o.mu.err != nil || len(o.mu.pending) == 0 {

@@ -261,6 +261,10 @@ func TestInline(t *testing.T) {
 	// Escapes inside double quotes; an escaped quote inside single quotes.
 	raw.send(`ECHO "x\x41\ty\n\"q\""` + "\r\n")
 	raw.expectBytes("$8\r\nxA\ty\n\"q\"\r\n")
+	// As in Redis, a quote inside a word starts a quoted part of it, and
+	// only space, tab, CR and LF end a word.
+	raw.send(`SET k a"b"` + "\r\nGET k\r\nECHO \va\vb\r\n")
+	raw.expectBytes("+OK\r\n$2\r\nab\r\n$3\r\na\vb\r\n")
 	raw.send(`SET 'it\'s' ""` + "\r\n")
 	raw.expectBytes("+OK\r\n")
 	if v, ok := srv.Store.Get([]byte("it's")); !ok || len(v) != 0 {

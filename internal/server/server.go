@@ -18,7 +18,10 @@
 // any reply (as go-redis does) is never deadlocked, and a client that reads
 // nothing costs at most those two buffers (queued replies can reach about
 // twice MaxOutputBuffer plus one reply) and is dropped after OutputTimeout
-// without progress.
+// without progress. Pub/sub messages, which other connections deliver to a
+// subscriber's writer, cannot wait: a subscriber with more than
+// MaxPubSubOutput bytes queued is dropped (pubsub.go). Input is bounded per
+// connection and across all of them (input.go).
 package server
 
 import (
@@ -47,8 +50,10 @@ type Config struct {
 	MaxArgs         int           // most arguments in one command
 	MaxInline       int           // longest inline command, bytes
 	MaxQueryBuffer  int           // most unparsed input buffered per connection, bytes
+	MaxInputMemory  int           // most bytes all connections' input buffers hold beyond 256 KiB each (see input.go)
 	MaxOutputBuffer int           // reply bytes buffered per connection before writing them out
 	OutputTimeout   time.Duration // drop a client that accepts no output for this long
+	MaxPubSubOutput int           // drop a subscriber with more output than this waiting, bytes
 	IdleTimeout     time.Duration // drop a client idle for this long; 0: never
 	Logger          *slog.Logger
 }
@@ -61,8 +66,10 @@ var DefaultConfig = Config{
 	MaxArgs:         protocol.DefaultLimits.MaxArgs,
 	MaxInline:       protocol.DefaultLimits.MaxInline,
 	MaxQueryBuffer:  1 << 30,
+	MaxInputMemory:  2 << 30,
 	MaxOutputBuffer: 1 << 20,
 	OutputTimeout:   60 * time.Second,
+	MaxPubSubOutput: 32 << 20, // Redis's default hard limit for pubsub clients
 }
 
 func (c Config) withDefaults() Config {
@@ -73,8 +80,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxArgs, d.MaxArgs)
 	setDefault(&c.MaxInline, d.MaxInline)
 	setDefault(&c.MaxQueryBuffer, d.MaxQueryBuffer)
+	setDefault(&c.MaxInputMemory, max(d.MaxInputMemory, c.MaxQueryBuffer))
 	setDefault(&c.MaxOutputBuffer, d.MaxOutputBuffer)
 	setDefault(&c.OutputTimeout, d.OutputTimeout)
+	setDefault(&c.MaxPubSubOutput, d.MaxPubSubOutput)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -161,6 +170,11 @@ type Server struct {
 	nextID  atomic.Int64
 	closing atomic.Bool
 	stats   stats
+	hub     *hub // subscriptions
+	// inputUsed is how much of MaxInputMemory connections hold (see
+	// input.go). Invariant: inputUsed <= MaxInputMemory.
+	inputUsed atomic.Int64
+	fwd       forwarder // to the cluster's other nodes, of what is published here
 
 	cmdStats []cmdStats // by command id
 	errors   errorStats
@@ -200,6 +214,8 @@ func New(cfg Config, kv Backend) *Server {
 		lim: protocol.Limits{MaxBulk: cfg.MaxBulk, MaxArgs: cfg.MaxArgs, MaxInline: cfg.MaxInline}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.stopping = make(chan struct{})
+	s.hub = newHub()
+	s.fwd.srv = s
 	s.cluster, _ = kv.(Cluster)
 	s.sharded, _ = kv.(Sharded)
 	s.position, _ = kv.(Positioner)
@@ -308,6 +324,7 @@ func (s *Server) accept(nc net.Conn) {
 }
 
 func (s *Server) forget(c *conn) {
+	c.releaseInput()
 	s.mu.Lock()
 	delete(s.mu.conns, c.id)
 	s.mu.Unlock()
@@ -330,6 +347,7 @@ func (s *Server) Addr() net.Addr {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.stoppingOnce.Do(func() { close(s.stopping) })
+	s.fwd.stop()
 	s.mu.Lock()
 	if s.mu.ln != nil {
 		s.mu.ln.Close()
