@@ -100,6 +100,8 @@ func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result))
 	if at.Index != 0 {
 		s.advanceSessions(at.Time)
 	}
+	s.ver.begin(at)
+	defer s.ver.end()
 	var w wrap
 	for i := 0; ; { // a prefetched run of entries at a time
 		for _, e := range run {
@@ -125,6 +127,8 @@ func (s *Store) applyAt(e entry, at Stamp, w *wrap) Result {
 		return s.applyWrapped(e, w)
 	case e.op.session():
 		return s.applySession(e, at, w)
+	case e.op == OpExec:
+		return s.exec(e, at)
 	}
 	return s.apply(e)
 }
@@ -179,7 +183,7 @@ var errSeqAtEnd = fmt.Errorf("%w: an OpSeq ends the batch, but must be followed 
 // entry number i of its batch, may not follow one with op prev: what
 // follows an OpSeq must be an entry it can wrap, a write on keys.
 func checkWrap(prev, op Op, i int) error {
-	if prev == OpSeq && op.session() {
+	if prev == OpSeq && (op.session() || op == OpExec || op == OpRead) {
 		return fmt.Errorf("%w: entry %d of batch follows an OpSeq, which can wrap only a write on keys", ErrBadEntry, i)
 	}
 	return nil
