@@ -46,7 +46,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, txCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
 			if cmd.reply != nil {
@@ -82,10 +82,6 @@ func init() {
 		publish subscribe psubscribe`) {
 		unsupported[n] = types
 	}
-	const tx = "Flint has no MULTI/EXEC transactions yet; multi-key commands (MSET, MSETNX, DEL) are atomic"
-	for _, n := range strings.Fields("multi exec discard watch unwatch") {
-		unsupported[n] = tx
-	}
 }
 
 // exec runs one command. A write joins the batch of writes, and so does a
@@ -95,15 +91,21 @@ func (c *conn) exec(args [][]byte) {
 	c.commands++
 	name := c.lowerName(args[0])
 	cmd, ok := commands[string(name)]
-	switch { // in Redis's order: unknown command, arity, authentication
+	switch { // in Redis's order: unknown command, arity, authentication; a refusal marks a transaction
 	case !ok:
 		c.commit()
 		c.unknown(string(name), args)
+		c.refuseInMulti()
 	case (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity):
 		c.errArity(cmd.name)
+		c.refuseInMulti()
 	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
 		c.err("NOAUTH Authentication required.")
+		c.refuseInMulti()
 	case c.redirect(cmd, args):
+		c.refuseInMulti()
+	case c.inMulti(cmd):
+		c.queue(cmd, args)
 	case cmd.reply != nil && c.batch.Len() > 0:
 		c.deferRead(cmd, args)
 	default:

@@ -54,8 +54,8 @@ func (s *Store) Apply(entry []byte) (Result, error) {
 	if e.op.session() {
 		return Result{Err: ErrNoStamp}, nil
 	}
-	s.ver.begin(Stamp{})
-	defer s.ver.end()
+	s.applying.Lock()
+	defer s.applying.Unlock()
 	return s.apply(e), nil
 }
 
@@ -226,7 +226,7 @@ func (s *Store) cas(key, expected, val []byte) Result {
 func (s *Store) flush() Result {
 	s.lock(s.every)
 	defer s.unlock(s.every)
-	s.ver.flushed.Store(s.ver.cur.Load())
+	s.ver.flushed.Store(s.ver.cur.Add(1))
 	for i := range s.stripes {
 		s.stripes[i].resetLocked(s.freshOf(i))
 	}

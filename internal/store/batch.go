@@ -97,11 +97,12 @@ func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result))
 	if err != nil {
 		return err
 	}
+	s.applying.Lock()
+	defer s.applying.Unlock()
 	if at.Index != 0 {
 		s.advanceSessions(at.Time)
 	}
 	s.ver.begin(at)
-	defer s.ver.end()
 	var w wrap
 	for i := 0; ; { // a prefetched run of entries at a time
 		for _, e := range run {

@@ -53,6 +53,9 @@ func (t *Tx) Add(op Op, flags byte, args ...[]byte) {
 	t.ends = append(t.ends, len(t.buf))
 }
 
+// Watched returns the number of keys watched.
+func (t *Tx) Watched() int { return len(t.watches) / 2 }
+
 // Len returns the number of entries added.
 func (t *Tx) Len() int { return len(t.ends) }
 

@@ -18,44 +18,43 @@ import (
 //
 // That state is a table of watchBuckets versions. Every write of a key
 // (whatever its op: a SET, even of the same value, a DEL, an APPEND, ...)
-// sets the version of the key's bucket, chosen by the key's CRC-32C, to the
-// version of the batch that writes it; FLUSHALL sets the flush version.
-// A batch's version is, for a batch stamped with a log index (see
-// ApplyBatchAt), the index in the bits above batchBits and, below them,
-// how many batches of the same log entry came before it; for a batch
-// applied without a stamp, one more than the last one's. So versions grow
-// with every batch, and are the same on every replica. WatchPoint is the
-// version of the last batch applied whole: every write applied by then has
-// a version at most that, every later write a greater one. A watched key
-// was changed after position p if the version of its bucket, or the flush
-// version, is above p. Keys that share a bucket share a version, so a write
-// to one of them refuses a transaction that watched another: a false
-// conflict, as rare as two of a few writes between WATCH and EXEC landing in
-// one bucket of 65,536 (and, like a conflict, one the client retries). A
-// watched key created and deleted again is seen changed, as in Redis; a
-// FLUSHALL refuses every transaction that watched before it, whether or not
-// its keys existed (Redis refuses only those whose keys existed).
+// takes the next version and sets the version of the key's bucket, chosen
+// by the key's CRC-32C, to it; FLUSHALL sets the flush version. It does so
+// under the key's stripe lock, before the write is seen. A batch stamped
+// with a log index (see ApplyBatchAt) first raises the version to the index
+// in the bits above writeBits, so that its writes count up from there: the
+// versions are the same on every replica, whatever it restored from. (A
+// batch without a stamp just counts on.) WatchPoint is the last version
+// taken: a write seen by then has a version at most that, and any later
+// one a greater one. A watched key may have changed after position p if
+// the version of its bucket, or the flush version, is above p. Keys that
+// share a bucket share a version, so a write to one of them refuses a
+// transaction that watched another: a false conflict, as rare as two of a
+// few writes between WATCH and EXEC landing in one bucket of 65,536 (and,
+// like a conflict, one the client retries). A watched key created and
+// deleted again is seen changed, as in Redis; a FLUSHALL refuses every
+// transaction that watched before it, whether or not its keys existed
+// (Redis refuses only those whose keys existed).
 //
-// The table is part of the replicated state, saved with snapshots (see
-// Watches), so that a member restored from one decides as the others do.
+// The check and the transaction's writes are atomic because entries and
+// batches apply one at a time (Store.applying). The table is part of the replicated state, saved with
+// snapshots (see Watches), so that a member restored from one decides as
+// the others do.
 
 // watchBuckets is the number of versions in the table: 512 KiB of them. A
 // power of two.
 const watchBuckets = 1 << 16
 
-// batchBits is how many low bits of a stamped batch's version count the
-// batches of its log entry before it.
-const batchBits = 24
+// writeBits is how many low bits of a version count the writes of its log
+// entry.
+const writeBits = 24
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// versions is the watch table. Its fields are atomic because readers
-// (WatchPoint) and tests that apply from several goroutines use it; only
-// the applying goroutine writes it in a replica.
+// versions is the watch table. Its fields are atomic: readers
+// (WatchPoint) and tests that apply from several goroutines use it.
 type versions struct {
-	cur     atomic.Uint64 // the version of the batch being applied
-	last    atomic.Uint64 // the version of the last batch applied whole
-	index   uint64        // the log index of the last stamped batch (applying goroutine only)
+	cur     atomic.Uint64 // the last version taken
 	flushed atomic.Uint64 // the version of the last FLUSHALL, 0 if none
 	buckets []atomic.Uint64
 }
@@ -64,23 +63,14 @@ func newVersions() *versions { return &versions{buckets: make([]atomic.Uint64, w
 
 // begin starts a batch stamped at (not stamped if at.Index is 0).
 func (v *versions) begin(at Stamp) {
-	switch {
-	case at.Index == 0:
-		v.cur.Store(v.last.Load() + 1)
-	case at.Index == v.index:
-		v.cur.Store(min(v.cur.Load()+1, at.Index<<batchBits|(1<<batchBits-1)))
-	default:
-		v.index = at.Index
-		v.cur.Store(at.Index << batchBits)
+	if base := at.Index << writeBits; base > v.cur.Load() {
+		v.cur.Store(base)
 	}
 }
 
-// end ends the batch begun last: it has been applied whole.
-func (v *versions) end() { v.last.Store(v.cur.Load()) }
-
-// touch records a write of key by the batch being applied.
+// touch records a write of key; the caller holds the key's stripe lock.
 func (v *versions) touch(key []byte) {
-	v.buckets[crc32.Checksum(key, castagnoli)&(watchBuckets-1)].Store(v.cur.Load())
+	v.buckets[crc32.Checksum(key, castagnoli)&(watchBuckets-1)].Store(v.cur.Add(1))
 }
 
 // changedAfter reports whether key may have been written after position p.
@@ -89,10 +79,10 @@ func (v *versions) changedAfter(key []byte, p uint64) bool {
 }
 
 // WatchPoint returns the store's position for WATCH: a transaction that
-// watched a key at this position is refused if a write applied after now
-// changes the key (see Watch positions). A server reads it once the store
-// reflects every write acknowledged before the WATCH (after a read barrier).
-func (s *Store) WatchPoint() uint64 { return s.ver.last.Load() }
+// watched a key at this position is refused if a write after now changes
+// the key (see Watch positions). A server reads it once the store reflects
+// every write acknowledged before the WATCH (after a read barrier).
+func (s *Store) WatchPoint() uint64 { return s.ver.cur.Load() }
 
 // WatchVersion is the version of the watch table encoding that Watches
 // writes.
@@ -104,11 +94,11 @@ var ErrBadWatches = errors.New("store: malformed watch table")
 // The watch table, as Watches encodes it:
 //
 //	+---------+-----------------+--------------------+-----------------+-------------------------+
-//	| version | last uvarint    | flushed uvarint    | count uvarint   | count x version uvarint |
+//	| version | cur uvarint     | flushed uvarint    | count uvarint   | count x version uvarint |
 //	+---------+-----------------+--------------------+-----------------+-------------------------+
 //	  1 byte
 //
-// version is WatchVersion; last is WatchPoint; flushed the version of the
+// version is WatchVersion; cur is the last version taken (WatchPoint); flushed the version of the
 // last FLUSHALL; count is watchBuckets, followed by each bucket's version
 // in bucket order. Uvarints are as in encoding/binary; nothing follows the
 // last bucket.
@@ -118,7 +108,7 @@ var ErrBadWatches = errors.New("store: malformed watch table")
 func (s *Store) Watches() []byte {
 	v := s.ver
 	b := append(make([]byte, 0, 3*watchBuckets), WatchVersion)
-	b = binary.AppendUvarint(b, v.last.Load())
+	b = binary.AppendUvarint(b, v.cur.Load())
 	b = binary.AppendUvarint(b, v.flushed.Load())
 	b = binary.AppendUvarint(b, uint64(len(v.buckets)))
 	for i := range v.buckets {
@@ -148,7 +138,6 @@ func (s *Store) RestoreWatches(b []byte) error {
 		return fmt.Errorf("%w: %d bytes after the last bucket", ErrBadWatches, len(b))
 	}
 	v := s.ver
-	v.last.Store(vals[0])
 	v.cur.Store(vals[0])
 	v.flushed.Store(vals[1])
 	for i := range v.buckets {
