@@ -54,8 +54,7 @@ func (s *Store) Apply(entry []byte) (Result, error) {
 	if e.op.session() {
 		return Result{Err: ErrNoStamp}, nil
 	}
-	s.applying.Lock()
-	defer s.applying.Unlock()
+	defer s.lockApplying(e.op == OpExec)()
 	return s.apply(e), nil
 }
 

@@ -97,8 +97,7 @@ func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result))
 	if err != nil {
 		return err
 	}
-	s.applying.Lock()
-	defer s.applying.Unlock()
+	defer s.lockApplying(holdsExec(batch))()
 	if at.Index != 0 {
 		s.advanceSessions(at.Time)
 	}
@@ -132,6 +131,30 @@ func (s *Store) applyAt(e entry, at Stamp, w *wrap) Result {
 		return s.exec(e, at)
 	}
 	return s.apply(e)
+}
+
+// lockApplying locks s.applying, for writing if exclusive, and returns
+// the function that unlocks it.
+func (s *Store) lockApplying(exclusive bool) (unlock func()) {
+	if exclusive {
+		s.applying.Lock()
+		return s.applying.Unlock
+	}
+	s.applying.RLock()
+	return s.applying.RUnlock
+}
+
+// holdsExec reports whether a batch that CheckBatch accepts holds an
+// OpExec. It reads only the entries' lengths and ops.
+func holdsExec(batch []byte) bool {
+	for len(batch) > 0 {
+		l, w := binary.Uvarint(batch)
+		if Op(batch[w+1]) == OpExec {
+			return true
+		}
+		batch = batch[w+int(l):]
+	}
+	return false
 }
 
 // scratch is where ApplyBatch decodes entries. The entries point into the

@@ -113,10 +113,11 @@ type Store struct {
 	retain   bool      // see Retain
 	fresh    int       // see Options.fresh
 	ver      *versions // the watch table: see Watch positions
-	// applying is held while an entry or a batch applies: they apply one
-	// at a time, whatever goroutines call, so that a transaction's WATCH
-	// check and its writes are atomic (see Watch positions).
-	applying sync.Mutex
+	// applying is read-locked while an entry or a batch applies, and
+	// write-locked while one with a transaction does: so that a
+	// transaction's WATCH check and its writes are atomic, whatever
+	// goroutines apply (see Watch positions).
+	applying sync.RWMutex
 	// txDone is closed once the transaction under way, if any, clears the
 	// stripes it marked busy (see Transactions).
 	txDone atomic.Pointer[chan struct{}]

@@ -368,3 +368,44 @@ func TestTxIsolated(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestWatchConcurrentIncrements has goroutines increment one key
+// optimistically, each applying its own transactions: read the watch
+// position and the value, then a transaction that watched the key there
+// and sets it one higher. The key ends at the number of transactions that
+// applied: no increment was lost to another's.
+func TestWatchConcurrentIncrements(t *testing.T) {
+	s := New(Options{})
+	const goroutines, tries = 4, 300
+	var wg sync.WaitGroup
+	applied := make([]int, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range tries {
+				pos := s.WatchPoint()
+				n := 0
+				if v, ok := s.Get([]byte("n")); ok {
+					fmt.Sscan(string(v), &n)
+				}
+				r, err := s.Apply(txEntry(t, []watched{{"n", pos}}, fmt.Sprintf("set n %d", n+1)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Done {
+					applied[g]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range applied {
+		total += n
+	}
+	if got := value(s, "n"); got != fmt.Sprint(total) {
+		t.Fatalf("n = %s after %d applied increments", got, total)
+	}
+}

@@ -36,8 +36,9 @@ import (
 // transaction that watched before it, whether or not its keys existed
 // (Redis refuses only those whose keys existed).
 //
-// The check and the transaction's writes are atomic because entries and
-// batches apply one at a time (Store.applying). The table is part of the replicated state, saved with
+// The check and the transaction's writes are atomic: a batch that holds a
+// transaction applies alone, whatever other goroutines apply
+// (Store.applying). The table is part of the replicated state, saved with
 // snapshots (see Watches), so that a member restored from one decides as
 // the others do.
 
