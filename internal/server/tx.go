@@ -21,12 +21,15 @@ import (
 // outside a transaction (see buildTx), except that its write is added to
 // the transaction rather than to the connection's batch, and a simple read
 // (GET, MGET, EXISTS, ...) becomes an OpRead, which reads its keys where it
-// stands among the writes. Its argument errors (a syntax error, a value
-// that is not an integer) come back in EXEC's array, as in Redis, and so do
-// its runtime errors. A command that neither writes nor reads keys (PING,
-// ECHO, DBSIZE, INFO) runs while EXEC builds the entry, before it is
-// applied; a read of keys that is not a simple read (RANGE) cannot be
-// queued, since it could not see the transaction's writes.
+// stands among the writes; so does each value that another read (GETRANGE,
+// LCS, GETBIT, BITFIELD's GETs) reads through getValue, and that command
+// runs again once the entry is applied, reading what its OpReads found.
+// Its argument errors (a syntax error, a value that is not an integer)
+// come back in EXEC's array, as in Redis, and so do its runtime errors. A
+// command that neither writes nor reads keys (PING, ECHO, DBSIZE, INFO,
+// SCAN) runs while EXEC builds the entry, before it is applied; RANGE,
+// which reads a range of keys, cannot be queued, since it could not see
+// the transaction's writes.
 //
 // WATCH records its keys with the store's WatchPoint, read after a read
 // barrier; EXEC carries them in the entry, and the store refuses the
@@ -75,6 +78,11 @@ type txState struct {
 	// buildTx), and replies records how to answer its entries.
 	build   *store.Tx
 	replies []reply
+	// reran is set by txRead while EXEC builds the entry: the command
+	// read a value, so it runs again once the entry is applied, when
+	// looked holds what its reads found, in order.
+	reran  bool
+	looked []lookup
 }
 
 // watch is a watched key and the position it was watched at.
@@ -110,7 +118,7 @@ func (c *conn) queue(cmd *command, args [][]byte) {
 	switch {
 	case notInMulti[cmd.name]:
 		c.err("ERR Command not allowed inside a transaction")
-	case !cmd.write && cmd.reply == nil && cmd.first > 0:
+	case cmd.perGroup:
 		c.err(fmt.Sprintf("ERR '%s' cannot be queued in a transaction: it could not see the transaction's writes", cmd.name))
 	case len(c.tx.cmds) >= maxTxCommands || c.tx.bytes+n > maxTxBytes:
 		c.err(fmt.Sprintf("ERR transaction too large: at most %d commands and %d MiB of arguments can be queued", maxTxCommands, maxTxBytes>>20))
@@ -212,11 +220,14 @@ func (c *conn) watchCmd(args [][]byte) {
 
 // txItem is how EXEC answers one queued command: from the results of
 // entries from..to-1 of the transaction (a write's, after an OpSeq's for
-// FLINT.SEQ, or an OpRead's, for read), or with the reply it made while
-// the entry was built (made).
+// FLINT.SEQ, or an OpRead's, for read), by running it again (rerun, with
+// its arguments) with what its OpReads found, or with the reply it made
+// while the entry was built (made).
 type txItem struct {
 	from, to int
 	read     *command
+	rerun    *command
+	args     [][]byte
 	made     []byte
 }
 
@@ -278,13 +289,37 @@ func (c *conn) buildTx(tx *store.Tx) []txItem {
 			it.read = cmd
 		} else {
 			start := len(c.out)
+			c.tx.reran = false
 			cmd.run(c, args)
-			it.made = append([]byte(nil), c.out[start:]...)
+			if c.tx.reran {
+				it.rerun, it.args = cmd, args
+			} else {
+				it.made = append([]byte(nil), c.out[start:]...)
+			}
 			c.out = c.out[:start]
 		}
 		it.to = tx.Len()
 	}
 	return items
+}
+
+// txRead is getValue inside a transaction. While EXEC builds the entry, it
+// adds an OpRead of key, marks the command to run again, and answers that
+// key is missing; when the command runs again, it answers what the OpRead
+// found.
+func (c *conn) txRead(key []byte) (val []byte, found, ok bool) {
+	if c.tx.build != nil {
+		c.tx.build.Add(store.OpRead, 0, key)
+		c.tx.replies = append(c.tx.replies, nil)
+		c.tx.reran = true
+		return nil, false, true
+	}
+	if len(c.tx.looked) == 0 { // it reads more than it did the first time
+		return nil, false, true
+	}
+	l := c.tx.looked[0]
+	c.tx.looked = c.tx.looked[1:]
+	return l.val, l.found, true
 }
 
 // txWrite is write while EXEC builds its entry: it adds the write, after
@@ -306,11 +341,11 @@ func (c *conn) replyTx(items []txItem, replies []reply, results []store.Result) 
 	for _, it := range items {
 		switch {
 		case it.read != nil:
-			got := make([]lookup, len(results[it.from].Sub))
-			for i, r := range results[it.from].Sub {
-				got[i] = lookup{r.Val, r.Found}
-			}
-			it.read.reply(c, got)
+			it.read.reply(c, lookups(results[it.from:it.to]))
+		case it.rerun != nil:
+			c.tx.looked = lookups(results[it.from:it.to])
+			it.rerun.run(c, it.args)
+			c.tx.looked = nil
 		case it.from < it.to:
 			res := results[it.to-1] // the write's: an OpSeq's comes before it
 			if res.Err != nil {
@@ -322,4 +357,15 @@ func (c *conn) replyTx(items []txItem, replies []reply, results []store.Result) 
 			c.out = append(c.out, it.made...)
 		}
 	}
+}
+
+// lookups returns what the OpReads with these results found, in order.
+func lookups(results []store.Result) []lookup {
+	var got []lookup
+	for _, res := range results {
+		for _, r := range res.Sub {
+			got = append(got, lookup{r.Val, r.Found})
+		}
+	}
+	return got
 }

@@ -86,7 +86,6 @@ func TestTxReplies(t *testing.T) {
 		{"DEL s", ":1\r\n"},
 		{"MULTI", "+OK\r\n"},
 		{"EXEC", "*0\r\n"},
-		{"RANGE a z", "*0\r\n"},
 	}
 	for _, proto := range []string{"2", "3"} {
 		t.Run("RESP"+proto, func(t *testing.T) {
@@ -102,6 +101,30 @@ func TestTxReplies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTxValueReads checks the reads of values that are not simple reads
+// (GETRANGE, LCS, the bit reads) inside a transaction: they see the writes
+// before them in it, and their argument errors come in EXEC's array.
+func TestTxValueReads(t *testing.T) {
+	srv := start(t, server.Config{})
+	raw := dialRaw(t, srv.Addr)
+	runSteps(t, raw, []txStep{
+		{"SET a hello", "+OK\r\n"},
+		{"MULTI", "+OK\r\n"},
+		{"SETRANGE a 0 J", "+QUEUED\r\n"},
+		{"GETRANGE a 0 1", "+QUEUED\r\n"},
+		{"GETRANGE a x 1", "+QUEUED\r\n"},
+		{"SET b jello", "+QUEUED\r\n"},
+		{"LCS a b", "+QUEUED\r\n"},
+		{"GETBIT a 1", "+QUEUED\r\n"},
+		{"BITFIELD a GET u8 0", "+QUEUED\r\n"},
+		{"BITCOUNT nosuch", "+QUEUED\r\n"},
+		{"EXEC", "*8\r\n:5\r\n$2\r\nJe\r\n-ERR value is not an integer or out of range\r\n+OK\r\n$4\r\nello\r\n:1\r\n*1\r\n:74\r\n:0\r\n"},
+		{"MULTI", "+OK\r\n"},
+		{"RANGE a z", "-ERR 'range' cannot be queued in a transaction: it could not see the transaction's writes\r\n"},
+		{"EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+	})
 }
 
 // TestTxWatchOtherClient checks that a write by another connection between
