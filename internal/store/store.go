@@ -53,6 +53,13 @@
 // sessions are evicted, and a session's results of the lowest seqs dropped
 // (its floor then passes them), so that a retry gets an error but never
 // applies a write twice.
+//
+// # Transactions
+//
+// An OpExec entry is a transaction: the entries of its commands, applied
+// as one and isolated from readers, unless a key its client watched was
+// written since (see tx.go). The watch table that decides that is
+// replicated state too, saved with snapshots (see watch.go).
 package store
 
 import (
