@@ -54,7 +54,9 @@ func (s *Store) Apply(entry []byte) (Result, error) {
 	if e.op.session() {
 		return Result{Err: ErrNoStamp}, nil
 	}
-	defer s.lockApplying(e.op == OpExec)()
+	exclusive := e.op == OpExec
+	s.lockApplying(exclusive)
+	defer s.unlockApplying(exclusive)
 	return s.apply(e), nil
 }
 

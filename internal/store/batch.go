@@ -97,7 +97,9 @@ func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result))
 	if err != nil {
 		return err
 	}
-	defer s.lockApplying(holdsExec(batch))()
+	exclusive := holdsExec(batch)
+	s.lockApplying(exclusive)
+	defer s.unlockApplying(exclusive)
 	if at.Index != 0 {
 		s.advanceSessions(at.Time)
 	}
@@ -133,15 +135,23 @@ func (s *Store) applyAt(e entry, at Stamp, w *wrap) Result {
 	return s.apply(e)
 }
 
-// lockApplying locks s.applying, for writing if exclusive, and returns
-// the function that unlocks it.
-func (s *Store) lockApplying(exclusive bool) (unlock func()) {
+// lockApplying locks s.applying, for writing if exclusive, else for
+// reading. (It returns no unlocking function: a method value allocates.)
+func (s *Store) lockApplying(exclusive bool) {
 	if exclusive {
 		s.applying.Lock()
-		return s.applying.Unlock
+	} else {
+		s.applying.RLock()
 	}
-	s.applying.RLock()
-	return s.applying.RUnlock
+}
+
+// unlockApplying undoes lockApplying(exclusive).
+func (s *Store) unlockApplying(exclusive bool) {
+	if exclusive {
+		s.applying.Unlock()
+	} else {
+		s.applying.RUnlock()
+	}
 }
 
 // holdsExec reports whether a batch that CheckBatch accepts holds an
