@@ -194,18 +194,35 @@ func CheckBatch(batch []byte) error { return checkFrom(batch, 0, 0) }
 // which follow one with op prev (0 for none).
 func checkFrom(batch []byte, i int, prev Op) error {
 	var scratch [8][]byte
+	ws := wrapCheck{prev}
 	for ; len(batch) > 0; i++ {
 		var e entry
 		var err error
 		if e, batch, err = nextEntry(batch, i, scratch[:0]); err != nil {
 			return err
 		}
-		if err := checkWrap(prev, e.op, i); err != nil {
+		if err := ws.next(e.op, i); err != nil {
 			return err
 		}
-		prev = e.op
 	}
-	if prev == OpSeq {
+	return ws.end()
+}
+
+// wrapCheck checks, entry after entry, that every OpSeq of a sequence is
+// followed by an entry it can wrap. prev is the op of the last entry seen
+// (0 for none).
+type wrapCheck struct{ prev Op }
+
+// next checks entry i, whose op is op.
+func (w *wrapCheck) next(op Op, i int) error {
+	err := checkWrap(w.prev, op, i)
+	w.prev = op
+	return err
+}
+
+// end checks that the sequence does not end with an OpSeq.
+func (w *wrapCheck) end() error {
+	if w.prev == OpSeq {
 		return errSeqAtEnd
 	}
 	return nil

@@ -94,7 +94,7 @@ func checkExec(args [][]byte) error {
 			return fmt.Errorf("%w: OpExec with a watch position of %d bytes", ErrBadEntry, len(watches[i]))
 		}
 	}
-	var prev Op
+	var ws wrapCheck
 	var scratch [8][]byte
 	for i, b := range entries {
 		// Look at the op before decoding: a nested OpExec is refused
@@ -106,15 +106,11 @@ func checkExec(args [][]byte) error {
 		if err != nil {
 			return fmt.Errorf("entry %d of an OpExec: %w", i, err)
 		}
-		if err := checkWrap(prev, e.op, i); err != nil {
+		if err := ws.next(e.op, i); err != nil {
 			return err
 		}
-		prev = e.op
 	}
-	if prev == OpSeq {
-		return errSeqAtEnd
-	}
-	return nil
+	return ws.end()
 }
 
 // exec applies an OpExec entry of a batch stamped at (see Transactions).
