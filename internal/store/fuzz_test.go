@@ -121,13 +121,13 @@ func FuzzRestoreSessions(f *testing.F) {
 // never panic, must refuse what it does not take with ErrBadWatches and
 // change nothing then, and a table it takes must encode to a fixed point.
 func FuzzRestoreWatches(f *testing.F) {
-	seed := New(Options{})
+	seed := New(Options{Stripes: 1})
 	applyCmds(f, seed, Stamp{Index: 7}, "set a 1", "flush", "set b 2")
 	f.Add(seed.Watches())
 	f.Add([]byte{WatchVersion, 0, 0, 0})
-	empty := New(Options{}).Watches()
+	empty := New(Options{Stripes: 1}).Watches()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := New(Options{})
+		s := New(Options{Stripes: 1})
 		if err := s.RestoreWatches(b); err != nil {
 			if !errors.Is(err, ErrBadWatches) {
 				t.Fatalf("error %v does not wrap ErrBadWatches", err)
@@ -138,7 +138,7 @@ func FuzzRestoreWatches(f *testing.F) {
 			return
 		}
 		enc := s.Watches()
-		r := New(Options{})
+		r := New(Options{Stripes: 1})
 		if err := r.RestoreWatches(enc); err != nil || !bytes.Equal(r.Watches(), enc) {
 			t.Fatalf("a restored table does not encode to a fixed point: %v", err)
 		}
