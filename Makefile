@@ -6,7 +6,7 @@ ADDR      ?= 127.0.0.1:7379
 FUZZTIME  ?= 10s
 # Fuzz targets run briefly by `make test`; `make fuzz FUZZTIME=1h` runs them long.
 FUZZ      := ./internal/protocol:FuzzParser ./internal/protocol:FuzzReader ./internal/store:FuzzApply \
-             ./internal/store:FuzzRestoreSessions ./internal/store:FuzzBits ./internal/server:FuzzSubstr \
+             ./internal/store:FuzzRestoreSessions ./internal/store:FuzzRestoreWatches ./internal/store:FuzzBits ./internal/server:FuzzSubstr \
              ./internal/frame:FuzzScanner ./internal/wal:FuzzSegment ./internal/snap:FuzzLoad \
              ./internal/server:FuzzPrefetchAhead ./internal/transport:FuzzFrame \
              ./internal/transport:FuzzHandshake

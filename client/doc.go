@@ -126,6 +126,12 @@
 //     unknown is never sent again: the call fails with ErrUnknownOutcome,
 //     or returns the server's UNKNOWN error reply, and the caller, who
 //     knows whether the write may apply twice, decides.
+//   - MULTI, EXEC, DISCARD, WATCH and UNWATCH change nothing themselves: a
+//     Batch that holds a transaction is sent again when its other commands
+//     may be, so a transaction whose writes go in a session (FLINT.SEQ
+//     inside MULTI) takes effect once. A transaction on one connection
+//     needs all of its commands to go to one member: in a sharded map, its
+//     keys must share a slot.
 //
 // In a Batch, the commands a member refuses are sent again, in order, and
 // each reply still takes its command's place; a batch's request to a

@@ -366,11 +366,17 @@ var readOnly = map[string]bool{
 // expires.
 var sessionCommands = map[string]bool{"FLINT.SEQ": true, "FLINT.SESSION": true}
 
-// reads reports whether every one of cmds is a read, or a session command,
-// so that it may be sent again whatever its outcome.
+// txCommands may be sent again too: they change nothing themselves. A
+// transaction sent again on a new connection is queued anew, and what EXEC
+// applies is its queued commands, each judged on its own: writes in
+// FLINT.SEQ apply once, and a write outside a session stops the resend.
+var txCommands = map[string]bool{"MULTI": true, "EXEC": true, "DISCARD": true, "WATCH": true, "UNWATCH": true}
+
+// reads reports whether every one of cmds is a read, a session command or
+// a transaction command, so that it may be sent again whatever its outcome.
 func (rt *retrier) reads(cmds []int) bool {
 	for _, i := range cmds {
-		if name := commandName(rt.req.command(i)); !readOnly[name] && !sessionCommands[name] {
+		if name := commandName(rt.req.command(i)); !readOnly[name] && !sessionCommands[name] && !txCommands[name] {
 			return false
 		}
 	}

@@ -131,8 +131,12 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 		err = fmt.Errorf("snapshot %s: its header says index %d term %d", info.Name, meta.Index, meta.Term)
 	}
 	for _, s := range meta.Sections {
-		if err == nil && s.Name == sessionsSection {
+		switch {
+		case err != nil:
+		case s.Name == sessionsSection:
 			err = st.RestoreSessions(s.Data)
+		case s.Name == watchesSection:
+			err = st.RestoreWatches(s.Data)
 		}
 	}
 	return st, meta, err
@@ -143,6 +147,13 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 // view, so that exactly-once retries survive a restart and reach a member
 // that installs the snapshot.
 const sessionsSection = "sessions"
+
+// watchesSection is the snapshot section that holds the store's watch
+// table (store.Watches), taken with the sessions, so that a member restored
+// from a snapshot decides the transactions that watched keys as the others
+// do. A snapshot written before transactions has none: the table is then
+// empty.
+const watchesSection = "watches"
 
 // withAdvice tells the operator what to do about a damaged newest snapshot.
 func withAdvice(err error, snaps []snap.Info) error {

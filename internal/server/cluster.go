@@ -208,11 +208,20 @@ func (c *conn) noteSlot(args [][]byte) {
 // with no leader known, CLUSTERDOWN, which cluster clients retry. A write
 // without keys keeps READONLY, as a Redis replica answers it.
 func (c *conn) refusedReply(err error, i int, msg string) string {
-	if c.srv.cluster == nil || !errors.Is(err, replica.ErrNotLeader) || c.slots[i] < 0 {
+	if c.srv.cluster == nil {
+		return msg
+	}
+	return c.refusedAt(err, c.slots[i], msg)
+}
+
+// refusedAt is refusedReply for a write whose key is in slot s (-1 for
+// none).
+func (c *conn) refusedAt(err error, s int32, msg string) string {
+	if c.srv.cluster == nil || !errors.Is(err, replica.ErrNotLeader) || s < 0 {
 		return msg
 	}
 	if addr, ok := c.srv.cluster.Redirect(); ok {
-		return moved(int(c.slots[i]), addr)
+		return moved(int(s), addr)
 	}
 	return errorReply(replica.ErrNoLeader)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/server/servertest"
 	"github.com/flintkv/flint/internal/shardmap"
+	"github.com/flintkv/flint/internal/slot"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -220,5 +221,57 @@ func TestShardRouting(t *testing.T) {
 	f.view = &server.Shards{Group: 2}
 	if got := c.do("GET", "c").String(); got != "(error) CLUSTERDOWN The cluster is down" {
 		t.Errorf("GET before the map is known = %s", got)
+	}
+}
+
+// TestShardTx: in a sharded cluster a transaction's keys must share a
+// slot, as in Redis Cluster: a queued command on another group's key gets
+// MOVED and discards the transaction, and EXEC of commands on two slots of
+// the group answers CROSSSLOT.
+func TestShardTx(t *testing.T) {
+	f := newFakeShard(t)
+	f.mu.lead = 1
+	f.Local = server.Local{S: store.New(store.Options{})}
+	c := dialRaw(t, servertest.StartBackend(t, server.Config{}, f).Addr)
+	other := "" // a key of group 2 in another slot than "c"'s, 7365
+	for i := 0; other == ""; i++ {
+		if k := fmt.Sprint("k", i); slot.Of([]byte(k)) != 7365 && f.view.Map.Owner(slot.Of([]byte(k))).ID == 2 {
+			other = k
+		}
+	}
+	for _, tc := range []struct {
+		cmds []string
+		want []string
+	}{
+		{[]string{"MULTI", "SET c 1", "GET {c}x", "EXEC"}, []string{`"OK"`, `"QUEUED"`, `"QUEUED"`, `["OK" (nil)]`}},
+		{[]string{"MULTI", "SET c 1", "SET b 1", "EXEC"},
+			[]string{`"OK"`, `"QUEUED"`, "(error) MOVED 3300 127.0.0.1:7102", "(error) EXECABORT Transaction discarded because of previous errors."}},
+		{[]string{"MULTI", "MSET c 1 b 2", "EXEC"},
+			[]string{`"OK"`, "(error) CROSSSLOT Keys in request don't hash to the same slot", "(error) EXECABORT Transaction discarded because of previous errors."}},
+		{[]string{"MULTI", "SET c 2", "SET " + other + " 1", "EXEC", "GET c"},
+			[]string{`"OK"`, `"QUEUED"`, `"QUEUED"`, "(error) CROSSSLOT Keys in request don't hash to the same slot", `"1"`}},
+		{[]string{"WATCH b"}, []string{"(error) MOVED 3300 127.0.0.1:7102"}},
+		{[]string{"WATCH c", "MULTI", "FLINT.SEQ 1 1 1 SET b 1", "EXEC"},
+			[]string{`"OK"`, `"OK"`, "(error) MOVED 3300 127.0.0.1:7102", "(error) EXECABORT Transaction discarded because of previous errors."}},
+	} {
+		for i, cmd := range tc.cmds {
+			if got := c.do(strings.Fields(cmd)...).String(); got != tc.want[i] {
+				t.Errorf("%v: %q = %s, want %s", tc.cmds, cmd, got, tc.want[i])
+			}
+		}
+	}
+}
+
+// TestTxRefusedAtFollower: EXEC at a member that turns out not to lead is
+// answered MOVED to the leader for the slot of the transaction's keys, as
+// a write is.
+func TestTxRefusedAtFollower(t *testing.T) {
+	c := startMember(t, &fakeMember{refuse: replica.ErrNotLeader, leadAfter: 2})
+	for _, step := range [][2]string{
+		{"MULTI", `"OK"`}, {"SET foo 1", `"QUEUED"`}, {"EXEC", "(error) MOVED 12182 127.0.0.1:7002"},
+	} {
+		if got := c.do(strings.Fields(step[0])...).String(); got != step[1] {
+			t.Errorf("%s = %s, want %s", step[0], got, step[1])
+		}
 	}
 }

@@ -142,7 +142,7 @@ func (c *conn) execMuted(args [][]byte) {
 	c.commit()
 	c.flush() // the replies before this command's are sent
 	c.muted = true
-	c.execCmd(args)
+	c.dispatch(args)
 	c.commit()
 	c.muted = false
 	if !off || c.replyOff {

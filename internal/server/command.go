@@ -68,7 +68,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands, pubsubCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands, pubsubCommands, txCommands} {
 		for _, cmd := range list {
 			commands[cmd.name] = cmd
 		}
@@ -122,10 +122,6 @@ func init() {
 		xadd xread xrange xlen pfadd pfcount pfmerge geoadd`) {
 		unsupported[n] = types
 	}
-	const tx = "Flint has no MULTI/EXEC transactions yet; multi-key commands (MSET, MSETNX, DEL) are atomic"
-	for _, n := range strings.Fields("multi exec discard watch unwatch") {
-		unsupported[n] = tx
-	}
 }
 
 // exec runs one command. A write joins the batch of writes, and so does a
@@ -136,15 +132,17 @@ func (c *conn) exec(args [][]byte) {
 		c.execMuted(args)
 		return
 	}
-	c.execCmd(args)
+	c.dispatch(args)
 }
 
-func (c *conn) execCmd(args [][]byte) {
+// dispatch runs one command whose reply is wanted (see exec).
+func (c *conn) dispatch(args [][]byte) {
 	c.commands++
 	name := c.lowerName(args[0])
 	cmd, ok := commands[string(name)]
 	if ok && cmd.subs != nil && len(args) > 1 {
 		if cmd = c.subcommand(cmd, args[1]); cmd == nil {
+			c.refuseInMulti()
 			c.maybeFlush()
 			return
 		}
@@ -152,21 +150,28 @@ func (c *conn) execCmd(args [][]byte) {
 	if ok {
 		c.lastCmd = cmd
 	}
-	switch { // in Redis's order: unknown command, arity, authentication
+	switch { // in Redis's order: unknown command, arity, authentication; a refusal marks a transaction
 	case !ok:
 		c.commit()
 		c.unknown(string(name), args)
+		c.refuseInMulti()
 	case (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity):
 		c.errArity(cmd.name)
 		c.count(cmd).rejected++
+		c.refuseInMulti()
 	case !c.authed && !strings.Contains(cmd.flags, flagNoAuth):
 		c.err("NOAUTH Authentication required.")
 		c.count(cmd).rejected++
+		c.refuseInMulti()
 	case c.redirect(cmd, args):
 		c.count(cmd).rejected++
+		c.refuseInMulti()
 	case c.inSubscribedContext() && !subscribedOK(cmd.name):
 		c.errSubscribed(cmd, args)
 		c.count(cmd).rejected++
+		c.refuseInMulti()
+	case c.inMulti(cmd):
+		c.queue(cmd, args)
 	case cmd.reply != nil && c.batch.Len() > 0 && !c.srv.paused.Load():
 		c.deferRead(cmd, args)
 		c.count(cmd).calls++

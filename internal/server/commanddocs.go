@@ -136,7 +136,8 @@ var aclOrder = strings.Fields(`@keyspace @read @write @set @sortedset @list @has
 	@geo @stream @pubsub @admin @fast @slow @blocking @dangerous @connection @transaction @scripting`)
 
 // groupACL is the ACL category of each group of commands that has one.
-var groupACL = map[string]string{"string": "@string", "bitmap": "@bitmap", "generic": "@keyspace", "connection": "@connection"}
+var groupACL = map[string]string{"string": "@string", "bitmap": "@bitmap", "generic": "@keyspace", "connection": "@connection",
+	"pubsub": "@pubsub", "transactions": "@transaction"}
 
 // aclCategories returns the command's ACL categories, in Redis's order:
 // those its flags imply as Redis's do (write, readonly, admin, fast or

@@ -751,9 +751,6 @@ func TestCommandErrors(t *testing.T) {
 	wantErr(t, rdb.Do(c, "hset", "h", "f", "v").Err(), "ERR 'hset' is not supported: Flint stores only string values")
 	wantErr(t, rdb.Expire(c, "k", time.Second).Err(), "ERR 'expire' is not supported: keys have no TTLs in Flint")
 	wantErr(t, rdb.TTL(c, "k").Err(), "ERR 'ttl' is not supported: keys have no TTLs in Flint")
-	if err := rdb.Do(c, "MULTI").Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR 'multi' is not supported: ") {
-		t.Fatalf("MULTI: %v", err)
-	}
 
 	// Names are case-insensitive, commands and subcommands alike.
 	if err := rdb.Do(c, "sEt", "case", "v").Err(); err != nil {

@@ -104,6 +104,10 @@ func replySet(c *conn, res store.Result) {
 // only when it holds one command, and a command too long for the backend is
 // refused alone, not with the writes pipelined before it.
 func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
+	if c.tx.build != nil {
+		c.txWrite(op, flags, reply, args)
+		return
+	}
 	if c.batch.Len() > 0 && len(c.batch.Bytes())+store.AddSize(args...)+seqSize(c.seq) > maxBatchBytes {
 		c.commit()
 	}

@@ -79,6 +79,7 @@ type conn struct {
 	// seq, set by FLINT.SEQ while its command runs, is the OpSeq's
 	// arguments that write puts before the command's entry.
 	seq    [][]byte
+	tx     txState // MULTI, and the keys WATCH watches
 	authed bool
 	quit   bool // close after sending the replies so far
 	// subs are the connection's subscriptions (see pubsub.go).

@@ -84,7 +84,13 @@ func clampIndex(i, n int64) int64 {
 
 // getValue reads key's value for a read command, once the read barrier has
 // run (see read); ok is false if it replied with an error instead.
+//
+// Inside a transaction it reads what the transaction's entries before the
+// command left (see txRead).
 func (c *conn) getValue(key []byte) (val []byte, found, ok bool) {
+	if c.tx.build != nil || c.tx.looked != nil {
+		return c.txRead(key)
+	}
 	s, ok := c.read()
 	if !ok {
 		return nil, false, false
@@ -135,12 +141,11 @@ func (c *conn) lcs(args [][]byte) {
 		c.err("ERR If you want both the length and indexes, please just use IDX.")
 		return
 	}
-	s, ok := c.read()
+	a, _, ok := c.getValue(args[1])
 	if !ok {
 		return
 	}
-	a, _ := s.Get(args[1])
-	b, _ := s.Get(args[2])
+	b, _, _ := c.getValue(args[2]) // the read barrier ran for a
 	if int64(len(a)+1)*int64(len(b)+1)*4 > int64(c.srv.cfg.MaxBulk) {
 		c.err("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
 		return

@@ -20,6 +20,8 @@ import (
 //	OpSessionOpen   Done is true; Int: the new session's client id
 //	OpSeq           Done is true, unless it refuses the write it wraps (see the package doc)
 //	OpSessionClose  Done: whether the session was open
+//	OpExec          Done: whether it applied (no watched key changed); Sub: its entries' results
+//	OpRead          Done is true; Sub: each key's Found and Val
 //	ops 40 to 69    see their list in keyspace.go
 //
 // Err is set, and nothing changed, when the command failed on the data
@@ -32,6 +34,7 @@ type Result struct {
 	Val   []byte
 	Int   int64
 	Err   error
+	Sub   []Result
 }
 
 // Apply decodes and applies one entry. Unless Retain is on, it does not
@@ -51,6 +54,9 @@ func (s *Store) Apply(entry []byte) (Result, error) {
 	if e.op.session() {
 		return Result{Err: ErrNoStamp}, nil
 	}
+	exclusive := e.op == OpExec
+	s.lockApplying(exclusive)
+	defer s.unlockApplying(exclusive)
 	return s.apply(e), nil
 }
 
@@ -73,6 +79,10 @@ func (s *Store) apply(e entry) Result {
 		return s.cas(e.args[0], e.args[1], e.args[2])
 	case OpFlush:
 		return s.flush()
+	case OpRead:
+		return s.read(e.args)
+	case OpExec:
+		return s.exec(e, Stamp{})
 	}
 	if keyspaceOp(e.op) {
 		return s.applyKeyspace(e)
@@ -217,6 +227,7 @@ func (s *Store) cas(key, expected, val []byte) Result {
 func (s *Store) flush() Result {
 	s.lock(s.every)
 	defer s.unlock(s.every)
+	s.ver.flushed.Store(s.ver.cur.Add(1))
 	for i := range s.stripes {
 		s.stripes[i].resetLocked(s.freshOf(i))
 	}

@@ -97,9 +97,13 @@ func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result))
 	if err != nil {
 		return err
 	}
+	exclusive := holdsExec(batch)
+	s.lockApplying(exclusive)
+	defer s.unlockApplying(exclusive)
 	if at.Index != 0 {
 		s.advanceSessions(at.Time)
 	}
+	s.ver.begin(at)
 	var w wrap
 	for i := 0; ; { // a prefetched run of entries at a time
 		for _, e := range run {
@@ -125,8 +129,42 @@ func (s *Store) applyAt(e entry, at Stamp, w *wrap) Result {
 		return s.applyWrapped(e, w)
 	case e.op.session():
 		return s.applySession(e, at, w)
+	case e.op == OpExec:
+		return s.exec(e, at)
 	}
 	return s.apply(e)
+}
+
+// lockApplying locks s.applying, for writing if exclusive, else for
+// reading. (It returns no unlocking function: a method value allocates.)
+func (s *Store) lockApplying(exclusive bool) {
+	if exclusive {
+		s.applying.Lock()
+	} else {
+		s.applying.RLock()
+	}
+}
+
+// unlockApplying undoes lockApplying(exclusive).
+func (s *Store) unlockApplying(exclusive bool) {
+	if exclusive {
+		s.applying.Unlock()
+	} else {
+		s.applying.RUnlock()
+	}
+}
+
+// holdsExec reports whether a batch that CheckBatch accepts holds an
+// OpExec. It reads only the entries' lengths and ops.
+func holdsExec(batch []byte) bool {
+	for len(batch) > 0 {
+		l, w := binary.Uvarint(batch)
+		if Op(batch[w+1]) == OpExec {
+			return true
+		}
+		batch = batch[w+int(l):]
+	}
+	return false
 }
 
 // scratch is where ApplyBatch decodes entries. The entries point into the
@@ -156,18 +194,35 @@ func CheckBatch(batch []byte) error { return checkFrom(batch, 0, 0) }
 // which follow one with op prev (0 for none).
 func checkFrom(batch []byte, i int, prev Op) error {
 	var scratch [8][]byte
+	ws := wrapCheck{prev}
 	for ; len(batch) > 0; i++ {
 		var e entry
 		var err error
 		if e, batch, err = nextEntry(batch, i, scratch[:0]); err != nil {
 			return err
 		}
-		if err := checkWrap(prev, e.op, i); err != nil {
+		if err := ws.next(e.op, i); err != nil {
 			return err
 		}
-		prev = e.op
 	}
-	if prev == OpSeq {
+	return ws.end()
+}
+
+// wrapCheck checks, entry after entry, that every OpSeq of a sequence is
+// followed by an entry it can wrap. prev is the op of the last entry seen
+// (0 for none).
+type wrapCheck struct{ prev Op }
+
+// next checks entry i, whose op is op.
+func (w *wrapCheck) next(op Op, i int) error {
+	err := checkWrap(w.prev, op, i)
+	w.prev = op
+	return err
+}
+
+// end checks that the sequence does not end with an OpSeq.
+func (w *wrapCheck) end() error {
+	if w.prev == OpSeq {
 		return errSeqAtEnd
 	}
 	return nil
@@ -179,7 +234,7 @@ var errSeqAtEnd = fmt.Errorf("%w: an OpSeq ends the batch, but must be followed 
 // entry number i of its batch, may not follow one with op prev: what
 // follows an OpSeq must be an entry it can wrap, a write on keys.
 func checkWrap(prev, op Op, i int) error {
-	if prev == OpSeq && op.session() {
+	if prev == OpSeq && (op.session() || op == OpExec || op == OpRead) {
 		return fmt.Errorf("%w: entry %d of batch follows an OpSeq, which can wrap only a write on keys", ErrBadEntry, i)
 	}
 	return nil

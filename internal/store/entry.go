@@ -28,6 +28,10 @@ const (
 	OpSeq          Op = 10 // args: client id, seq, lowest unacknowledged seq (8 bytes each); wraps the next entry
 	OpSessionClose Op = 11 // args: client id (8 bytes)
 
+	// Transaction ops (see tx.go).
+	OpExec Op = 20 // args: watch count n (8 bytes), n x (key, position (8 bytes)), then entries; one transaction
+	OpRead Op = 21 // args: key, ...; reads them, inside an OpExec
+
 	// Ops 40 to 69 are the keyspace and string ops of keyspace.go.
 )
 
@@ -123,9 +127,9 @@ func (e entry) keys() (keys [][]byte, stride int) {
 	switch e.op {
 	case OpMSet, OpMSetNX:
 		return e.args, 2
-	case OpDel:
+	case OpDel, OpRead:
 		return e.args, 1
-	case OpFlush, OpSessionOpen, OpSeq, OpSessionClose:
+	case OpFlush, OpSessionOpen, OpSeq, OpSessionClose, OpExec:
 		return nil, 1
 	}
 	if keyspaceOp(e.op) {
@@ -155,6 +159,10 @@ func (e entry) check() error {
 		ok = n == 3 && len(e.args[0]) == 8 && len(e.args[1]) == 8 && len(e.args[2]) == 8
 	case OpSessionClose:
 		ok = n == 1 && len(e.args[0]) == 8
+	case OpRead:
+		ok = n >= 1
+	case OpExec:
+		return checkExec(e.args)
 	default:
 		ok = keyspaceOp(e.op) && e.keyspaceCheck()
 	}

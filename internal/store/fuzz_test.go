@@ -27,6 +27,9 @@ func FuzzApply(f *testing.F) {
 	f.Add(AppendEntry(nil, OpBitField, 0, []byte("n"), BitfieldOp{Kind: BitfieldIncr, Bits: 7, Offset: 5, Value: 9}.Arg()))
 	f.Add(AppendEntry(nil, OpBitOp, BitXor, []byte("d"), []byte("n"), []byte("n")))
 	f.Add(AppendEntry(nil, OpIncrByFloat, 0, []byte("n"), []byte("1.5")))
+	f.Add(txEntry(f, []watched{{"n", 0}}, "set k v", "read k n", "incr n 1"))
+	f.Add(txEntry(f, nil, "seq 1 1 1", "set k v"))
+	f.Add(AppendEntry(nil, OpRead, 0, []byte("n")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s := New(Options{Stripes: 4, MaxValue: 1 << 10})
 		s.Apply(AppendEntry(nil, OpSet, 0, []byte("n"), []byte("1")))
@@ -110,6 +113,34 @@ func FuzzRestoreSessions(f *testing.F) {
 		checkSessions(t, tb)
 		if res[2].Err == nil && len(tb.byID) > 3 {
 			t.Fatalf("%d sessions after an open, over the bound", len(tb.byID))
+		}
+	})
+}
+
+// FuzzRestoreWatches feeds arbitrary bytes to RestoreWatches: it must
+// never panic, must refuse what it does not take with ErrBadWatches and
+// change nothing then, and a table it takes must encode to a fixed point.
+func FuzzRestoreWatches(f *testing.F) {
+	seed := New(Options{Stripes: 1})
+	applyCmds(f, seed, Stamp{Index: 7}, "set a 1", "flush", "set b 2")
+	f.Add(seed.Watches())
+	f.Add([]byte{WatchVersion, 0, 0, 0})
+	empty := New(Options{Stripes: 1}).Watches()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := New(Options{Stripes: 1})
+		if err := s.RestoreWatches(b); err != nil {
+			if !errors.Is(err, ErrBadWatches) {
+				t.Fatalf("error %v does not wrap ErrBadWatches", err)
+			}
+			if !bytes.Equal(s.Watches(), empty) {
+				t.Fatal("a refused table changed the store's")
+			}
+			return
+		}
+		enc := s.Watches()
+		r := New(Options{Stripes: 1})
+		if err := r.RestoreWatches(enc); err != nil || !bytes.Equal(r.Watches(), enc) {
+			t.Fatalf("a restored table does not encode to a fixed point: %v", err)
 		}
 	})
 }

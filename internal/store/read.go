@@ -6,7 +6,7 @@ import "runtime"
 // and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool) {
 	st, h := s.locate(key)
-	st.mu.RLock()
+	s.rlockStripe(st)
 	v, ok := st.getLocked(h, key)
 	st.mu.RUnlock()
 	return v, ok
@@ -102,7 +102,7 @@ func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
 	if string(start) > string(end) || limit <= 0 {
 		return dst
 	}
-	s.lock(s.every)
+	s.lockQuiet(s.every)
 	defer s.unlock(s.every)
 	views := make([][]run, len(s.stripes))
 	for i := range s.stripes {

@@ -69,7 +69,7 @@ type hashedKey struct {
 // positive; it returns them, the position to go on from, and whether st
 // has no more.
 func (st *stripe) scan(s *Store, from uint64, n int, budget *int, keys []string) ([]string, uint64, bool) {
-	st.mu.RLock()
+	s.rlockStripe(st) // a transaction's keys are seen all or none
 	defer st.mu.RUnlock()
 	for {
 		seg := st.mu.m.seg(from)

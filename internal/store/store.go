@@ -53,6 +53,13 @@
 // sessions are evicted, and a session's results of the lowest seqs dropped
 // (its floor then passes them), so that a retry gets an error but never
 // applies a write twice.
+//
+// # Transactions
+//
+// An OpExec entry is a transaction: the entries of its commands, applied
+// as one and isolated from readers, unless a key its client watched was
+// written since (see tx.go). The watch table that decides that is
+// replicated state too, saved with snapshots (see watch.go).
 package store
 
 import (
@@ -109,9 +116,18 @@ type Store struct {
 	mask     uint64
 	maxValue int
 	stripes  []stripe
-	every    lockSet // every stripe, in order
-	retain   bool    // see Retain
-	fresh    int     // see Options.fresh
+	every    lockSet   // every stripe, in order
+	retain   bool      // see Retain
+	fresh    int       // see Options.fresh
+	ver      *versions // the watch table: see Watch positions
+	// applying is read-locked while an entry or a batch applies, and
+	// write-locked while one with a transaction does: so that a
+	// transaction's WATCH check and its writes are atomic, whatever
+	// goroutines apply (see Watch positions).
+	applying sync.RWMutex
+	// txDone is closed once the transaction under way, if any, clears the
+	// stripes it marked busy (see Transactions).
+	txDone atomic.Pointer[chan struct{}]
 
 	scanSegments int // see Options.scanSegments
 	// sessions is the client-session table (see the package doc). Only
@@ -148,7 +164,11 @@ type stripe struct {
 		// garbage estimates the memory idx keeps only for shadowed and
 		// absent items, and their cells and values, in bytes: see shadowLocked.
 		garbage int64
+		// busy is set while a transaction applies to the stripe's keys:
+		// readers wait until it is clear (see Transactions).
+		busy bool
 	}
+	ver   *versions    // the store's watch table: every write of a key touches it
 	keys  atomic.Int64 // number of keys, written under mu
 	bytes atomic.Int64 // sum of key and value lengths, written under mu
 	_     [64]byte     // keep neighbouring stripes' locks off one cache line
@@ -270,8 +290,10 @@ func New(opt Options) *Store {
 	if opt.hashBits > 0 {
 		s.hashMask = 1<<opt.hashBits - 1
 	}
+	s.ver = newVersions()
 	for i := range s.stripes {
 		s.stripes[i].resetLocked(s.freshOf(i))
+		s.stripes[i].ver = s.ver
 	}
 	s.sessions.t = newSessionTable(limitsOf(opt))
 	s.every = make(lockSet, n)
@@ -392,6 +414,7 @@ func (st *stripe) replaceLocked(old *cell, h uint64, key, val []byte) {
 		st.insertLocked(h, key, val)
 		return
 	}
+	st.ver.touch(key)
 	st.bytes.Add(int64(len(val) - len(old.val)))
 	if old.gen == st.mu.gen {
 		old.val = val
@@ -408,6 +431,7 @@ func (st *stripe) replaceLocked(old *cell, h uint64, key, val []byte) {
 // insertLocked stores val under key, whose hash is h and which is not in
 // the stripe.
 func (st *stripe) insertLocked(h uint64, key, val []byte) {
+	st.ver.touch(key)
 	c := newCell(key, val, st.mu.gen)
 	st.bindLocked(h, nil, c)
 	st.mu.idx.add(itemOf(c))
@@ -422,6 +446,7 @@ func (st *stripe) deleteLocked(h uint64, key []byte) bool {
 	if old == nil {
 		return false
 	}
+	st.ver.touch(key)
 	st.unbindLocked(h, old)
 	st.keys.Add(-1)
 	st.bytes.Add(-int64(len(key) + len(old.val)))
@@ -509,12 +534,6 @@ func (s *Store) unlock(ls lockSet) {
 	}
 }
 
-func (s *Store) rlock(ls lockSet) {
-	for _, i := range ls {
-		s.stripes[i].mu.RLock()
-	}
-}
-
 func (s *Store) runlock(ls lockSet) {
 	for _, i := range ls {
 		s.stripes[i].mu.RUnlock()
@@ -527,7 +546,7 @@ func (s *Store) runlock(ls lockSet) {
 // to twice defaultFresh items a stripe, and merging the small runs that
 // leaves (see index.tidy).
 func (s *Store) views() ([][]run, int) {
-	s.lock(s.every)
+	s.lockQuiet(s.every)
 	defer s.unlock(s.every)
 	views, n := make([][]run, len(s.stripes)), 0
 	for i := range s.stripes {

@@ -1,0 +1,48 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/resptest"
+)
+
+// TestSessionTxResendAfterCut sends transactions (MULTI, two INCRs, EXEC,
+// in a Batch) through a proxy that drops the connection after the server
+// ran every other one: with sessions the client sends the batch again,
+// each INCR in FLINT.SEQ with its number, and each transaction takes
+// effect once.
+func TestSessionTxResendAfterCut(t *testing.T) {
+	var execs atomic.Int64
+	p := resptest.StartCutProxy(t, startReplica(t), func(req []byte) bool {
+		return bytes.Contains(req, []byte("EXEC")) && execs.Add(1)%2 == 1
+	})
+	c, err := client.New(p.Addr, client.WithSessions(), client.WithPoolSize(1))
+	must(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const txs = 10
+	for i := range txs {
+		b := c.Batch()
+		b.Do("MULTI")
+		b.Incr("n")
+		b.Do("INCRBY", "m", 10)
+		b.Do("EXEC")
+		vals, err := b.Exec(ctx)
+		if err != nil {
+			t.Fatalf("transaction %d: %v", i+1, err)
+		}
+		if got := vals[3].String(); got != fmt.Sprintf("[%d %d]", i+1, 10*(i+1)) {
+			t.Fatalf("transaction %d: EXEC = %s", i+1, got)
+		}
+	}
+	if p.Cuts() < txs/2 {
+		t.Fatalf("the proxy cut %d connections, want %d: the test did not test resends", p.Cuts(), txs/2)
+	}
+}
