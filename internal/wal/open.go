@@ -399,7 +399,9 @@ func (w *WAL) record(s segment, i int, off int64, typ byte, p []byte, replay Rep
 	case i == 0 && typ != typeHeader:
 		return badFrame(errors.New("the segment does not start with a header"))
 	case i == 0:
-		return badFrame(checkHeader(p, s))
+		return badFrame(w.checkHeader(p, s))
+	case w.multi != nil && typ != typeSeal:
+		return w.multi.record(s, off, typ, p)
 	case typ == typeEntry:
 		e, err := decodeEntry(p)
 		if err != nil {
@@ -446,11 +448,19 @@ func badFrame(err error) error {
 	return fmt.Errorf("%w; the log is damaged, or was written by another version of Flint: run that version, or restore the data directory from a backup", err)
 }
 
-func checkHeader(p []byte, s segment) error {
+// checkHeader checks the header of segment s, whose version must be one
+// that this log reads: 2 or 3 for a log of one group, 4 for a shared log.
+func (w *WAL) checkHeader(p []byte, s segment) error {
 	if len(p) != len(magic)+20 || string(p[:len(magic)]) != magic {
 		return errors.New("not a Flint log segment (bad magic)")
 	}
-	if v := binary.LittleEndian.Uint32(p[len(magic):]); v < minVersion || v > version {
+	v := binary.LittleEndian.Uint32(p[len(magic):])
+	switch {
+	case w.multi == nil && v == sharedVersion:
+		return fmt.Errorf("log format version %d, a shared log of many groups, where a log of one group was expected", v)
+	case w.multi != nil && v != sharedVersion:
+		return fmt.Errorf("log format version %d, a log of one group, where a shared log of many groups (version %d) was expected", v, sharedVersion)
+	case w.multi == nil && (v < minVersion || v > version):
 		return fmt.Errorf("log format version %d, this build reads versions %d to %d", v, minVersion, version)
 	}
 	seq, first := binary.LittleEndian.Uint64(p[len(magic)+4:]), binary.LittleEndian.Uint64(p[len(magic)+12:])
