@@ -126,7 +126,7 @@ func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 		return err
 	}
 	snap := raftpb.SnapshotMetadata{ConfState: raftpb.ConfState{Voters: members}}
-	storage, err := raftlog.New(lg, snap, lg.HardState(), raftlog.Options{})
+	storage, err := raftlog.New(lg, snap, lg.HardState(), raftlog.Options{CacheBytes: groupCacheBytes, CacheEntries: groupCacheEntries})
 	if err != nil {
 		return err
 	}
@@ -161,6 +161,14 @@ func (h *Host) groupList() []*group {
 	defer h.mu.Unlock()
 	return h.mu.list[:len(h.mu.list):len(h.mu.list)]
 }
+
+// The bounds of each group's cache of its latest entries (see raftlog):
+// a node may host thousands of groups, so each gets a small share of what
+// a process of one group keeps.
+const (
+	groupCacheBytes   = 4 << 20
+	groupCacheEntries = 4096
+)
 
 // silentRaft drops raft's narration (it logs every election); its panics
 // still panic.

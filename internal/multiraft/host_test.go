@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"path"
 	"runtime"
 	"slices"
 	"sync"
@@ -75,7 +76,8 @@ func (r *router) SnapshotDone(to, group uint64, err error) {}
 // node is one node of a test cluster, across restarts of its host.
 type node struct {
 	id     uint64
-	fs     *vfs.Mem
+	fs     vfs.FS // a *vfs.Mem, but in benchmarks
+	dir    string // of its log, in fs
 	router router
 	ep     *transporttest.Endpoint
 	log    *wal.Shared
@@ -85,20 +87,30 @@ type node struct {
 
 // cluster is nodes 1..n, each a member of every group 1..g.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *transporttest.Network
 	nodes  []*node
 	groups []uint64
 	cfg    Config // for every host, but for what start sets
 }
 
-func newCluster(t *testing.T, n, groups int, seed uint64, cfg Config) *cluster {
+func newCluster(t testing.TB, n, groups int, seed uint64, cfg Config) *cluster {
+	fss := make([]vfs.FS, n)
+	for i := range fss {
+		fss[i] = vfs.NewMem()
+	}
+	return newClusterOn(t, fss, make([]string, n), groups, seed, cfg)
+}
+
+// newClusterOn is newCluster with a node on each of fss, with its log in
+// the directory "wal" in the same element of dirs.
+func newClusterOn(t testing.TB, fss []vfs.FS, dirs []string, groups int, seed uint64, cfg Config) *cluster {
 	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), cfg: cfg}
 	for g := range groups {
 		c.groups = append(c.groups, uint64(g+1))
 	}
-	for i := range n {
-		nd := &node{id: uint64(i + 1), fs: vfs.NewMem()}
+	for i, fs := range fss {
+		nd := &node{id: uint64(i + 1), fs: fs, dir: path.Join(dirs[i], "wal")}
 		nd.ep = c.net.Register(nd.id, &nd.router)
 		c.nodes = append(c.nodes, nd)
 	}
@@ -125,7 +137,7 @@ func (c *cluster) members() []uint64 {
 // start opens node nd's log and starts its host with every group.
 func (c *cluster) start(nd *node) {
 	c.t.Helper()
-	log, err := wal.OpenShared(nd.fs, "wal", wal.Options{Logger: quiet, SegmentSize: 64 << 10})
+	log, err := wal.OpenShared(nd.fs, nd.dir, wal.Options{Logger: quiet, SegmentSize: 64 << 10})
 	if err != nil {
 		c.t.Fatalf("node %d: %v", nd.id, err)
 	}
@@ -158,7 +170,7 @@ func (c *cluster) stop(nd *node) {
 // power loss tears it, then starts it again.
 func (c *cluster) crash(nd *node, rng *rand.Rand) {
 	c.stop(nd)
-	nd.fs.CrashWith(rng)
+	nd.fs.(*vfs.Mem).CrashWith(rng)
 	c.start(nd)
 }
 
@@ -328,7 +340,7 @@ func checkValues(t *testing.T, g uint64, final, acked, maybe []string) {
 }
 
 // waitFor polls cond every 10 ms until it holds, failing after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
