@@ -94,7 +94,7 @@ func BenchmarkHostWrites(b *testing.B) {
 				counters[i] = vfs.NewFaulty(vfs.OS)
 				fss[i], dirs[i] = counters[i], b.TempDir()
 			}
-			c := newClusterOn(b, fss, dirs, groups, 1, Config{})
+			c := newClusterOn(b, fss, dirs, groups, 1, Config{}, 64<<20)
 			c.campaignAll(b, false)
 			syncs := func() (n int64) {
 				for _, f := range counters {

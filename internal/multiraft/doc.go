@@ -34,9 +34,25 @@
 // leader's quiesce message campaigns and so wakes the others. Quiescence
 // only stops ticks: raft's safety never depends on it.
 //
+// # Snapshots
+//
+// Each group's snapshots are files of package snap in a directory of its
+// own, Config.SnapDir/<group id as 16 hex digits>, the StateMachine's state
+// in their section "state"; the newest two are kept. A group snapshots
+// once it has applied Config.SnapshotEntries entries since its last
+// snapshot, and when the log asks it to: once the shared log is longer
+// than Config.MaxLogBytes, the host asks the groups that keep its oldest
+// segment (wal.Shared.Holders) to snapshot, as TiKV's raft-engine does.
+// A snapshot, once durable, compacts the group's raft storage and
+// releases its entries in the log (wal.Shared.ReleaseTo). A member behind
+// the compaction is sent the snapshot file as a stream of its own
+// (transport.Sender.SendSnapshot); its host makes it durable before raft
+// takes it, then saves the restart of the group's log after it, then
+// restores the StateMachine from it. At start, a group restores from the
+// newest of its snapshots that its log goes on from: a crash before the
+// log's restart was saved leaves the snapshot before it.
+//
 // # What a Host does not do yet
 //
-// Snapshots (a group's log is never released, and a restarted host
-// rebuilds each StateMachine by applying its log from the start) and
-// membership changes: each group's members are fixed when it is added.
+// Membership changes: each group's members are fixed when it is added.
 package multiraft

@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,19 @@ func (l *list) Apply(index uint64, data []byte) any {
 	return len(l.values)
 }
 
+func (l *list) Snapshot() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return json.Marshal(l.values)
+}
+
+func (l *list) Restore(data []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.indexes = nil
+	return json.Unmarshal(data, &l.values)
+}
+
 func (l *list) snapshot() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -53,7 +67,10 @@ func (l *list) snapshot() []string {
 
 // router is a node's transport.Handler across restarts of its host: what
 // arrives while it is down is dropped, as a real network would.
-type router struct{ h atomic.Pointer[Host] }
+type router struct {
+	h     atomic.Pointer[Host]
+	snaps atomic.Int64 // snapshots installed
+}
 
 func (r *router) Receive(from, group uint64, msgs []raftpb.Message) {
 	if h := r.h.Load(); h != nil {
@@ -62,7 +79,15 @@ func (r *router) Receive(from, group uint64, msgs []raftpb.Message) {
 }
 
 func (r *router) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
-	return errors.New("no snapshots")
+	h := r.h.Load()
+	if h == nil {
+		return errors.New("node down")
+	}
+	err := h.ReceiveSnapshot(from, group, m, body)
+	if err == nil {
+		r.snaps.Add(1)
+	}
+	return err
 }
 
 func (r *router) Unreachable(to, group uint64) {
@@ -71,13 +96,17 @@ func (r *router) Unreachable(to, group uint64) {
 	}
 }
 
-func (r *router) SnapshotDone(to, group uint64, err error) {}
+func (r *router) SnapshotDone(to, group uint64, err error) {
+	if h := r.h.Load(); h != nil {
+		h.SnapshotDone(to, group, err)
+	}
+}
 
 // node is one node of a test cluster, across restarts of its host.
 type node struct {
 	id     uint64
 	fs     vfs.FS // a *vfs.Mem, but in benchmarks
-	dir    string // of its log, in fs
+	dir    string // in fs, of its log ("wal") and snapshots ("snap")
 	router router
 	ep     *transporttest.Endpoint
 	log    *wal.Shared
@@ -92,25 +121,33 @@ type cluster struct {
 	nodes  []*node
 	groups []uint64
 	cfg    Config // for every host, but for what start sets
+	// segmentSize is the nodes' logs' wal.Options.SegmentSize.
+	segmentSize int64
 }
 
 func newCluster(t testing.TB, n, groups int, seed uint64, cfg Config) *cluster {
+	return newClusterSegments(t, n, groups, seed, cfg, 64<<10)
+}
+
+// newClusterSegments is newCluster whose logs start a segment every
+// segmentSize bytes.
+func newClusterSegments(t testing.TB, n, groups int, seed uint64, cfg Config, segmentSize int64) *cluster {
 	fss := make([]vfs.FS, n)
 	for i := range fss {
 		fss[i] = vfs.NewMem()
 	}
-	return newClusterOn(t, fss, make([]string, n), groups, seed, cfg)
+	return newClusterOn(t, fss, make([]string, n), groups, seed, cfg, segmentSize)
 }
 
-// newClusterOn is newCluster with a node on each of fss, with its log in
-// the directory "wal" in the same element of dirs.
-func newClusterOn(t testing.TB, fss []vfs.FS, dirs []string, groups int, seed uint64, cfg Config) *cluster {
-	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), cfg: cfg}
+// newClusterOn is newClusterSegments with a node on each of fss, with its
+// log and snapshots in the same element of dirs.
+func newClusterOn(t testing.TB, fss []vfs.FS, dirs []string, groups int, seed uint64, cfg Config, segmentSize int64) *cluster {
+	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), cfg: cfg, segmentSize: segmentSize}
 	for g := range groups {
 		c.groups = append(c.groups, uint64(g+1))
 	}
 	for i, fs := range fss {
-		nd := &node{id: uint64(i + 1), fs: fs, dir: path.Join(dirs[i], "wal")}
+		nd := &node{id: uint64(i + 1), fs: fs, dir: dirs[i]}
 		nd.ep = c.net.Register(nd.id, &nd.router)
 		c.nodes = append(c.nodes, nd)
 	}
@@ -137,12 +174,12 @@ func (c *cluster) members() []uint64 {
 // start opens node nd's log and starts its host with every group.
 func (c *cluster) start(nd *node) {
 	c.t.Helper()
-	log, err := wal.OpenShared(nd.fs, nd.dir, wal.Options{Logger: quiet, SegmentSize: 64 << 10})
+	log, err := wal.OpenShared(nd.fs, path.Join(nd.dir, "wal"), wal.Options{Logger: quiet, SegmentSize: c.segmentSize})
 	if err != nil {
 		c.t.Fatalf("node %d: %v", nd.id, err)
 	}
 	cfg := c.cfg
-	cfg.Node, cfg.Log, cfg.Logger = nd.id, log, quiet
+	cfg.Node, cfg.Log, cfg.Logger, cfg.FS, cfg.SnapDir = nd.id, log, quiet, nd.fs, path.Join(nd.dir, "snap")
 	cfg.Sender = nd.ep
 	h := New(cfg)
 	nd.log, nd.host, nd.lists = log, h, map[uint64]*list{}
@@ -208,10 +245,32 @@ func (c *cluster) write(g uint64, value string, hosts func() []*Host) (acked, ma
 // every node applied the same values to each group, and that those hold
 // every acknowledged write once, in the order acknowledged, and no value
 // never proposed.
+//
+// With snapshots, each group snapshots every 10 entries and the logs
+// release what the snapshots hold, in segments of 4 KiB: members that fall
+// behind are sent snapshots, and power losses strike while they install
+// them too.
 func TestClusterWithFaults(t *testing.T) {
+	t.Run("log", func(t *testing.T) {
+		testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3}, 64<<10)
+	})
+	t.Run("snapshots", func(t *testing.T) {
+		c := testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3, SnapshotEntries: 10, MaxLogBytes: 16 << 10}, 4<<10)
+		installed := int64(0)
+		for _, nd := range c.nodes {
+			installed += nd.router.snaps.Load()
+			if m := nd.log.Metrics(); m.LogBytes > 64<<10 {
+				t.Errorf("node %d's log holds %d bytes in %d segments: it was not released", nd.id, m.LogBytes, m.Segments)
+			}
+		}
+		t.Logf("%d snapshots sent to members behind", installed)
+	})
+}
+
+func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster {
 	seed := seedtest.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	c := newCluster(t, 3, 6, seed, Config{TickInterval: 5 * time.Millisecond, Workers: 3})
+	c := newClusterSegments(t, 3, 6, seed, cfg, segmentSize)
 	c.net.SetFaults(transporttest.Faults{Drop: 0.05, Duplicate: 0.02, Reorder: 0.02, MaxDelay: 2 * time.Millisecond})
 	var hostsMu sync.Mutex
 	hosts := func() []*Host {
@@ -273,6 +332,7 @@ func TestClusterWithFaults(t *testing.T) {
 		acked, maybe = acked+len(outcomes[i].acked), maybe+len(outcomes[i].maybe)
 	}
 	t.Logf("%d writes acknowledged, %d of unknown outcome, through %d power losses and %d isolations", acked, maybe, crashes, partitions)
+	return c
 }
 
 // converged waits until every node has applied the same values to group
