@@ -27,21 +27,8 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	w := &WAL{fs: fs, dir: dir, opt: opt, last: after, after: after}
 	w.withDefaults()
 	w.idx.reset(after + 1)
-	defer func() {
-		if err != nil { // let go of the spare being prepared and the last segment
-			w.dropSpare()
-			if w.f != nil {
-				w.f.Close()
-			}
-		}
-	}()
-	if err := vfs.MkdirAll(fs, dir); err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
-	}
-	if err := w.removeStaleSpare(); err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
-	}
-	segs, err := w.list()
+	defer w.abandonIf(&err)
+	segs, err := w.prepare()
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +80,29 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	w.metrics.LastIndex = w.last
 	w.startSpare()
 	return w, nil
+}
+
+// abandonIf lets go of the spare being prepared and of the last segment
+// if *err, Open's error, is not nil.
+func (w *WAL) abandonIf(err *error) {
+	if *err != nil {
+		w.dropSpare()
+		if w.f != nil {
+			w.f.Close()
+		}
+	}
+}
+
+// prepare makes the log's directory, deletes a spare left by an earlier
+// process, and returns the segments there.
+func (w *WAL) prepare() ([]segment, error) {
+	if err := vfs.MkdirAll(w.fs, w.dir); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if err := w.removeStaleSpare(); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	return w.list()
 }
 
 // whenSpace makes write, one that Open must make, and makes it again for as

@@ -172,21 +172,8 @@ func OpenShared(fs vfs.FS, dir string, opt Options) (_ *Shared, err error) {
 	}
 	w := &WAL{fs: fs, dir: dir, opt: opt, multi: newGroups()}
 	w.withDefaults()
-	defer func() {
-		if err != nil {
-			w.dropSpare()
-			if w.f != nil {
-				w.f.Close()
-			}
-		}
-	}()
-	if err := vfs.MkdirAll(fs, dir); err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
-	}
-	if err := w.removeStaleSpare(); err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
-	}
-	segs, err := w.list()
+	defer w.abandonIf(&err)
+	segs, err := w.prepare()
 	if err != nil {
 		return nil, err
 	}
@@ -253,16 +240,10 @@ func (sh *Shared) Append(ws []Write) error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	if err := w.makeRoom(nil, int64(len(w.buf))); err != nil {
+	start, err := w.writeBuf(nil)
+	if err != nil {
 		return err
 	}
-	seal := w.seal
-	w.buf = seal.close(w.buf)
-	start := w.off
-	if err := w.write(w.buf); err != nil {
-		return err
-	}
-	w.seal, w.dirty = seal, true
 	sh.index(ws, start)
 	if cap(w.buf) > 16<<20 {
 		w.buf = nil

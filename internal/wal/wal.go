@@ -188,16 +188,10 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if writeHS {
 		w.buf = appendHardState(w.buf, hs)
 	}
-	if err := w.makeRoom(entries, int64(len(w.buf))); err != nil {
+	start, err := w.writeBuf(entries)
+	if err != nil {
 		return err
 	}
-	seal := w.seal
-	w.buf = seal.close(w.buf)
-	start := w.off
-	if err := w.write(w.buf); err != nil {
-		return err
-	}
-	w.seal, w.dirty = seal, true
 	if len(entries) > 0 {
 		w.last = entries[len(entries)-1].Index
 		w.mu.Lock()
@@ -212,6 +206,23 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 		w.buf = nil
 	}
 	return nil
+}
+
+// writeBuf writes w.buf, the frames of entries (nil in a shared log) and
+// other records, sealed, in the last segment, after starting a new one if
+// it is full, and returns the offset it was written at.
+func (w *WAL) writeBuf(entries []raftpb.Entry) (int64, error) {
+	if err := w.makeRoom(entries, int64(len(w.buf))); err != nil {
+		return 0, err
+	}
+	seal := w.seal
+	w.buf = seal.close(w.buf)
+	start := w.off
+	if err := w.write(w.buf); err != nil {
+		return 0, err
+	}
+	w.seal, w.dirty = seal, true
+	return start, nil
 }
 
 // Restart makes the log start over after index: every entry it holds
