@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -150,9 +150,7 @@ func mustSaveShared(t testing.TB, sh *wal.Shared, ws []wal.Write) {
 // rewrites of their tails, into small segments: each group reads back its
 // own log, before and after a reopen, and each batch cost one fsync.
 func TestSharedInterleaved(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := vfs.NewMem()
 	f := vfs.NewFaulty(m)
 	sh := openShared(t, f, wal.Options{SegmentSize: 4 << 10})
@@ -309,9 +307,7 @@ func TestSharedRestart(t *testing.T) {
 // was not synced, between random writes over many groups: every group
 // keeps every write that Save acknowledged, and the log goes on.
 func TestSharedCrash(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := vfs.NewMem()
 	opt := wal.Options{SegmentSize: 2 << 10}
 	sh := openShared(t, m, opt)
