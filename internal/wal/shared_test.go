@@ -306,10 +306,18 @@ func TestSharedRestart(t *testing.T) {
 // TestSharedCrash crashes a shared log, with power losses that tear what
 // was not synced, between random writes over many groups: every group
 // keeps every write that Save acknowledged, and the log goes on.
+// With Preallocate, segments start from spare files of zeros.
 func TestSharedCrash(t *testing.T) {
+	for _, prealloc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("preallocate=%t", prealloc), func(t *testing.T) {
+			testSharedCrash(t, wal.Options{SegmentSize: 2 << 10, Preallocate: prealloc})
+		})
+	}
+}
+
+func testSharedCrash(t *testing.T, opt wal.Options) {
 	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
 	m := vfs.NewMem()
-	opt := wal.Options{SegmentSize: 2 << 10}
 	sh := openShared(t, m, opt)
 	acked := newSharedModel()
 	const rounds, groups = 30, 12
