@@ -34,6 +34,14 @@
 // leader's quiesce message campaigns and so wakes the others. Quiescence
 // only stops ticks: raft's safety never depends on it.
 //
+// # Reads
+//
+// ReadBarrier is raft's read index (ReadOnlySafe), at a leader or, asked of
+// its leader, at a follower, then waits for the group to apply up to it
+// on this node: the StateMachine then reflects every write acknowledged
+// before the call. A quiesced group's leader wakes for it; its followers
+// answer the heartbeat without waking.
+//
 // # Snapshots
 //
 // Each group's snapshots are files of package snap in a directory of its

@@ -59,6 +59,10 @@ type group struct {
 	// commit index is not written (see ready).
 	saved   raftpb.HardState
 	waiters map[uint64]chan result // proposals made here, by id
+	// reads are the read barriers waiting for raft to confirm their read
+	// index, by id; readWaits those waiting to apply up to it.
+	reads     map[uint64]chan error
+	readWaits []readWait
 	// Invariant: snapIndex <= applied. applied is the last entry applied
 	// to sm, snapIndex that of the newest snapshot written or installed,
 	// and conf the group's configuration, which never changes.
@@ -78,7 +82,7 @@ type result struct {
 }
 
 func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState, snap raftpb.SnapshotMetadata) *group {
-	return &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{},
+	return &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{},
 		applied: snap.Index, snapIndex: snap.Index, conf: snap.ConfState}
 }
 
@@ -97,7 +101,7 @@ func (g *group) receive(msgs []raftpb.Message) bool {
 			g.in.quiesce = m
 			continue
 		}
-		if t := msgs[i].Type; t != raftpb.MsgHeartbeat && t != raftpb.MsgHeartbeatResp {
+		if !isHeartbeat(msgs[i].Type) {
 			g.wake()
 		}
 		g.in.msgs = append(g.in.msgs, msgs[i])
@@ -161,7 +165,7 @@ func (h *Host) process(g *group) {
 		g.rn.ReportUnreachable(to)
 	}
 	for _, m := range msgs {
-		if m.Type != raftpb.MsgHeartbeat && m.Type != raftpb.MsgHeartbeatResp {
+		if !isHeartbeat(m.Type) {
 			g.quiesce = nil // woken since
 		}
 		// Errors are raft's refusals of a message it cannot take (from a
@@ -247,6 +251,7 @@ func (h *Host) finish(g *group, rd raft.Ready) {
 		}
 		g.applied = e.Index
 	}
+	g.confirmReads(rd.ReadStates)
 	g.rn.Advance(rd)
 }
 

@@ -279,6 +279,7 @@ func (h *Host) Stop() {
 	for _, g := range groups {
 		g.mu.Lock()
 		g.dropWaiters(ErrStopped)
+		g.dropReads(ErrStopped)
 		g.mu.Unlock()
 	}
 }

@@ -214,11 +214,12 @@ func (c *cluster) crash(nd *node, rng *rand.Rand) {
 var quiet = slog.New(slog.DiscardHandler)
 
 // write proposes value to group g at whichever node leads it, trying
-// each node in turn, until one takes it or attempts run out. It reports
-// whether the write was acknowledged, and whether it may have been applied
-// if not.
-func (c *cluster) write(g uint64, value string, hosts func() []*Host) (acked, maybe bool) {
-	for try := range 200 {
+// each node in turn, until one takes it or 20 s have passed. It returns
+// the host that acknowledged the write, or nil and whether it may have
+// been applied.
+func (c *cluster) write(g uint64, value string, hosts func() []*Host) (by *Host, maybe bool) {
+	deadline := time.Now().Add(20 * time.Second)
+	for try := 0; time.Now().Before(deadline); try++ {
 		for _, h := range hosts() {
 			if h == nil || h.Leader(g) != h.cfg.Node {
 				continue
@@ -228,15 +229,34 @@ func (c *cluster) write(g uint64, value string, hosts func() []*Host) (acked, ma
 			cancel()
 			switch {
 			case err == nil:
-				return true, true
+				return h, true
 			case errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoGroup):
 			default:
-				return false, true
+				return nil, true
 			}
 		}
 		time.Sleep(time.Duration(min(try+1, 20)) * time.Millisecond)
 	}
-	return false, false
+	return nil, false
+}
+
+// checkRead reads group g at h through a read barrier, and fails unless
+// it holds every value in acked, acknowledged before. A barrier that fails (h lost its leadership, or stopped) reads
+// nothing. It reports whether it read.
+func checkRead(t *testing.T, h *Host, l *list, g uint64, acked []string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if h.ReadBarrier(ctx, g) != nil {
+		return false
+	}
+	got := l.snapshot()
+	for _, v := range acked {
+		if !slices.Contains(got, v) {
+			t.Errorf("group %d: a read at node %d after a barrier misses %q, acknowledged before it", g, h.cfg.Node, v)
+			break
+		}
+	}
+	return true
 }
 
 // TestClusterWithFaults writes to every group of three nodes, each hosting
@@ -273,16 +293,24 @@ func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster
 	c := newClusterSegments(t, 3, 6, seed, cfg, segmentSize)
 	c.net.SetFaults(transporttest.Faults{Drop: 0.05, Duplicate: 0.02, Reorder: 0.02, MaxDelay: 2 * time.Millisecond})
 	var hostsMu sync.Mutex
+	lists := map[*Host]map[uint64]*list{} // every host's, to read from
 	hosts := func() []*Host {
 		hostsMu.Lock()
 		defer hostsMu.Unlock()
 		var hs []*Host
 		for _, nd := range c.nodes {
 			hs = append(hs, nd.host)
+			lists[nd.host] = nd.lists
 		}
 		return hs
 	}
+	listOf := func(h *Host, g uint64) *list {
+		hostsMu.Lock()
+		defer hostsMu.Unlock()
+		return lists[h][g]
+	}
 	type outcome struct{ acked, maybe []string }
+	var reads atomic.Int64 // reads after a barrier
 	outcomes := make([]outcome, len(c.groups))
 	var wg sync.WaitGroup
 	for i, g := range c.groups {
@@ -291,9 +319,14 @@ func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster
 			defer wg.Done()
 			for k := range 100 {
 				v := fmt.Sprintf("g%d-%d", g, k)
-				acked, maybe := c.write(g, v, hosts)
-				if acked {
+				by, maybe := c.write(g, v, hosts)
+				if by != nil {
 					outcomes[i].acked = append(outcomes[i].acked, v)
+					for _, h := range hosts() {
+						if h != nil && checkRead(t, h, listOf(h, g), g, outcomes[i].acked) {
+							reads.Add(1)
+						}
+					}
 				} else if maybe {
 					outcomes[i].maybe = append(outcomes[i].maybe, v)
 				}
@@ -331,7 +364,11 @@ func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster
 		checkValues(t, g, final, outcomes[i].acked, outcomes[i].maybe)
 		acked, maybe = acked+len(outcomes[i].acked), maybe+len(outcomes[i].maybe)
 	}
-	t.Logf("%d writes acknowledged, %d of unknown outcome, through %d power losses and %d isolations", acked, maybe, crashes, partitions)
+	t.Logf("%d writes acknowledged, %d of unknown outcome, %d reads after a barrier, through %d power losses and %d isolations",
+		acked, maybe, reads.Load(), crashes, partitions)
+	if reads.Load() == 0 {
+		t.Error("no read barrier succeeded")
+	}
 	return c
 }
 
@@ -455,7 +492,7 @@ func TestIdleGroupsQuiesce(t *testing.T) {
 		return true
 	})
 	for _, g := range led[:min(len(led), 10)] {
-		if acked, _ := c.write(g, "after", func() []*Host { return []*Host{c.nodes[1].host, c.nodes[2].host} }); !acked {
+		if by, _ := c.write(g, "after", func() []*Host { return []*Host{c.nodes[1].host, c.nodes[2].host} }); by == nil {
 			t.Fatalf("group %d took no write after its leader's node stopped", g)
 		}
 	}

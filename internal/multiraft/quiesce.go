@@ -65,7 +65,7 @@ func (l *liveness) silent(node uint64, ticks int) bool {
 // member holds every entry, all committed and applied here. It tells the
 // followers so. g.mu is held.
 func (h *Host) quiesceLeader(g *group) {
-	if g.rd != nil || g.rn.HasReady() || g.lead.Load() != h.cfg.Node {
+	if g.rd != nil || g.rn.HasReady() || g.lead.Load() != h.cfg.Node || len(g.reads) > 0 || len(g.readWaits) > 0 {
 		return
 	}
 	st := g.rn.Status()
