@@ -59,6 +59,14 @@ func (l *list) Restore(data []byte) error {
 	return json.Unmarshal(data, &l.values)
 }
 
+// applied returns how many entries were applied since the list was made
+// or restored.
+func (l *list) applied() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.indexes)
+}
+
 func (l *list) snapshot() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -494,6 +502,37 @@ func TestIdleGroupsQuiesce(t *testing.T) {
 	for _, g := range led[:min(len(led), 10)] {
 		if by, _ := c.write(g, "after", func() []*Host { return []*Host{c.nodes[1].host, c.nodes[2].host} }); by == nil {
 			t.Fatalf("group %d took no write after its leader's node stopped", g)
+		}
+	}
+}
+
+// TestRestartFromSnapshot: a group of one member that snapshots every 10
+// entries releases its log, and a restarted host restores its state from
+// the newest snapshot, then applies the entries after it.
+func TestRestartFromSnapshot(t *testing.T) {
+	c := newClusterSegments(t, 1, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
+	nd := c.nodes[0]
+	var want []string
+	for k := range 55 {
+		v := fmt.Sprintf("v%d", k)
+		for _, g := range c.groups {
+			if by, _ := c.write(g, v, func() []*Host { return []*Host{nd.host} }); by == nil {
+				t.Fatalf("group %d: the write of %q was not acknowledged", g, v)
+			}
+		}
+		want = append(want, v)
+	}
+	if m := nd.log.Metrics(); m.Segments > 4 {
+		t.Fatalf("the log keeps %d segments of 1 KiB after 110 entries with a snapshot every 10", m.Segments)
+	}
+	c.stop(nd)
+	c.start(nd)
+	for _, g := range c.groups {
+		waitFor(t, fmt.Sprintf("group %d applied every write again", g), func() bool {
+			return slices.Equal(nd.lists[g].snapshot(), want)
+		})
+		if n := nd.lists[g].applied(); n >= len(want) {
+			t.Fatalf("group %d applied all %d entries again: it did not start from a snapshot", g, n)
 		}
 	}
 }
