@@ -42,25 +42,9 @@
 // before the call. A quiesced group's leader wakes for it; its followers
 // answer the heartbeat without waking.
 //
-// # Snapshots
-//
-// Each group's snapshots are files of package snap in a directory of its
-// own, Config.SnapDir/<group id as 16 hex digits>, the StateMachine's state
-// in their section "state"; the newest two are kept. A group snapshots
-// once it has applied Config.SnapshotEntries entries since its last
-// snapshot, and when the log asks it to: once the shared log is longer
-// than Config.MaxLogBytes, the host asks the groups that keep its oldest
-// segment (wal.Shared.Holders) to snapshot, as TiKV's raft-engine does.
-// A snapshot, once durable, compacts the group's raft storage and
-// releases its entries in the log (wal.Shared.ReleaseTo). A member behind
-// the compaction is sent the snapshot file as a stream of its own
-// (transport.Sender.SendSnapshot); its host makes it durable before raft
-// takes it, then saves the restart of the group's log after it, then
-// restores the StateMachine from it. At start, a group restores from the
-// newest of its snapshots that its log goes on from: a crash before the
-// log's restart was saved leaves the snapshot before it.
-//
 // # What a Host does not do yet
 //
-// Membership changes: each group's members are fixed when it is added.
+// Snapshots (a group's log is never released, and a restarted host
+// rebuilds each StateMachine by applying its log from the start) and
+// membership changes: each group's members are fixed when it is added.
 package multiraft

@@ -26,11 +26,6 @@ type group struct {
 	quiesced atomic.Bool
 	qlead    atomic.Uint64
 	queued   atomic.Bool // in the host's queue: pushed once until a worker takes it
-	// askSnap: the log asked the group to snapshot (see maybeSnapshot).
-	askSnap atomic.Bool
-	// snapFiles serializes the writes, installs and prunes of the group's
-	// snapshot directory (see package snap).
-	snapFiles sync.Mutex
 
 	// in is what waits for a worker, filled by any goroutine.
 	in struct {
@@ -40,7 +35,6 @@ type group struct {
 		ticks       int
 		quiesce     *raftpb.Message // the leader's last quiesce message
 		written     bool            // the log writer saved rd
-		snapsDone   []snapDone      // snapshot streams ended
 	}
 
 	// mu is held by the worker processing the group, and by Propose.
@@ -63,17 +57,7 @@ type group struct {
 	// index, by id; readWaits those waiting to apply up to it.
 	reads     map[uint64]chan error
 	readWaits []readWait
-	// Invariant: snapIndex <= applied. applied is the last entry applied
-	// to sm, snapIndex that of the newest snapshot written or installed,
-	// and conf the group's configuration, which never changes.
-	applied, snapIndex uint64
-	conf               raftpb.ConfState
-}
-
-// snapDone is how a snapshot stream to a member ended.
-type snapDone struct {
-	to uint64
-	ok bool
+	applied   uint64 // the last entry applied to sm
 }
 
 type result struct {
@@ -81,9 +65,8 @@ type result struct {
 	err error
 }
 
-func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState, snap raftpb.SnapshotMetadata) *group {
-	return &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{},
-		applied: snap.Index, snapIndex: snap.Index, conf: snap.ConfState}
+func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState) *group {
+	return &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{}}
 }
 
 // quiesceContext marks a leader's quiesce message (see the package doc).
@@ -121,12 +104,6 @@ func (g *group) tick() {
 	g.in.ticks++
 }
 
-func (g *group) snapshotDone(to uint64, ok bool) {
-	g.in.Lock()
-	defer g.in.Unlock()
-	g.in.snapsDone = append(g.in.snapsDone, snapDone{to, ok})
-}
-
 // written records that the log writer saved rd.
 func (g *group) written() {
 	g.in.Lock()
@@ -146,16 +123,7 @@ func (h *Host) process(g *group) {
 	g.in.Lock()
 	msgs, unreachable, ticks, quiesce, written := g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written
 	g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written = nil, nil, 0, nil, false
-	snapsDone := g.in.snapsDone
-	g.in.snapsDone = nil
 	g.in.Unlock()
-	for _, d := range snapsDone {
-		status := raft.SnapshotFinish
-		if !d.ok {
-			status = raft.SnapshotFailure
-		}
-		g.rn.ReportSnapshot(d.to, status)
-	}
 	if written {
 		rd := *g.rd
 		g.rd = nil
@@ -178,7 +146,6 @@ func (h *Host) process(g *group) {
 		g.idle++
 	}
 	h.ready(g)
-	h.maybeSnapshot(g)
 	if quiesce != nil {
 		g.quiesce = quiesce
 	}
@@ -209,43 +176,24 @@ func (h *Host) ready(g *group) {
 		if !raft.IsEmptyHardState(hs) && hs.Term == g.saved.Term && hs.Vote == g.saved.Vote {
 			hs = raftpb.HardState{}
 		}
-		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(hs) || !raft.IsEmptySnap(rd.Snapshot) {
+		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(hs) {
 			if !raft.IsEmptyHardState(rd.HardState) {
 				g.saved = rd.HardState
 			}
 			g.rd = &rd
-			x := wal.Write{Group: g.id, Entries: rd.Entries, HardState: rd.HardState}
-			var s *raftpb.Snapshot
-			if !raft.IsEmptySnap(rd.Snapshot) {
-				s, x.Restart = &rd.Snapshot, rd.Snapshot.Metadata.Index
-			}
-			h.writer.submit(g, x, s)
+			h.writer.submit(g, wal.Write{Group: g.id, Entries: rd.Entries, HardState: rd.HardState})
 			return
 		}
 		h.finish(g, rd)
 	}
 }
 
-// finish completes rd, whose write (if any) is durable: the snapshot it
-// installs becomes the state, its messages go (a snapshot as a stream of
-// its own), its committed entries are applied, and raft advances.
+// finish completes rd, whose write (if any) is durable: its messages go,
+// its committed entries are applied, read barriers that waited for them
+// are answered, and raft advances.
 func (h *Host) finish(g *group, rd raft.Ready) {
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		h.installSnapshot(g, rd.Snapshot)
-	}
-	msgs := rd.Messages[:0:0]
-	for _, m := range rd.Messages {
-		if m.Type == raftpb.MsgSnap {
-			h.sendSnapshot(g, m)
-		} else {
-			msgs = append(msgs, m)
-		}
-	}
-	h.send(g.id, msgs)
+	h.send(g.id, rd.Messages)
 	for _, e := range rd.CommittedEntries {
-		if e.Index <= g.applied {
-			continue
-		}
 		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
 			h.apply(g, e)
 		}

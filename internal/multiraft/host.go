@@ -15,22 +15,15 @@ import (
 
 	"github.com/flintkv/flint/internal/raftlog"
 	"github.com/flintkv/flint/internal/transport"
-	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
 
 // StateMachine is a group's state, which its committed entries change. A
-// Host calls its methods from one goroutine at a time for a group. Apply
-// applies the entries in log order, once each since the state was last
-// restored or made (a restarted host restores the newest snapshot, then
-// applies the entries after it); what it returns goes to the proposer, if
-// on this node. Snapshot returns the state, as of the last entry applied,
-// which the host writes to a snapshot file and sends to members that are
-// behind; Restore replaces the state with a snapshot's.
+// Host calls Apply from one goroutine at a time for a group, in log order,
+// once per entry (and again from the first entry after a restart: see the
+// package doc); what it returns goes to the proposer, if on this node.
 type StateMachine interface {
 	Apply(index uint64, data []byte) any
-	Snapshot() ([]byte, error)
-	Restore(data []byte) error
 }
 
 // Config configures a Host.
@@ -38,16 +31,6 @@ type Config struct {
 	Node   uint64      // this node's id, also its member id in every group; not 0
 	Log    *wal.Shared // the node's log, open; the caller closes it after Stop
 	Sender transport.Sender
-	// FS and SnapDir are where each group's snapshots go, in a directory
-	// of its own.
-	FS      vfs.FS
-	SnapDir string
-	// SnapshotEntries is how many entries a group applies between two
-	// snapshots; default 10,000. MaxLogBytes is the size of the log past
-	// which the groups that keep its oldest segment are asked to snapshot
-	// (wal.Shared.Holders); default 256 MiB.
-	SnapshotEntries int
-	MaxLogBytes     int64
 	// Workers is how many groups are processed at once; default 4.
 	Workers int
 	// TickInterval is raft's tick; default 100 ms. ElectionTicks (default
@@ -72,12 +55,6 @@ func (c *Config) withDefaults() {
 	}
 	if c.HeartbeatTicks <= 0 {
 		c.HeartbeatTicks = 1
-	}
-	if c.SnapshotEntries <= 0 {
-		c.SnapshotEntries = 10000
-	}
-	if c.MaxLogBytes <= 0 {
-		c.MaxLogBytes = 256 << 20
 	}
 	if c.QuiesceTicks <= 0 {
 		c.QuiesceTicks = c.ElectionTicks
@@ -144,27 +121,24 @@ func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	if id == 0 {
 		return errors.New("multiraft: group 0 is the node's own channel")
 	}
-	snap, lg, err := h.restore(id, members, sm)
+	lg, err := h.cfg.Log.Group(id, 0)
 	if err != nil {
 		return err
 	}
-	// The commit index is not always written (see ready): the
-	// snapshot's entries are committed.
-	hs := lg.HardState()
-	hs.Commit = max(hs.Commit, snap.Index)
-	storage, err := raftlog.New(lg, snap, hs, raftlog.Options{CacheBytes: groupCacheBytes, CacheEntries: groupCacheEntries})
+	snap := raftpb.SnapshotMetadata{ConfState: raftpb.ConfState{Voters: members}}
+	storage, err := raftlog.New(lg, snap, lg.HardState(), raftlog.Options{CacheBytes: groupCacheBytes, CacheEntries: groupCacheEntries})
 	if err != nil {
 		return err
 	}
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID: h.cfg.Node, Applied: snap.Index, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
+		ID: h.cfg.Node, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
 		Storage: storage, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
 		CheckQuorum: true, PreVote: true, Logger: silentRaft,
 	})
 	if err != nil {
 		return fmt.Errorf("multiraft: group %d: %w", id, err)
 	}
-	g := newGroup(id, rn, storage, sm, hs, snap)
+	g := newGroup(id, rn, storage, sm, lg.HardState())
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.mu.groups[id]; ok {
@@ -296,6 +270,12 @@ func (h *Host) Receive(from, group uint64, msgs []raftpb.Message) {
 	}
 }
 
+// ReceiveSnapshot implements transport.Handler: a Host takes no snapshot
+// yet (see the package doc).
+func (h *Host) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
+	return errors.New("multiraft: snapshots are not supported")
+}
+
 // Unreachable implements transport.Handler.
 func (h *Host) Unreachable(to, group uint64) {
 	if g := h.group(group); g != nil {
@@ -303,6 +283,9 @@ func (h *Host) Unreachable(to, group uint64) {
 		h.queue.push(g)
 	}
 }
+
+// SnapshotDone implements transport.Handler; no Host sends snapshots.
+func (h *Host) SnapshotDone(to, group uint64, err error) {}
 
 // send sends msgs, in order, grouped by the node they go to.
 func (h *Host) send(group uint64, msgs []raftpb.Message) {

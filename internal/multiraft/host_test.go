@@ -2,7 +2,6 @@ package multiraft
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,27 +45,6 @@ func (l *list) Apply(index uint64, data []byte) any {
 	return len(l.values)
 }
 
-func (l *list) Snapshot() ([]byte, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return json.Marshal(l.values)
-}
-
-func (l *list) Restore(data []byte) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.indexes = nil
-	return json.Unmarshal(data, &l.values)
-}
-
-// applied returns how many entries were applied since the list was made
-// or restored.
-func (l *list) applied() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.indexes)
-}
-
 func (l *list) snapshot() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -75,10 +53,7 @@ func (l *list) snapshot() []string {
 
 // router is a node's transport.Handler across restarts of its host: what
 // arrives while it is down is dropped, as a real network would.
-type router struct {
-	h     atomic.Pointer[Host]
-	snaps atomic.Int64 // snapshots installed
-}
+type router struct{ h atomic.Pointer[Host] }
 
 func (r *router) Receive(from, group uint64, msgs []raftpb.Message) {
 	if h := r.h.Load(); h != nil {
@@ -87,15 +62,7 @@ func (r *router) Receive(from, group uint64, msgs []raftpb.Message) {
 }
 
 func (r *router) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
-	h := r.h.Load()
-	if h == nil {
-		return errors.New("node down")
-	}
-	err := h.ReceiveSnapshot(from, group, m, body)
-	if err == nil {
-		r.snaps.Add(1)
-	}
-	return err
+	return errors.New("no snapshots")
 }
 
 func (r *router) Unreachable(to, group uint64) {
@@ -104,17 +71,13 @@ func (r *router) Unreachable(to, group uint64) {
 	}
 }
 
-func (r *router) SnapshotDone(to, group uint64, err error) {
-	if h := r.h.Load(); h != nil {
-		h.SnapshotDone(to, group, err)
-	}
-}
+func (r *router) SnapshotDone(to, group uint64, err error) {}
 
 // node is one node of a test cluster, across restarts of its host.
 type node struct {
 	id     uint64
 	fs     vfs.FS // a *vfs.Mem, but in benchmarks
-	dir    string // in fs, of its log ("wal") and snapshots ("snap")
+	dir    string // in fs, of its log ("wal")
 	router router
 	ep     *transporttest.Endpoint
 	log    *wal.Shared
@@ -148,7 +111,7 @@ func newClusterSegments(t testing.TB, n, groups int, seed uint64, cfg Config, se
 }
 
 // newClusterOn is newClusterSegments with a node on each of fss, with its
-// log and snapshots in the same element of dirs.
+// log in the same element of dirs.
 func newClusterOn(t testing.TB, fss []vfs.FS, dirs []string, groups int, seed uint64, cfg Config, segmentSize int64) *cluster {
 	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), cfg: cfg, segmentSize: segmentSize}
 	for g := range groups {
@@ -187,7 +150,7 @@ func (c *cluster) start(nd *node) {
 		c.t.Fatalf("node %d: %v", nd.id, err)
 	}
 	cfg := c.cfg
-	cfg.Node, cfg.Log, cfg.Logger, cfg.FS, cfg.SnapDir = nd.id, log, quiet, nd.fs, path.Join(nd.dir, "snap")
+	cfg.Node, cfg.Log, cfg.Logger = nd.id, log, quiet
 	cfg.Sender = nd.ep
 	h := New(cfg)
 	nd.log, nd.host, nd.lists = log, h, map[uint64]*list{}
@@ -273,29 +236,11 @@ func checkRead(t *testing.T, h *Host, l *list, g uint64, acked []string) bool {
 // every node applied the same values to each group, and that those hold
 // every acknowledged write once, in the order acknowledged, and no value
 // never proposed.
-//
-// With snapshots, each group snapshots every 10 entries and the logs
-// release what the snapshots hold, in segments of 4 KiB: members that fall
-// behind are sent snapshots, and power losses strike while they install
-// them too.
 func TestClusterWithFaults(t *testing.T) {
-	t.Run("log", func(t *testing.T) {
-		testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3}, 64<<10)
-	})
-	t.Run("snapshots", func(t *testing.T) {
-		c := testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3, SnapshotEntries: 10, MaxLogBytes: 16 << 10}, 4<<10)
-		installed := int64(0)
-		for _, nd := range c.nodes {
-			installed += nd.router.snaps.Load()
-			if m := nd.log.Metrics(); m.LogBytes > 64<<10 {
-				t.Errorf("node %d's log holds %d bytes in %d segments: it was not released", nd.id, m.LogBytes, m.Segments)
-			}
-		}
-		t.Logf("%d snapshots sent to members behind", installed)
-	})
+	testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3}, 4<<10)
 }
 
-func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster {
+func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) {
 	seed := seedtest.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	c := newClusterSegments(t, 3, 6, seed, cfg, segmentSize)
@@ -377,7 +322,6 @@ func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster
 	if reads.Load() == 0 {
 		t.Error("no read barrier succeeded")
 	}
-	return c
 }
 
 // converged waits until every node has applied the same values to group
@@ -502,37 +446,6 @@ func TestIdleGroupsQuiesce(t *testing.T) {
 	for _, g := range led[:min(len(led), 10)] {
 		if by, _ := c.write(g, "after", func() []*Host { return []*Host{c.nodes[1].host, c.nodes[2].host} }); by == nil {
 			t.Fatalf("group %d took no write after its leader's node stopped", g)
-		}
-	}
-}
-
-// TestRestartFromSnapshot: a group of one member that snapshots every 10
-// entries releases its log, and a restarted host restores its state from
-// the newest snapshot, then applies the entries after it.
-func TestRestartFromSnapshot(t *testing.T) {
-	c := newClusterSegments(t, 1, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
-	nd := c.nodes[0]
-	var want []string
-	for k := range 55 {
-		v := fmt.Sprintf("v%d", k)
-		for _, g := range c.groups {
-			if by, _ := c.write(g, v, func() []*Host { return []*Host{nd.host} }); by == nil {
-				t.Fatalf("group %d: the write of %q was not acknowledged", g, v)
-			}
-		}
-		want = append(want, v)
-	}
-	if m := nd.log.Metrics(); m.Segments > 4 {
-		t.Fatalf("the log keeps %d segments of 1 KiB after 110 entries with a snapshot every 10", m.Segments)
-	}
-	c.stop(nd)
-	c.start(nd)
-	for _, g := range c.groups {
-		waitFor(t, fmt.Sprintf("group %d applied every write again", g), func() bool {
-			return slices.Equal(nd.lists[g].snapshot(), want)
-		})
-		if n := nd.lists[g].applied(); n >= len(want) {
-			t.Fatalf("group %d applied all %d entries again: it did not start from a snapshot", g, n)
 		}
 	}
 }
