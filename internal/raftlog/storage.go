@@ -3,6 +3,9 @@
 // follower that is behind catches up from the log, and only one that is
 // behind the last snapshot needs a snapshot.
 //
+// The log is a WAL of one group, or one group's log in the node's shared
+// log (wal.Shared.Group), which the node's other groups write to as well.
+//
 // Storage keeps in memory the snapshot's metadata, the hard state and the
 // latest entries (a cache bounded in bytes and in entries); older entries
 // are read from the WAL (wal.WAL.Entries), and their terms come from the
@@ -59,7 +62,7 @@ func (o Options) withDefaults() Options {
 // reads an index that such a write replaces: it reads only below its
 // unstable log, which holds every write it has not heard is durable.
 type Storage struct {
-	log *wal.WAL
+	log Log
 	opt Options
 	mu  struct {
 		sync.Mutex
@@ -82,10 +85,20 @@ type Storage struct {
 	}
 }
 
+// Log is the log a Storage reads entries from: a *wal.WAL, or one group's
+// log in a shared log, a *wal.Group. Its methods are called from any
+// goroutine; see wal.WAL's for their contract.
+type Log interface {
+	FirstIndex() uint64
+	LastIndex() uint64
+	Term(i uint64) (uint64, error)
+	Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error)
+}
+
 // New returns the Storage of a log whose snapshot is snap, whose hard state
 // is hs, and whose entries after the snapshot are those log holds, as its
 // Open read them: log must hold every entry from snap.Index+1 to its last.
-func New(log *wal.WAL, snap raftpb.SnapshotMetadata, hs raftpb.HardState, opt Options) (*Storage, error) {
+func New(log Log, snap raftpb.SnapshotMetadata, hs raftpb.HardState, opt Options) (*Storage, error) {
 	first, last := log.FirstIndex(), log.LastIndex()
 	if first > snap.Index+1 || last < snap.Index {
 		return nil, fmt.Errorf("raftlog: the log holds entries %d to %d, not every entry after the snapshot at %d", first, last, snap.Index)

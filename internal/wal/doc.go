@@ -1,5 +1,6 @@
 // Package wal is Flint's write-ahead log: the raft log and raft's hard state
-// (term, vote, commit index), in checksummed segment files.
+// (term, vote, commit index), in checksummed segment files: one group's
+// (WAL), or those of all the groups of a node, in one shared log (Shared).
 //
 // # Files
 //
@@ -63,6 +64,40 @@
 // starts at the snapshot's index plus one, and entries before it may end
 // earlier. Open accepts such a gap only before entries that its snapshot
 // holds; without NoSync, a log that ends before the snapshot is damage.
+//
+// # The shared log, format version 4
+//
+// A shared log (OpenShared) holds the logs of many raft groups, one node's,
+// in one directory, so that a write of entries to many groups is one write
+// and one fsync. Its segments are named as above with first always 0, and
+// are version 4 (a log of one group never reads one, nor a shared log a
+// version 2 or 3 segment). Their frames are the header (version 4), seals,
+// and records that carry their group's id first:
+//
+//	type 6, group entry:      group, term, index, entry type (1 byte), data (the rest)
+//	type 7, group hard state: group, term, vote, commit
+//	type 8, group restart:    group, index
+//
+// Each group's records follow the rules above for its own log: its
+// entries may rewrite its tail, and a restart record ends its log before
+// it (the group installed a snapshot at index from its leader). Records of
+// different groups interleave freely. A segment starts with its header and
+// then the hard state of every group that has one, in the order of their
+// ids. Save writes every group's records in one write, sealed as above, and
+// fsyncs once; there is no NoSync.
+//
+// A segment is deleted once every group with entries in it since the
+// group's last restart has a durable snapshot at or past the last of them
+// (ReleaseTo, per group), and every older segment is deleted; Holders
+// names the groups that keep the oldest segment, for the node to ask them
+// to snapshot, as TiKV's raft-engine does when its log grows. A group that
+// a node no longer hosts keeps its segments until it releases them.
+//
+// Open reads every segment as above (torn tails, seals and damage alike),
+// keeping in memory each group's index (as below, one per group) and
+// hard state, but not its entries; Group then checks a group's log against
+// its snapshot, as Open does for a log of one group, and gives its raft
+// storage the entries after it to read.
 //
 // # Durability and recovery
 //

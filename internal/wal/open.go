@@ -27,21 +27,8 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	w := &WAL{fs: fs, dir: dir, opt: opt, last: after, after: after}
 	w.withDefaults()
 	w.idx.reset(after + 1)
-	defer func() {
-		if err != nil { // let go of the spare being prepared and the last segment
-			w.dropSpare()
-			if w.f != nil {
-				w.f.Close()
-			}
-		}
-	}()
-	if err := vfs.MkdirAll(fs, dir); err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
-	}
-	if err := w.removeStaleSpare(); err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
-	}
-	segs, err := w.list()
+	defer w.abandonIf(&err)
+	segs, err := w.prepare()
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +80,29 @@ func Open(fs vfs.FS, dir string, opt Options, after uint64, replay Replay) (_ *W
 	w.metrics.LastIndex = w.last
 	w.startSpare()
 	return w, nil
+}
+
+// abandonIf lets go of the spare being prepared and of the last segment
+// if *err, Open's error, is not nil.
+func (w *WAL) abandonIf(err *error) {
+	if *err != nil {
+		w.dropSpare()
+		if w.f != nil {
+			w.f.Close()
+		}
+	}
+}
+
+// prepare makes the log's directory, deletes a spare left by an earlier
+// process, and returns the segments there.
+func (w *WAL) prepare() ([]segment, error) {
+	if err := vfs.MkdirAll(w.fs, w.dir); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if err := w.removeStaleSpare(); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	return w.list()
 }
 
 // whenSpace makes write, one that Open must make, and makes it again for as
@@ -399,7 +409,9 @@ func (w *WAL) record(s segment, i int, off int64, typ byte, p []byte, replay Rep
 	case i == 0 && typ != typeHeader:
 		return badFrame(errors.New("the segment does not start with a header"))
 	case i == 0:
-		return badFrame(checkHeader(p, s))
+		return badFrame(w.checkHeader(p, s))
+	case w.multi != nil && typ != typeSeal:
+		return w.multi.record(s, off, typ, p)
 	case typ == typeEntry:
 		e, err := decodeEntry(p)
 		if err != nil {
@@ -446,11 +458,19 @@ func badFrame(err error) error {
 	return fmt.Errorf("%w; the log is damaged, or was written by another version of Flint: run that version, or restore the data directory from a backup", err)
 }
 
-func checkHeader(p []byte, s segment) error {
+// checkHeader checks the header of segment s, whose version must be one
+// that this log reads: 2 or 3 for a log of one group, 4 for a shared log.
+func (w *WAL) checkHeader(p []byte, s segment) error {
 	if len(p) != len(magic)+20 || string(p[:len(magic)]) != magic {
 		return errors.New("not a Flint log segment (bad magic)")
 	}
-	if v := binary.LittleEndian.Uint32(p[len(magic):]); v < minVersion || v > version {
+	v := binary.LittleEndian.Uint32(p[len(magic):])
+	switch {
+	case w.multi == nil && v == sharedVersion:
+		return fmt.Errorf("log format version %d, a shared log of many groups, where a log of one group was expected", v)
+	case w.multi != nil && v != sharedVersion:
+		return fmt.Errorf("log format version %d, a log of one group, where a shared log of many groups (version %d) was expected", v, sharedVersion)
+	case w.multi == nil && (v < minVersion || v > version):
 		return fmt.Errorf("log format version %d, this build reads versions %d to %d", v, minVersion, version)
 	}
 	seq, first := binary.LittleEndian.Uint64(p[len(magic)+4:]), binary.LittleEndian.Uint64(p[len(magic)+12:])

@@ -25,31 +25,16 @@ var (
 
 // FirstIndex returns the index of the first entry that Entries can read, or
 // LastIndex()+1 if there is none.
-func (w *WAL) FirstIndex() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.idx.first
-}
+func (w *WAL) FirstIndex() uint64 { return w.firstOf(w.own()) }
 
 // LastIndex returns the index of the last entry of the log (that of the
 // snapshot Open was given if the log holds no later one).
-func (w *WAL) LastIndex() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.idx.next - 1
-}
+func (w *WAL) LastIndex() uint64 { return w.lastOf(w.own()) }
 
 // Term returns the term of entry i, from memory. It returns an error
 // wrapping ErrReleased for an entry before FirstIndex, and ErrUnavailable
 // for one after LastIndex.
-func (w *WAL) Term(i uint64) (uint64, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.checkRangeLocked(i, i+1); err != nil {
-		return 0, err
-	}
-	return w.idx.term(i), nil
-}
+func (w *WAL) Term(i uint64) (uint64, error) { return w.termOf(w.own(), i) }
 
 // Entries returns the entries lo..hi-1 as the log holds them at some
 // instant during the call, as raft.Storage.Entries does: the longest
@@ -59,14 +44,50 @@ func (w *WAL) Term(i uint64) (uint64, error) {
 // LastIndex()+1 or before lo. It reads the segments, not memory: see the
 // package doc. The entries and their data are the caller's.
 func (w *WAL) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
-	spans, err := w.locate(lo, hi)
+	return w.entriesOf(w.own(), lo, hi, maxSize)
+}
+
+// view is the log of one group that a reader reads: the WAL's own, or one
+// group's of a shared log. Its index is guarded by WAL.mu.
+type view struct {
+	x      *index
+	shared bool   // entries are group entries (format version 4) of group
+	group  uint64 // the group, if shared
+}
+
+// own returns the view of a log that is not shared.
+func (w *WAL) own() view { return view{x: &w.idx} }
+
+func (w *WAL) firstOf(v view) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return v.x.first
+}
+
+func (w *WAL) lastOf(v view) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return v.x.next - 1
+}
+
+func (w *WAL) termOf(v view, i uint64) (uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := checkRange(v.x, i, i+1); err != nil {
+		return 0, err
+	}
+	return v.x.term(i), nil
+}
+
+func (w *WAL) entriesOf(v view, lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+	spans, err := w.locate(v, lo, hi)
 	if err != nil {
 		return nil, err
 	}
 	var ents []raftpb.Entry
 	lim := limit{max: maxSize}
 	for _, s := range spans {
-		if ents, err = w.readSpan(s, ents, &lim); err != nil {
+		if ents, err = w.readSpan(v, s, ents, &lim); err != nil {
 			return nil, err
 		}
 		if lim.full {
@@ -76,24 +97,24 @@ func (w *WAL) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	return ents, nil
 }
 
-// locate returns where the entries lo..hi-1 lie.
-func (w *WAL) locate(lo, hi uint64) ([]span, error) {
+// locate returns where the entries lo..hi-1 of v lie.
+func (w *WAL) locate(v view, lo, hi uint64) ([]span, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.checkRangeLocked(lo, hi); err != nil {
+	if err := checkRange(v.x, lo, hi); err != nil {
 		return nil, err
 	}
-	return w.idx.spans(lo, hi), nil
+	return v.x.spans(lo, hi), nil
 }
 
-// checkRangeLocked returns an error unless the log holds the entries
-// lo..hi-1.
-func (w *WAL) checkRangeLocked(lo, hi uint64) error {
+// checkRange returns an error unless x holds the entries lo..hi-1. The
+// lock of x must be held.
+func checkRange(x *index, lo, hi uint64) error {
 	switch {
-	case lo < w.idx.first:
-		return fmt.Errorf("%w: entry %d (the log starts at %d)", ErrReleased, lo, w.idx.first)
-	case hi > w.idx.next || hi < lo:
-		return fmt.Errorf("%w: entries %d to %d (the log ends at %d)", ErrUnavailable, lo, hi-1, w.idx.next-1)
+	case lo < x.first:
+		return fmt.Errorf("%w: entry %d (the log starts at %d)", ErrReleased, lo, x.first)
+	case hi > x.next || hi < lo:
+		return fmt.Errorf("%w: entries %d to %d (the log ends at %d)", ErrUnavailable, lo, hi-1, x.next-1)
 	}
 	return nil
 }
@@ -123,10 +144,10 @@ func (l *limit) left() uint64 { return l.max - min(l.size, l.max) }
 // with a few large reads: each takes the frames of about as many entries as
 // lim has room for (all other frames between them included), and a next
 // one is made only if they all fit.
-func (w *WAL) readSpan(s span, ents []raftpb.Entry, lim *limit) ([]raftpb.Entry, error) {
+func (w *WAL) readSpan(v view, s span, ents []raftpb.Entry, lim *limit) ([]raftpb.Entry, error) {
 	f, err := w.fs.Open(path.Join(w.dir, s.name))
 	if err != nil {
-		return ents, w.openError(s, err)
+		return ents, w.openError(v, s, err)
 	}
 	defer f.Close()
 	for i := 0; i < len(s.offs) && !lim.full; {
@@ -141,7 +162,7 @@ func (w *WAL) readSpan(s span, ents []raftpb.Entry, lim *limit) ([]raftpb.Entry,
 		}
 		for ; i < j; i++ {
 			off := int64(s.offs[i]) * frameAlign
-			e, err := decodeAt(b[off-start:], s.base+uint64(i))
+			e, err := decodeAt(b[off-start:], v, s.base+uint64(i))
 			if err != nil {
 				return ents, &Error{File: path.Join(w.dir, s.name), Offset: off, Reason: err.Error() + "; the log is damaged: restore the data directory from a backup"}
 			}
@@ -167,10 +188,10 @@ func chunk(offs []uint32, i int, room uint64) int {
 
 // openError is the error of opening span s's segment: ErrReleased if
 // ReleaseTo deleted it since the span was located.
-func (w *WAL) openError(s span, err error) error {
+func (w *WAL) openError(v view, s span, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		w.mu.Lock()
-		released := s.seq <= w.idx.released
+		released := s.seq <= v.x.released
 		w.mu.Unlock()
 		if released {
 			return fmt.Errorf("%w: entry %d (its segment %s was deleted)", ErrReleased, s.base, s.name)
@@ -193,19 +214,31 @@ func readAt(f vfs.File, start, end int64) ([]byte, error) {
 }
 
 // decodeAt decodes the entry frame at the start of b, which must be entry
-// want's.
-func decodeAt(b []byte, want uint64) (raftpb.Entry, error) {
+// want of v.
+func decodeAt(b []byte, v view, want uint64) (raftpb.Entry, error) {
 	typ, p, err := frame.NewScanner(b).Next()
 	var fe *frame.Error
+	wantType := byte(typeEntry)
+	if v.shared {
+		wantType = typeGroupEntry
+	}
 	switch {
 	case err == io.EOF:
 		return raftpb.Entry{}, fmt.Errorf("entry %d is zeros", want)
 	case errors.As(err, &fe):
 		return raftpb.Entry{}, fmt.Errorf("entry %d: %s", want, fe.Reason)
-	case typ != typeEntry:
+	case typ != wantType:
 		return raftpb.Entry{}, fmt.Errorf("entry %d is a frame of type %d", want, typ)
 	}
-	e, err := decodeEntry(p)
+	var e raftpb.Entry
+	if v.shared {
+		var g uint64
+		if g, e, err = decodeGroupEntry(p); err == nil && g != v.group {
+			err = fmt.Errorf("entry %d of group %d holds an entry of group %d", want, v.group, g)
+		}
+	} else {
+		e, err = decodeEntry(p)
+	}
 	if err == nil && e.Index != want {
 		err = fmt.Errorf("entry %d holds entry %d", want, e.Index)
 	}

@@ -108,6 +108,10 @@ type WAL struct {
 	dirty      bool   // written since the last fsync
 	seal       sealer // seals the writes to f
 	spare      spare
+	// multi holds the logs of the groups of a shared log (format version
+	// 4, see OpenShared), and is nil for a log of one group, whose entries
+	// idx, last, after, hs and restartSeq describe.
+	multi *groups
 }
 
 // segment is one segment file.
@@ -184,16 +188,10 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 	if writeHS {
 		w.buf = appendHardState(w.buf, hs)
 	}
-	if err := w.makeRoom(entries, int64(len(w.buf))); err != nil {
+	start, err := w.writeBuf(entries)
+	if err != nil {
 		return err
 	}
-	seal := w.seal
-	w.buf = seal.close(w.buf)
-	start := w.off
-	if err := w.write(w.buf); err != nil {
-		return err
-	}
-	w.seal, w.dirty = seal, true
 	if len(entries) > 0 {
 		w.last = entries[len(entries)-1].Index
 		w.mu.Lock()
@@ -208,6 +206,23 @@ func (w *WAL) Append(entries []raftpb.Entry, hs raftpb.HardState) error {
 		w.buf = nil
 	}
 	return nil
+}
+
+// writeBuf writes w.buf, the frames of entries (nil in a shared log) and
+// other records, sealed, in the last segment, after starting a new one if
+// it is full, and returns the offset it was written at.
+func (w *WAL) writeBuf(entries []raftpb.Entry) (int64, error) {
+	if err := w.makeRoom(entries, int64(len(w.buf))); err != nil {
+		return 0, err
+	}
+	seal := w.seal
+	w.buf = seal.close(w.buf)
+	start := w.off
+	if err := w.write(w.buf); err != nil {
+		return 0, err
+	}
+	w.seal, w.dirty = seal, true
+	return start, nil
 }
 
 // Restart makes the log start over after index: every entry it holds
@@ -358,6 +373,9 @@ func (w *WAL) rotate(entries []raftpb.Entry) error {
 	if len(entries) > 0 {
 		first = entries[0].Index
 	}
+	if w.multi != nil {
+		first = 0 // see the shared log's format
+	}
 	w.mu.Lock()
 	seq := w.segs[len(w.segs)-1].seq + 1
 	w.mu.Unlock()
@@ -409,17 +427,28 @@ func (w *WAL) create(seq, first uint64) (vfs.File, int64, sealer, error) {
 }
 
 // segmentStart returns the first write of a segment, its header and the
-// current hard state, sealed, and the sealer of the next write.
+// current hard state (every group's, in a shared log), sealed, and the
+// sealer of the next write.
 func (w *WAL) segmentStart(seq, first uint64) ([]byte, sealer) {
 	seal := newSealer(seq, first, 0)
-	b := frame.Append(nil, typeHeader, headerPayload(seq, first))
-	b = appendHardState(b, w.hs)
+	v := uint32(version)
+	if w.multi != nil {
+		v = sharedVersion
+	}
+	b := frame.Append(nil, typeHeader, headerPayload(seq, first, v))
+	if w.multi != nil {
+		w.mu.Lock()
+		b = w.multi.appendHardStates(b)
+		w.mu.Unlock()
+	} else {
+		b = appendHardState(b, w.hs)
+	}
 	return seal.close(b), seal
 }
 
-func headerPayload(seq, first uint64) []byte {
+func headerPayload(seq, first uint64, v uint32) []byte {
 	b := append([]byte(magic), 0, 0, 0, 0)
-	binary.LittleEndian.PutUint32(b[len(magic):], version)
+	binary.LittleEndian.PutUint32(b[len(magic):], v)
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	return binary.LittleEndian.AppendUint64(b, first)
 }
@@ -430,19 +459,27 @@ const maxEntryData = frame.MaxPayload - 2*binary.MaxVarintLen64 - 1
 
 func appendEntry(dst []byte, e *raftpb.Entry) []byte {
 	dst, start := frame.Begin(dst, typeEntry)
+	return frame.Finish(appendEntryBody(dst, e), start)
+}
+
+// appendEntryBody appends an entry's payload, less a group's tag.
+func appendEntryBody(dst []byte, e *raftpb.Entry) []byte {
 	dst = binary.AppendUvarint(dst, e.Term)
 	dst = binary.AppendUvarint(dst, e.Index)
 	dst = append(dst, byte(e.Type))
-	dst = append(dst, e.Data...)
-	return frame.Finish(dst, start)
+	return append(dst, e.Data...)
 }
 
 func appendHardState(dst []byte, hs raftpb.HardState) []byte {
 	dst, start := frame.Begin(dst, typeHardState)
+	return frame.Finish(appendHardStateBody(dst, hs), start)
+}
+
+// appendHardStateBody appends a hard state's payload, less a group's tag.
+func appendHardStateBody(dst []byte, hs raftpb.HardState) []byte {
 	dst = binary.AppendUvarint(dst, hs.Term)
 	dst = binary.AppendUvarint(dst, hs.Vote)
-	dst = binary.AppendUvarint(dst, hs.Commit)
-	return frame.Finish(dst, start)
+	return binary.AppendUvarint(dst, hs.Commit)
 }
 
 // ReleaseTo deletes the segments that hold no entry after index: they are
@@ -474,6 +511,12 @@ func (w *WAL) ReleaseTo(index uint64) error {
 		w.idx.release(gone[n-1].seq)
 	}
 	w.mu.Unlock()
+	return w.deleteSegments(gone)
+}
+
+// deleteSegments deletes gone, the oldest segments, and forgets those it
+// deleted. It needs WAL.mu not held.
+func (w *WAL) deleteSegments(gone []segment) error {
 	removed, err := w.removeSegments(gone)
 	w.mu.Lock()
 	defer w.mu.Unlock()

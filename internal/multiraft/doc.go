@@ -1,0 +1,50 @@
+// Package multiraft runs many raft groups in one process, a node's: the
+// Host. Its groups share the node's one log (wal.Shared), the node's
+// transport (one connection per peer node carries every group's messages:
+// see package transport) and a bounded number of goroutines, so that
+// thousands of groups cost a few goroutines, one fsync per batch of writes
+// to any of them, and, while idle, almost no CPU.
+//
+// # Goroutines
+//
+// A Host has a fixed number of them, whatever its groups: Config.Workers
+// workers, one log writer and one ticker. A group with work (a message, a
+// proposal, a tick, a finished write) is queued once, and a worker takes
+// it: it steps its messages into its raft.RawNode, then, if raft has a
+// Ready, hands the Ready's entries and hard state to the log writer and
+// lets the group go. The writer saves every write waiting, of any group, in
+// one wal.Shared.Save (one fsync), tells each group's raft storage, and
+// queues the groups again; a worker then finishes each group's Ready: it
+// sends its messages, applies its committed entries to the group's
+// StateMachine and advances raft. A group is processed by one worker at a
+// time, and its next Ready waits for the last one's write.
+//
+// # Quiescence
+//
+// An idle group costs nothing: once a leader has had nothing to do for
+// Config.QuiesceTicks ticks, with every follower holding every entry and
+// all of them committed, it stops ticking and tells its followers (a
+// MsgHeartbeat whose Context is "quiesce", which the followers' hosts take
+// and never give to raft), which stop ticking too: no heartbeats, no
+// election timers. Any other message for the group, and any proposal,
+// wakes it. Instead of each group's heartbeats, each host sends each peer
+// node one message per tick (group 0), and a follower whose leader's node
+// has not been heard from for an election timeout wakes the group, which
+// then elects a new leader as raft does; a follower that missed the
+// leader's quiesce message campaigns and so wakes the others. Quiescence
+// only stops ticks: raft's safety never depends on it.
+//
+// # Reads
+//
+// ReadBarrier is raft's read index (ReadOnlySafe), at a leader or, asked of
+// its leader, at a follower, then waits for the group to apply up to it
+// on this node: the StateMachine then reflects every write acknowledged
+// before the call. A quiesced group's leader wakes for it; its followers
+// answer the heartbeat without waking.
+//
+// # What a Host does not do yet
+//
+// Snapshots (a group's log is never released, and a restarted host
+// rebuilds each StateMachine by applying its log from the start) and
+// membership changes: each group's members are fixed when it is added.
+package multiraft

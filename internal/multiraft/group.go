@@ -1,0 +1,288 @@
+package multiraft
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flintkv/flint/internal/raftlog"
+	"github.com/flintkv/flint/internal/wal"
+)
+
+// group is one raft group on the host.
+type group struct {
+	id      uint64
+	storage *raftlog.Storage
+	sm      StateMachine
+	lead    atomic.Uint64 // the leader as raft last said, or 0
+	// quiesced: the group is not ticked (see the package doc); qlead is
+	// the leader's node that it quiesced under.
+	quiesced atomic.Bool
+	qlead    atomic.Uint64
+	queued   atomic.Bool // in the host's queue: pushed once until a worker takes it
+
+	// in is what waits for a worker, filled by any goroutine.
+	in struct {
+		sync.Mutex
+		msgs        []raftpb.Message
+		unreachable []uint64
+		ticks       int
+		quiesce     *raftpb.Message // the leader's last quiesce message
+		written     bool            // the log writer saved rd
+	}
+
+	// mu is held by the worker processing the group, and by Propose.
+	mu sync.Mutex
+	rn *raft.RawNode
+	// rd is the Ready whose write is with the log writer, or nil: the
+	// next Ready waits for it.
+	rd *raft.Ready
+	// idle counts the ticks since the group last had entries to write or
+	// apply, or a proposal.
+	idle int
+	// quiesce is the leader's quiesce message that this follower has not
+	// taken yet, as it had work left (see quiesceFollower), or nil.
+	quiesce *raftpb.Message
+	// saved is the hard state last written: one that changes only the
+	// commit index is not written (see ready).
+	saved   raftpb.HardState
+	waiters map[uint64]chan result // proposals made here, by id
+	// reads are the read barriers waiting for raft to confirm their read
+	// index, by id; readWaits those waiting to apply up to it.
+	reads     map[uint64]chan error
+	readWaits []readWait
+	applied   uint64 // the last entry applied to sm
+}
+
+type result struct {
+	v   any
+	err error
+}
+
+func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState) *group {
+	return &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{}}
+}
+
+// quiesceContext marks a leader's quiesce message (see the package doc).
+var quiesceContext = []byte("quiesce")
+
+// receive queues msgs for the worker, and reports whether there are any.
+// A message wakes the group, unless it is a heartbeat or a response to
+// one: a leader's heartbeat sent before its quiesce message may arrive
+// after it, and its followers' responses after it quiesced.
+func (g *group) receive(msgs []raftpb.Message) bool {
+	g.in.Lock()
+	defer g.in.Unlock()
+	for i := range msgs {
+		if m := &msgs[i]; m.Type == raftpb.MsgHeartbeat && string(m.Context) == string(quiesceContext) {
+			g.in.quiesce = m
+			continue
+		}
+		if !isHeartbeat(msgs[i].Type) {
+			g.wake()
+		}
+		g.in.msgs = append(g.in.msgs, msgs[i])
+	}
+	return len(msgs) > 0
+}
+
+func (g *group) unreachable(to uint64) {
+	g.in.Lock()
+	defer g.in.Unlock()
+	g.in.unreachable = append(g.in.unreachable, to)
+}
+
+func (g *group) tick() {
+	g.in.Lock()
+	defer g.in.Unlock()
+	g.in.ticks++
+}
+
+// written records that the log writer saved rd.
+func (g *group) written() {
+	g.in.Lock()
+	defer g.in.Unlock()
+	g.in.written = true
+}
+
+// wake makes the group tick again.
+func (g *group) wake() { g.quiesced.Store(false) }
+
+// process is a worker's turn with group g: it finishes the Ready that
+// the log writer saved, steps what arrived, and hands the next Ready's
+// write to the writer, or finishes it if it has none.
+func (h *Host) process(g *group) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.in.Lock()
+	msgs, unreachable, ticks, quiesce, written := g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written
+	g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written = nil, nil, 0, nil, false
+	g.in.Unlock()
+	if written {
+		rd := *g.rd
+		g.rd = nil
+		h.finish(g, rd)
+	}
+	for _, to := range unreachable {
+		g.rn.ReportUnreachable(to)
+	}
+	for _, m := range msgs {
+		if !isHeartbeat(m.Type) {
+			g.quiesce = nil // woken since
+		}
+		// Errors are raft's refusals of a message it cannot take (from a
+		// member it does not know, a proposal with no leader): dropped,
+		// as the network may drop any message.
+		_ = g.rn.Step(m)
+	}
+	for range ticks {
+		g.rn.Tick()
+		g.idle++
+	}
+	h.ready(g)
+	if quiesce != nil {
+		g.quiesce = quiesce
+	}
+	if g.quiesce != nil && g.quiesceFollower(g.quiesce) {
+		g.quiesce = nil
+	}
+	if ticks > 0 && g.idle >= h.cfg.QuiesceTicks {
+		h.quiesceLeader(g)
+	}
+}
+
+// ready takes raft's Readys until one has a write, which it hands to the
+// log writer, or until raft has none.
+func (h *Host) ready(g *group) {
+	for g.rd == nil && g.rn.HasReady() {
+		rd := g.rn.Ready()
+		if rd.SoftState != nil {
+			g.lead.Store(rd.SoftState.Lead)
+		}
+		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
+			g.idle = 0
+		}
+		// A hard state that changes only the commit index is not written
+		// (as in package replica): the commit index is volatile in raft,
+		// which a restart may find older, and learns again. That spares a
+		// follower an fsync for each commit its leader tells it of.
+		hs := rd.HardState
+		if !raft.IsEmptyHardState(hs) && hs.Term == g.saved.Term && hs.Vote == g.saved.Vote {
+			hs = raftpb.HardState{}
+		}
+		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(hs) {
+			if !raft.IsEmptyHardState(rd.HardState) {
+				g.saved = rd.HardState
+			}
+			g.rd = &rd
+			h.writer.submit(g, wal.Write{Group: g.id, Entries: rd.Entries, HardState: rd.HardState})
+			return
+		}
+		h.finish(g, rd)
+	}
+}
+
+// finish completes rd, whose write (if any) is durable: its messages go,
+// its committed entries are applied, read barriers that waited for them
+// are answered, and raft advances.
+func (h *Host) finish(g *group, rd raft.Ready) {
+	h.send(g.id, rd.Messages)
+	for _, e := range rd.CommittedEntries {
+		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
+			h.apply(g, e)
+		}
+		g.applied = e.Index
+	}
+	g.confirmReads(rd.ReadStates)
+	g.rn.Advance(rd)
+}
+
+// apply applies entry e to the group's state, and answers its proposer if
+// it is waiting here.
+func (h *Host) apply(g *group, e raftpb.Entry) {
+	node, id, data, err := decodeProposal(e.Data)
+	if err != nil {
+		panic(fmt.Sprintf("multiraft: group %d, entry %d: %v", g.id, e.Index, err)) // the log is damaged
+	}
+	v := g.sm.Apply(e.Index, data)
+	if node != h.cfg.Node {
+		return
+	}
+	if ch, ok := g.waiters[id]; ok {
+		delete(g.waiters, id)
+		ch <- result{v: v}
+	}
+}
+
+// dropWaiters answers every proposal waiting with err.
+func (g *group) dropWaiters(err error) {
+	for id, ch := range g.waiters {
+		delete(g.waiters, id)
+		ch <- result{err: err}
+	}
+}
+
+// Propose proposes data to group id, whose leader this node must be, and
+// returns what the group's StateMachine.Apply returned for it once it is
+// committed and applied here. ErrNotLeader and ErrNoGroup mean that
+// nothing was proposed; ErrUnknownState (the context ended first) and
+// ErrStopped that it may or may not be applied.
+func (h *Host) Propose(ctx context.Context, id uint64, data []byte) (any, error) {
+	g := h.group(id)
+	if g == nil {
+		return nil, ErrNoGroup
+	}
+	pid := h.proposals.Add(1)
+	ch := make(chan result, 1)
+	g.mu.Lock()
+	g.wake()
+	if g.lead.Load() != h.cfg.Node {
+		g.mu.Unlock()
+		return nil, ErrNotLeader
+	}
+	if err := g.rn.Propose(encodeProposal(h.cfg.Node, pid, data)); err != nil {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	g.waiters[pid] = ch
+	g.idle = 0
+	g.mu.Unlock()
+	h.queue.push(g)
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		delete(g.waiters, pid)
+		g.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrUnknownState, ctx.Err())
+	case <-h.stop:
+		return nil, ErrStopped
+	}
+}
+
+// A proposal's entry is the proposing node's id and the proposal's id, as
+// uvarints, then the data, so that the node that proposed it answers its
+// proposer when it applies it.
+func encodeProposal(node, id uint64, data []byte) []byte {
+	b := binary.AppendUvarint(make([]byte, 0, len(data)+2*binary.MaxVarintLen64), node)
+	return append(binary.AppendUvarint(b, id), data...)
+}
+
+func decodeProposal(b []byte) (node, id uint64, data []byte, err error) {
+	node, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, 0, nil, errors.New("a proposal without its node")
+	}
+	id, m := binary.Uvarint(b[n:])
+	if m <= 0 {
+		return 0, 0, nil, errors.New("a proposal without its id")
+	}
+	return node, id, b[n+m:], nil
+}

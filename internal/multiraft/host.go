@@ -1,0 +1,300 @@
+package multiraft
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flintkv/flint/internal/raftlog"
+	"github.com/flintkv/flint/internal/transport"
+	"github.com/flintkv/flint/internal/wal"
+)
+
+// StateMachine is a group's state, which its committed entries change. A
+// Host calls Apply from one goroutine at a time for a group, in log order,
+// once per entry (and again from the first entry after a restart: see the
+// package doc); what it returns goes to the proposer, if on this node.
+type StateMachine interface {
+	Apply(index uint64, data []byte) any
+}
+
+// Config configures a Host.
+type Config struct {
+	Node   uint64      // this node's id, also its member id in every group; not 0
+	Log    *wal.Shared // the node's log, open; the caller closes it after Stop
+	Sender transport.Sender
+	// Workers is how many groups are processed at once; default 4.
+	Workers int
+	// TickInterval is raft's tick; default 100 ms. ElectionTicks (default
+	// 10) and HeartbeatTicks (default 1) are raft's.
+	TickInterval                  time.Duration
+	ElectionTicks, HeartbeatTicks int
+	// QuiesceTicks is how long a leader stays idle before its group
+	// quiesces; default ElectionTicks.
+	QuiesceTicks int
+	Logger       *slog.Logger // default slog.Default()
+}
+
+func (c *Config) withDefaults() {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.QuiesceTicks <= 0 {
+		c.QuiesceTicks = c.ElectionTicks
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Errors of Propose.
+var (
+	ErrNotLeader    = errors.New("multiraft: not the group's leader")
+	ErrNoGroup      = errors.New("multiraft: no such group on this node")
+	ErrStopped      = errors.New("multiraft: the host stopped")
+	ErrUnknownState = errors.New("multiraft: the proposal's outcome is unknown")
+)
+
+// Host runs raft groups on one node. Its methods may be called from any
+// goroutine; it is also the node's transport.Handler.
+type Host struct {
+	cfg    Config
+	queue  queue
+	writer writer
+	live   liveness
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	// proposals numbers the proposals made here, from the time the host
+	// started, so that entries that a host before a restart proposed, and
+	// this one applies again, answer none of this one's.
+	proposals atomic.Uint64
+	mu        struct {
+		sync.Mutex
+		groups map[uint64]*group
+		list   []*group // the groups, in the order added
+		err    error    // the log's failure, or ErrStopped
+	}
+}
+
+var _ transport.Handler = (*Host)(nil)
+
+// New starts a host with no group.
+func New(cfg Config) *Host {
+	cfg.withDefaults()
+	h := &Host{cfg: cfg, stop: make(chan struct{})}
+	h.mu.groups = map[uint64]*group{}
+	h.proposals.Store(uint64(time.Now().UnixNano()))
+	h.queue.init()
+	h.writer.init()
+	h.live.init()
+	h.wg.Add(cfg.Workers + 2)
+	for range cfg.Workers {
+		go h.work()
+	}
+	go h.writeLoop()
+	go h.tickLoop()
+	return h
+}
+
+// AddGroup starts group id (not 0) on this node, with members, the node
+// ids of its voters, and sm, its state, which the group's log is applied
+// to from its first entry. A group that the log holds entries of goes on
+// from them.
+func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
+	if id == 0 {
+		return errors.New("multiraft: group 0 is the node's own channel")
+	}
+	lg, err := h.cfg.Log.Group(id, 0)
+	if err != nil {
+		return err
+	}
+	snap := raftpb.SnapshotMetadata{ConfState: raftpb.ConfState{Voters: members}}
+	storage, err := raftlog.New(lg, snap, lg.HardState(), raftlog.Options{CacheBytes: groupCacheBytes, CacheEntries: groupCacheEntries})
+	if err != nil {
+		return err
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID: h.cfg.Node, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
+		Storage: storage, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		CheckQuorum: true, PreVote: true, Logger: silentRaft,
+	})
+	if err != nil {
+		return fmt.Errorf("multiraft: group %d: %w", id, err)
+	}
+	g := newGroup(id, rn, storage, sm, lg.HardState())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.mu.groups[id]; ok {
+		return fmt.Errorf("multiraft: group %d is already on this node", id)
+	}
+	h.mu.groups[id] = g
+	h.mu.list = append(h.mu.list, g)
+	for _, m := range members {
+		if m != h.cfg.Node {
+			h.live.addPeer(m)
+		}
+	}
+	return nil
+}
+
+// groupList returns the groups, in the order added. The list returned is
+// never written again.
+func (h *Host) groupList() []*group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.list[:len(h.mu.list):len(h.mu.list)]
+}
+
+// The bounds of each group's cache of its latest entries (see raftlog):
+// a node may host thousands of groups, so each gets a small share of what
+// a process of one group keeps.
+const (
+	groupCacheBytes   = 4 << 20
+	groupCacheEntries = 4096
+)
+
+// silentRaft drops raft's narration (it logs every election); its panics
+// still panic.
+var silentRaft = &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)}
+
+// group returns group id, or nil.
+func (h *Host) group(id uint64) *group {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.groups[id]
+}
+
+// Campaign makes this node's member of group id stand for election now.
+func (h *Host) Campaign(id uint64) error {
+	g := h.group(id)
+	if g == nil {
+		return ErrNoGroup
+	}
+	g.mu.Lock()
+	err := g.rn.Campaign()
+	g.wake()
+	g.mu.Unlock()
+	h.queue.push(g)
+	return err
+}
+
+// Leader returns the node that this node takes for group id's leader, or
+// 0.
+func (h *Host) Leader(id uint64) uint64 {
+	g := h.group(id)
+	if g == nil {
+		return 0
+	}
+	return g.lead.Load()
+}
+
+// Quiesced returns how many of the node's groups are quiesced.
+func (h *Host) Quiesced() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, g := range h.mu.groups {
+		if g.quiesced.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// Err returns the failure that stopped the host, if any: its log's.
+func (h *Host) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.err
+}
+
+// fail stops the host after a failure of its log: what the log holds is
+// unknown, so nothing more may be acknowledged.
+func (h *Host) fail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.err == nil {
+		h.mu.err = err
+		h.cfg.Logger.Error("multiraft: the log failed; the host stops", "err", err)
+		close(h.stop)
+	}
+}
+
+// Stop stops the host's goroutines and waits for them. Proposals waiting
+// get ErrStopped. The log stays open.
+func (h *Host) Stop() {
+	h.mu.Lock()
+	if h.mu.err == nil {
+		h.mu.err = ErrStopped
+		close(h.stop)
+	}
+	groups := h.mu.groups
+	h.mu.Unlock()
+	h.queue.close()
+	h.writer.close()
+	h.wg.Wait()
+	for _, g := range groups {
+		g.mu.Lock()
+		g.dropWaiters(ErrStopped)
+		g.dropReads(ErrStopped)
+		g.mu.Unlock()
+	}
+}
+
+// Receive implements transport.Handler: group 0 is the peer node's own
+// channel (see liveness), the others its groups'.
+func (h *Host) Receive(from, group uint64, msgs []raftpb.Message) {
+	if group == 0 {
+		h.live.heard(from)
+		return
+	}
+	if g := h.group(group); g != nil && g.receive(msgs) {
+		h.queue.push(g)
+	}
+}
+
+// ReceiveSnapshot implements transport.Handler: a Host takes no snapshot
+// yet (see the package doc).
+func (h *Host) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
+	return errors.New("multiraft: snapshots are not supported")
+}
+
+// Unreachable implements transport.Handler.
+func (h *Host) Unreachable(to, group uint64) {
+	if g := h.group(group); g != nil {
+		g.unreachable(to)
+		h.queue.push(g)
+	}
+}
+
+// SnapshotDone implements transport.Handler; no Host sends snapshots.
+func (h *Host) SnapshotDone(to, group uint64, err error) {}
+
+// send sends msgs, in order, grouped by the node they go to.
+func (h *Host) send(group uint64, msgs []raftpb.Message) {
+	for len(msgs) > 0 {
+		to, n := msgs[0].To, 1
+		for n < len(msgs) && msgs[n].To == to {
+			n++
+		}
+		h.cfg.Sender.Send(to, group, msgs[:n:n])
+		msgs = msgs[n:]
+	}
+}
