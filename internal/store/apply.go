@@ -20,6 +20,10 @@ import (
 //	OpSessionOpen   Done is true; Int: the new session's client id
 //	OpSeq           Done is true, unless it refuses the write it wraps (see the package doc)
 //	OpSessionClose  Done: whether the session was open
+//	OpSetExpire     as OpSet
+//	OpExpire        Int: 1 if the deadline was set or the key removed; Found, Val (with ExpireGet): the value
+//	OpPersist       Int: 1 if a deadline was removed; Found, Val (with ExpireGet): the value
+//	OpExpireDue     Int: number of keys removed
 //
 // Err is set, and nothing changed, when the command failed on the data
 // (ErrNotInteger, ErrOverflow, ErrTooLarge) or on the session table
@@ -72,6 +76,14 @@ func (s *Store) apply(e entry) Result {
 		return s.cas(e.args[0], e.args[1], e.args[2])
 	case OpFlush:
 		return s.flush()
+	case OpSetExpire:
+		return s.setExpire(e.args[0], e.args[1], e.args[2], e.flags)
+	case OpExpire:
+		return s.expire(e.args[0], e.args[1], e.flags)
+	case OpPersist:
+		return s.persist(e.args[0], e.flags)
+	case OpExpireDue:
+		return s.expireDue(e.args)
 	}
 	panic(fmt.Sprintf("store: apply of op %d, which decodeEntry refuses or applySession takes", e.op))
 }
@@ -98,7 +110,14 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 	val = s.own(val)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	return st.setLocked(h, key, val, flags, s.nowMs())
+}
+
+// setLocked is OpSet of val, which the store owns, under key, whose hash
+// is h, at now (Unix ms). It clears key's deadline unless flags has
+// SetKeepTTL.
+func (st *stripe) setLocked(h uint64, key, val []byte, flags byte, now int64) Result {
+	old := st.liveLocked(h, key, now)
 	found := old != nil
 	r := Result{Found: found}
 	if flags&SetGet != 0 {
@@ -108,6 +127,9 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 		return r
 	}
 	st.replaceLocked(old, h, key, val)
+	if flags&SetKeepTTL == 0 {
+		st.clearDeadlineLocked(key)
+	}
 	r.Done = true
 	return r
 }
@@ -120,9 +142,10 @@ func (s *Store) mset(args [][]byte) Result {
 	ls := s.lockSetOf(args, 2)
 	s.lock(ls)
 	defer s.unlock(ls)
+	now := s.nowMs()
 	for i := 0; i < len(args); i += 2 {
 		st, h := s.locate(args[i])
-		st.putLocked(h, args[i], vals[i/2])
+		st.setLocked(h, args[i], vals[i/2], 0, now)
 	}
 	return Result{Done: true}
 }
@@ -131,8 +154,9 @@ func (s *Store) msetnx(args [][]byte) Result {
 	ls := s.lockSetOf(args, 2)
 	s.lock(ls)
 	defer s.unlock(ls)
+	now := s.nowMs()
 	for i := 0; i < len(args); i += 2 {
-		if st, h := s.locate(args[i]); st.lookupLocked(h, args[i]) != nil {
+		if st, h := s.locate(args[i]); st.liveLocked(h, args[i], now) != nil {
 			return Result{}
 		}
 	}
@@ -148,8 +172,9 @@ func (s *Store) del(keys [][]byte) Result {
 	s.lock(ls)
 	defer s.unlock(ls)
 	var n int64
+	now := s.nowMs()
 	for _, k := range keys {
-		if st, h := s.locate(k); st.deleteLocked(h, k) {
+		if st, h := s.locate(k); st.liveLocked(h, k, now) != nil && st.deleteLocked(h, k) {
 			n++
 		}
 	}
@@ -161,7 +186,7 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var n int64
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	if old != nil {
 		var valid bool
 		if n, valid = parseInt(old.val); !valid {
@@ -185,7 +210,7 @@ func (s *Store) append(key, suffix []byte) Result {
 	st, h := s.locate(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	cur := old.value()
 	if len(cur)+len(suffix) > s.maxValue {
 		return Result{Err: ErrTooLarge}
@@ -202,11 +227,12 @@ func (s *Store) cas(key, expected, val []byte) Result {
 	st, h := s.locate(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	if old == nil || !equal(old.val, expected) {
 		return Result{Found: old != nil}
 	}
 	st.replaceLocked(old, h, key, s.own(val))
+	st.clearDeadlineLocked(key) // a swap sets the value, as SET does
 	return Result{Done: true, Found: true}
 }
 

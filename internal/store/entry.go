@@ -27,6 +27,13 @@ const (
 	OpSessionOpen  Op = 9  // no args; opens a session, whose client id is the result's Int
 	OpSeq          Op = 10 // args: client id, seq, lowest unacknowledged seq (8 bytes each); wraps the next entry
 	OpSessionClose Op = 11 // args: client id (8 bytes)
+
+	// Expiry ops (see expiry.go). A deadline argument is 8 bytes, a
+	// big-endian int64 of milliseconds (see DeadlineArg).
+	OpSetExpire Op = 30 // args: key, value, deadline; flags: OpSet's, ExpireRelative
+	OpExpire    Op = 31 // args: key, deadline; flags: ExpireNX, ExpireXX, ExpireGT, ExpireLT, ExpireRelative, ExpireGet
+	OpPersist   Op = 32 // args: key; flags: ExpireGet
+	OpExpireDue Op = 33 // args: key, ...; removes those whose deadline the clock has passed
 )
 
 // session reports whether op is a session op, which works on the session
@@ -44,6 +51,8 @@ const (
 	SetNX  byte = 1 << 0 // write only if the key does not exist
 	SetXX  byte = 1 << 1 // write only if the key exists
 	SetGet byte = 1 << 2 // return the old value
+	// SetKeepTTL keeps the key's deadline; without it OpSet clears it.
+	SetKeepTTL byte = 1 << 3
 )
 
 // EntryVersion is the version of the entry encoding written by AppendEntry.
@@ -121,7 +130,7 @@ func (e entry) keys() (keys [][]byte, stride int) {
 	switch e.op {
 	case OpMSet, OpMSetNX:
 		return e.args, 2
-	case OpDel:
+	case OpDel, OpExpireDue:
 		return e.args, 1
 	case OpFlush, OpSessionOpen, OpSeq, OpSessionClose:
 		return nil, 1
@@ -138,8 +147,14 @@ func (e entry) check() error {
 		ok = n == 2
 	case OpMSet, OpMSetNX:
 		ok = n >= 2 && n%2 == 0
-	case OpDel:
+	case OpDel, OpExpireDue:
 		ok = n >= 1
+	case OpSetExpire:
+		ok = n == 3 && len(e.args[2]) == 8
+	case OpExpire:
+		ok = n == 2 && len(e.args[1]) == 8
+	case OpPersist:
+		ok = n == 1
 	case OpIncrBy:
 		ok = n == 2 && len(e.args[1]) == 8
 	case OpCAS:

@@ -110,6 +110,11 @@ type Store struct {
 	every    lockSet // every stripe, in order
 	retain   bool    // see Retain
 	fresh    int     // see Options.fresh
+	// clock is the largest time of the stamps of the applied batches, in
+	// Unix nanoseconds: the time that deadlines are judged by (see
+	// expiry.go). It only grows.
+	clock   atomic.Int64
+	dueFrom atomic.Uint32 // the stripe that AppendDue starts from
 	// sessions is the client-session table (see the package doc). Only
 	// stamped batches lock it: once, and once more for every session op
 	// (twice for an OpSeq whose write is applied).
@@ -144,6 +149,7 @@ type stripe struct {
 		// garbage estimates the memory idx keeps only for shadowed and
 		// absent items, and their cells and values, in bytes: see shadowLocked.
 		garbage int64
+		dl      deadlines // the keys' deadlines: see expiry.go
 	}
 	keys  atomic.Int64 // number of keys, written under mu
 	bytes atomic.Int64 // sum of key and value lengths, written under mu
@@ -291,6 +297,7 @@ func (st *stripe) resetLocked(fresh int) {
 	st.mu.clash = nil
 	st.mu.idx = newIndex(fresh)
 	st.mu.garbage = 0
+	st.mu.dl = deadlines{}
 	st.keys.Store(0)
 	st.bytes.Store(0)
 }
@@ -323,13 +330,6 @@ func (s *Store) Bytes() int64 {
 		n += s.stripes[i].bytes.Load()
 	}
 	return n
-}
-
-// getLocked returns the value of key, whose hash is h; the stripe's lock
-// must be held.
-func (st *stripe) getLocked(h uint64, key []byte) ([]byte, bool) {
-	c := st.lookupLocked(h, key)
-	return c.value(), c != nil
 }
 
 // lookupLocked returns the cell of key, whose hash is h, or nil.
@@ -416,6 +416,7 @@ func (st *stripe) deleteLocked(h uint64, key []byte) bool {
 		return false
 	}
 	st.unbindLocked(h, old)
+	st.clearDeadlineLocked(key)
 	st.keys.Add(-1)
 	st.bytes.Add(-int64(len(key) + len(old.val)))
 	if old.gen == st.mu.gen {
@@ -514,12 +515,15 @@ func (s *Store) runlock(ls lockSet) {
 	}
 }
 
-// views returns a view of every stripe's index, taken at one instant, and
-// the number of keys then. Cost, under every stripe's lock (views seal fresh,
-// which needs the write locks): sorting what each index's fresh holds, up
-// to twice defaultFresh items a stripe, and merging the small runs that
-// leaves (see index.tidy).
-func (s *Store) views() ([][]run, int) {
+// views returns a view of every stripe's index, taken at one instant, the
+// number of keys then, and the keys that had expired then but were not
+// removed yet (nil if none). Cost, under every stripe's lock (views seal
+// fresh, which needs the write locks): sorting what each index's fresh
+// holds, up to twice defaultFresh items a stripe, and merging the small
+// runs that leaves (see index.tidy); and gathering the expired keys, of
+// which the expirer leaves few, but as many as a mass expiry has not yet
+// removed.
+func (s *Store) views() ([][]run, int, map[string]bool) {
 	s.lock(s.every)
 	defer s.unlock(s.every)
 	views, n := make([][]run, len(s.stripes)), 0
@@ -529,7 +533,7 @@ func (s *Store) views() ([][]run, int) {
 		st.mu.gen++ // the view may share every cell made so far
 		n += int(st.keys.Load())
 	}
-	return views, n
+	return views, n, s.expiredLocked(s.nowMs())
 }
 
 func equal(a, b []byte) bool { return bytes.Equal(a, b) }
