@@ -9,8 +9,9 @@ func (s *Store) Get(key []byte) ([]byte, bool) {
 	now := s.nowMs()
 	st.mu.RLock()
 	c := st.visibleLocked(st.lookupLocked(h, key), key, now)
+	v := c.value() // a write may replace it once the lock is released
 	st.mu.RUnlock()
-	return c.value(), c != nil
+	return v, c != nil
 }
 
 // MGet calls fn with the value of each key, in order, all read at one
