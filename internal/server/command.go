@@ -46,7 +46,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, expiryCommands} {
 		for _, cmd := range list {
 			cmd.write = slices.Contains(strings.Fields(cmd.flags), flagWrite)
 			if cmd.reply != nil {
@@ -62,10 +62,6 @@ func init() {
 var unsupported = map[string]string{}
 
 func init() {
-	const ttl = "keys have no TTLs in Flint"
-	for _, n := range strings.Fields("expire pexpire expireat pexpireat ttl pttl persist setex psetex getex expiretime pexpiretime") {
-		unsupported[n] = ttl
-	}
 	const types = "Flint stores only string values"
 	for _, n := range strings.Fields(`lpush rpush lpop rpop llen lrange lindex lset lrem linsert ltrim blpop brpop lmove
 		hset hget hmset hmget hdel hgetall hexists hincrby hkeys hvals hlen hsetnx

@@ -50,7 +50,10 @@ type Config struct {
 	MaxOutputBuffer int           // reply bytes buffered per connection before writing them out
 	OutputTimeout   time.Duration // drop a client that accepts no output for this long
 	IdleTimeout     time.Duration // drop a client idle for this long; 0: never
-	Logger          *slog.Logger
+	// ExpireDelay is how long after its deadline an expired key is
+	// removed at most, give or take a commit (see expirer.go).
+	ExpireDelay time.Duration
+	Logger      *slog.Logger
 }
 
 // DefaultConfig holds the defaults.
@@ -63,6 +66,7 @@ var DefaultConfig = Config{
 	MaxQueryBuffer:  1 << 30,
 	MaxOutputBuffer: 1 << 20,
 	OutputTimeout:   60 * time.Second,
+	ExpireDelay:     100 * time.Millisecond,
 }
 
 func (c Config) withDefaults() Config {
@@ -75,6 +79,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxQueryBuffer, d.MaxQueryBuffer)
 	setDefault(&c.MaxOutputBuffer, d.MaxOutputBuffer)
 	setDefault(&c.OutputTimeout, d.OutputTimeout)
+	setDefault(&c.ExpireDelay, d.ExpireDelay)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -123,9 +128,10 @@ type Backend interface {
 // store at once, and every read already sees them.
 type Local struct{ S *store.Store }
 
-// Apply applies batch to the store.
+// Apply applies batch to the store, stamped with this process's clock
+// (and no log index), which judges keys' deadlines.
 func (l Local) Apply(_ context.Context, batch []byte, done func(i int, res store.Result)) error {
-	return l.S.ApplyBatch(batch, done)
+	return l.S.ApplyBatchAt(batch, store.Stamp{Time: time.Now().UnixNano()}, done)
 }
 
 // ReadBarrier returns at once: applied writes are visible to every reader.
@@ -149,6 +155,8 @@ type Server struct {
 	lim     protocol.Limits
 
 	stale staleView // only with the injected bug bugs.StaleRead
+	// stop is closed by Shutdown; the expirer then returns.
+	stop chan struct{}
 
 	// ctx is what the backend's calls wait under: Shutdown cancels it
 	// once its own context ends, so that no connection waits any longer.
@@ -164,7 +172,7 @@ type Server struct {
 		ln    net.Listener
 		conns map[int64]*conn
 	}
-	wg sync.WaitGroup // one per open connection
+	wg sync.WaitGroup // one per open connection, and one for the expirer while it runs
 }
 
 // stats are server-wide counters, updated once per batch.
@@ -188,6 +196,7 @@ func New(cfg Config, kv Backend) *Server {
 	s.sharded, _ = kv.(Sharded)
 	s.passSum = sha256.Sum256([]byte(cfg.RequirePass))
 	s.mu.conns = make(map[int64]*conn)
+	s.stop = make(chan struct{})
 	return s
 }
 
@@ -217,6 +226,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.mu.ln = ln
+	s.wg.Add(1)
+	go s.expire()
 	s.mu.Unlock()
 	s.log.Info("serving", "addr", ln.Addr().String())
 	var delay time.Duration
@@ -285,8 +296,10 @@ func (s *Server) Addr() net.Addr {
 // executing and write its replies, then closes them. It returns when all are
 // closed or ctx ends, in which case the rest are closed at once.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.closing.Store(true)
 	s.mu.Lock()
+	if !s.closing.Swap(true) {
+		close(s.stop)
+	}
 	if s.mu.ln != nil {
 		s.mu.ln.Close()
 	}
