@@ -131,8 +131,12 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 		err = fmt.Errorf("snapshot %s: its header says index %d term %d", info.Name, meta.Index, meta.Term)
 	}
 	for _, s := range meta.Sections {
-		if err == nil && s.Name == sessionsSection {
+		switch {
+		case err != nil:
+		case s.Name == sessionsSection:
 			err = st.RestoreSessions(s.Data)
+		case s.Name == deadlinesSection:
+			err = st.RestoreDeadlines(s.Data)
 		}
 	}
 	return st, meta, err
@@ -143,6 +147,12 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 // view, so that exactly-once retries survive a restart and reach a member
 // that installs the snapshot.
 const sessionsSection = "sessions"
+
+// deadlinesSection is the snapshot section that holds the keys' deadlines
+// and the store's clock (store.Deadlines), taken on the apply thread with
+// the store's view. A snapshot without it, of a Flint before expiry, has
+// no key with a deadline.
+const deadlinesSection = "deadlines"
 
 // withAdvice tells the operator what to do about a damaged newest snapshot.
 func withAdvice(err error, snaps []snap.Info) error {

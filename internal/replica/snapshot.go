@@ -87,7 +87,8 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 	s.running.Store(true)
 	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: r.conf,
 		Sections: []snap.Section{{Name: membersSection, Data: encodeMembers(r.Members())},
-			{Name: sessionsSection, Data: r.Store().Sessions()}, {Name: incarnationsSection, Data: r.encodeIncarnations()}}}
+			{Name: sessionsSection, Data: r.Store().Sessions()}, {Name: incarnationsSection, Data: r.encodeIncarnations()},
+			{Name: deadlinesSection, Data: r.Store().Deadlines()}}}
 	view := r.Store().Snapshot()
 	s.entries, s.bytes = 0, 0
 	if req != nil {
