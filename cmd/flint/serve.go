@@ -35,6 +35,7 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.MaxOutputBuffer, "max-output-buffer", d.MaxOutputBuffer, "reply bytes buffered per client before they are written out, bytes")
 	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
+	fs.DurationVar(&cfg.ExpireDelay, "expire-delay", d.ExpireDelay, "remove an expired key at most this long after its deadline, plus a commit")
 	stripes := fs.Int("lock-stripes", store.DefaultStripes(), "lock stripes in the store (rounded up to a power of two)")
 	dir := fs.String("dir", "./data", "data directory: the write-ahead log and snapshots")
 	fsync := fs.String("fsync", "always", "always: acknowledge writes once fsynced; never (benchmarks only): a power loss\nloses recent acknowledged writes, a process crash does not")
@@ -127,6 +128,9 @@ func validate(cfg server.Config) error {
 	}
 	if cfg.OutputTimeout <= 0 || cfg.IdleTimeout < 0 {
 		return errors.New("--output-timeout must be positive and --idle-timeout not negative")
+	}
+	if cfg.ExpireDelay < 2*time.Millisecond {
+		return fmt.Errorf("--expire-delay must be at least 2ms, got %v", cfg.ExpireDelay)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ const expireBatch = 1024
 // expire runs the expirer until Shutdown.
 func (s *Server) expire() {
 	defer s.wg.Done()
-	tick := time.NewTicker(s.cfg.ExpireDelay / 2)
+	tick := time.NewTicker(max(s.cfg.ExpireDelay/2, time.Millisecond))
 	defer tick.Stop()
 	var b store.Batch
 	for {

@@ -257,7 +257,7 @@ func (s *Store) setExpire(key, val, arg []byte, flags byte) Result {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := s.nowMs()
-	r := st.setLocked(h, key, val, flags&^SetKeepTTL, now)
+	r := st.setLocked(h, key, val, flags|SetKeepTTL, now) // the new deadline replaces the old
 	if r.Done {
 		st.setDeadlineLocked(key, absoluteDeadline(arg, flags, now))
 	}
