@@ -309,7 +309,7 @@ func (c *conn) infoStats(b *strings.Builder) {
 }
 
 func (c *conn) infoKeyspace(b *strings.Builder) {
-	if n := c.srv.kv.Store().Len(); n > 0 {
-		fmt.Fprintf(b, "db0:keys=%d,expires=0,avg_ttl=0\r\n", n)
+	if s := c.srv.kv.Store(); s.Len() > 0 {
+		fmt.Fprintf(b, "db0:keys=%d,expires=%d,avg_ttl=0\r\n", s.Len(), s.Expires())
 	}
 }

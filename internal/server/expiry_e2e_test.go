@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -246,5 +247,31 @@ func TestExpiryGoRedis(t *testing.T) {
 	}
 	if ok, err := rdb.SetNX(c, "lock", "b", time.Second).Result(); err != nil || !ok {
 		t.Fatalf("SET NX PX after the lock expired = %v, %v", ok, err)
+	}
+	if info := rdb.Info(c, "keyspace").Val(); !strings.Contains(info, "db0:keys=3,expires=2,") {
+		t.Fatalf("INFO keyspace = %q, want 3 keys, 2 with a deadline", info)
+	}
+}
+
+// TestExpirerMassExpiry gives 20,000 keys deadlines that pass together:
+// the expirer removes them all, in batches of at most 1,024 keys, while
+// nothing else is written, and a key written meanwhile without a deadline
+// stays.
+func TestExpirerMassExpiry(t *testing.T) {
+	srv := start(t, server.Config{ExpireDelay: 10 * time.Millisecond})
+	rdb := newClient(t, srv.Addr, nil)
+	c := ctx(t)
+	const n = 20_000
+	pipe := rdb.Pipeline()
+	for i := range n {
+		pipe.Set(c, fmt.Sprint("mass", i), "v", 200*time.Millisecond)
+	}
+	pipe.Set(c, "stays", "v", 0)
+	if _, err := pipe.Exec(c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the expirer to remove 20,000 keys", func() bool { return srv.Store.Len() == 1 })
+	if v := rdb.Get(c, "stays").Val(); v != "v" {
+		t.Fatalf("stays = %q", v)
 	}
 }

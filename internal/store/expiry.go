@@ -403,3 +403,16 @@ func (s *Store) AppendDue(b *Batch, now int64, most int) int {
 	}
 	return n
 }
+
+// Expires returns the number of keys with a deadline, those that have
+// expired but are not removed yet included (as Len counts them).
+func (s *Store) Expires() int64 {
+	var n int64
+	for i := range s.stripes {
+		st := &s.stripes[i]
+		st.mu.RLock()
+		n += int64(len(st.mu.dl.at))
+		st.mu.RUnlock()
+	}
+	return n
+}
