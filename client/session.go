@@ -20,6 +20,8 @@ var sessionWrites = map[string]bool{
 	"SET": true, "SETNX": true, "GETSET": true, "SWAP": true, "CAS": true,
 	"MSET": true, "MSETNX": true, "DEL": true, "UNLINK": true, "INCR": true, "DECR": true,
 	"INCRBY": true, "DECRBY": true, "APPEND": true, "FLUSHDB": true, "FLUSHALL": true,
+	"SETEX": true, "PSETEX": true, "GETEX": true, "EXPIRE": true, "PEXPIRE": true, "EXPIREAT": true,
+	"PEXPIREAT": true, "PERSIST": true,
 }
 
 // sessions are the Client's client sessions (see Sessions in the package
