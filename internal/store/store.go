@@ -53,6 +53,16 @@
 // sessions are evicted, and a session's results of the lowest seqs dropped
 // (its floor then passes them), so that a retry gets an error but never
 // applies a write twice.
+//
+// # Expiring keys
+//
+// A key may have a deadline, judged by the same clock (see expiry.go): a
+// key whose deadline the clock has passed is gone to every read and write,
+// removed or not. So every op that reads a key looks it up through
+// visibleLocked, and every op that writes one through liveLocked, which
+// removes an expired key by the ordinary delete path first; an op that
+// sets a value decides what becomes of the deadline, as Redis's command
+// does (SET clears it, APPEND keeps it).
 package store
 
 import (
