@@ -89,7 +89,7 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 		Sections: []snap.Section{{Name: membersSection, Data: encodeMembers(r.Members())},
 			{Name: sessionsSection, Data: r.Store().Sessions()}, {Name: incarnationsSection, Data: r.encodeIncarnations()},
 			{Name: deadlinesSection, Data: r.Store().Deadlines()}}}
-	view := r.Store().Snapshot()
+	view := r.Store().SnapshotAll()
 	s.entries, s.bytes = 0, 0
 	if req != nil {
 		req.started = true

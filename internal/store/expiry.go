@@ -416,3 +416,14 @@ func (s *Store) Expires() int64 {
 	}
 	return n
 }
+
+// anyDueLocked reports whether any key has expired by now (Unix ms) but is
+// still stored. The caller holds every stripe's lock.
+func (s *Store) anyDueLocked(now int64) bool {
+	for i := range s.stripes {
+		if h := s.stripes[i].mu.dl.heap; len(h) > 0 && h[0].at < now {
+			return true
+		}
+	}
+	return false
+}

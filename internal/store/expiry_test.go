@@ -292,7 +292,7 @@ func (et *expiryTest) restart() {
 	et.t.Helper()
 	dl := et.s.Deadlines()
 	s := New(Options{Stripes: len(et.s.stripes), fresh: 4})
-	et.s.Snapshot().Ascend(func(k string, v []byte) bool {
+	et.s.SnapshotAll().Ascend(func(k string, v []byte) bool {
 		s.Put([]byte(k), slices.Clone(v))
 		return true
 	})

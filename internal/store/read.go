@@ -117,17 +117,21 @@ func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
 		idx.tidy()
 		views[i] = idx.runs
 	}
-	gone := s.expiredLocked(s.nowMs())
+	now := s.nowMs()
+	due := s.anyDueLocked(now)
 	m := newMerge(views, string(start), string(end), false)
 	for n := 0; n < limit; {
 		it, ok := m.next()
 		if !ok {
 			break
 		}
-		if !gone[it.c.key] {
-			dst = append(dst, Pair{it.c.key, it.c.val})
-			n++
+		if due {
+			if st, _ := s.locate([]byte(it.c.key)); st.expiredLocked([]byte(it.c.key), now) {
+				continue
+			}
 		}
+		dst = append(dst, Pair{it.c.key, it.c.val})
+		n++
 	}
 	return dst
 }

@@ -526,14 +526,14 @@ func (s *Store) runlock(ls lockSet) {
 }
 
 // views returns a view of every stripe's index, taken at one instant, the
-// number of keys then, and the keys that had expired then but were not
-// removed yet (nil if none). Cost, under every stripe's lock (views seal
-// fresh, which needs the write locks): sorting what each index's fresh
-// holds, up to twice defaultFresh items a stripe, and merging the small
-// runs that leaves (see index.tidy); and gathering the expired keys, of
-// which the expirer leaves few, but as many as a mass expiry has not yet
-// removed.
-func (s *Store) views() ([][]run, int, map[string]bool) {
+// number of keys then, and, if gone, the keys that had expired then but
+// were not removed yet (nil if none). Cost, under every stripe's lock
+// (views seal fresh, which needs the write locks): sorting what each
+// index's fresh holds, up to twice defaultFresh items a stripe, and
+// merging the small runs that leaves (see index.tidy); and gathering the
+// expired keys, of which the expirer leaves few, but as many as a mass
+// expiry has not yet removed.
+func (s *Store) views(gone bool) ([][]run, int, map[string]bool) {
 	s.lock(s.every)
 	defer s.unlock(s.every)
 	views, n := make([][]run, len(s.stripes)), 0
@@ -542,6 +542,9 @@ func (s *Store) views() ([][]run, int, map[string]bool) {
 		views[i] = st.mu.idx.view()
 		st.mu.gen++ // the view may share every cell made so far
 		n += int(st.keys.Load())
+	}
+	if !gone {
+		return views, n, nil
 	}
 	return views, n, s.expiredLocked(s.nowMs())
 }
