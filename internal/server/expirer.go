@@ -38,7 +38,8 @@ func (s *Server) expire() {
 			return
 		case <-tick.C:
 		}
-		for s.expireOnce(&b) == expireBatch && !s.closing.Load() {
+		for n := expireBatch; n == expireBatch && !s.closing.Load(); { // while keys are due
+			n = s.expireOnce(&b)
 		}
 	}
 }
