@@ -360,7 +360,7 @@ func (s *Store) expiredLocked(now int64) map[string]bool {
 func (s *Store) TTL(key []byte) (deadline int64, has, found bool) {
 	st, h := s.locate(key)
 	now := s.nowMs()
-	st.mu.RLock()
+	s.rlockStripe(st) // a transaction's writes are seen all or none
 	defer st.mu.RUnlock()
 	if st.visibleLocked(st.lookupLocked(h, key), key, now) == nil {
 		return 0, false, false
@@ -415,6 +415,35 @@ func (s *Store) Expires() int64 {
 		st.mu.RUnlock()
 	}
 	return n
+}
+
+// AvgTTL estimates the average time left to the keys with deadlines after
+// now (Unix ms), in ms, from up to about most of them, read a stripe at a
+// time (the keys of a stripe that Go's map iteration gives first): INFO's
+// avg_ttl, which Redis estimates from a sample too. It is 0 if no key has
+// a deadline after now.
+func (s *Store) AvgTTL(now int64, most int) int64 {
+	per := most/len(s.stripes) + 1
+	var sum, n int64
+	for i := range s.stripes {
+		st := &s.stripes[i]
+		st.mu.RLock()
+		seen := 0
+		for _, at := range st.mu.dl.at {
+			if seen++; seen > per {
+				break
+			}
+			if at > now {
+				sum += at - now
+				n++
+			}
+		}
+		st.mu.RUnlock()
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / n
 }
 
 // anyDueLocked reports whether any key has expired by now (Unix ms) but is
