@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"math"
 	"strings"
 	"time"
@@ -11,18 +12,30 @@ import (
 // expiryCommands give keys deadlines and read them (docs/EXPIRY.md). SET's
 // own options EX, PX, EXAT, PXAT and KEEPTTL are parsed by setOptions.
 var expiryCommands = []*command{
-	{name: "setex", arity: 4, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).setex},
-	{name: "psetex", arity: 4, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).setex},
-	{name: "getex", arity: -2, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).getex},
-	{name: "expire", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire},
-	{name: "pexpire", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire},
-	{name: "expireat", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire},
-	{name: "pexpireat", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire},
-	{name: "persist", arity: 2, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).persist},
-	{name: "ttl", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl},
-	{name: "pttl", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl},
-	{name: "expiretime", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl},
-	{name: "pexpiretime", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl},
+	{name: "setex", arity: 4, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).setex,
+		doc: commandDoc{summary: "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", since: "2.0.0", group: "string", complexity: "O(1)", keys: "OW update"}},
+	{name: "psetex", arity: 4, flags: "write denyoom", first: 1, last: 1, step: 1, run: (*conn).setex,
+		doc: commandDoc{summary: "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", since: "2.6.0", group: "string", complexity: "O(1)", keys: "OW update"}},
+	{name: "getex", arity: -2, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).getex,
+		doc: commandDoc{summary: "Returns the string value of a key after setting its expiration time.", since: "6.2.0", group: "string", complexity: "O(1)", keys: "RW access update"}},
+	{name: "expire", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire,
+		doc: commandDoc{summary: "Sets the expiration time of a key in seconds.", since: "1.0.0", group: "generic", complexity: "O(1)", keys: "RW update"}},
+	{name: "pexpire", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire,
+		doc: commandDoc{summary: "Sets the expiration time of a key in milliseconds.", since: "2.6.0", group: "generic", complexity: "O(1)", keys: "RW update"}},
+	{name: "expireat", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire,
+		doc: commandDoc{summary: "Sets the expiration time of a key to a Unix timestamp.", since: "1.2.0", group: "generic", complexity: "O(1)", keys: "RW update"}},
+	{name: "pexpireat", arity: -3, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).expire,
+		doc: commandDoc{summary: "Sets the expiration time of a key to a Unix milliseconds timestamp.", since: "2.6.0", group: "generic", complexity: "O(1)", keys: "RW update"}},
+	{name: "persist", arity: 2, flags: "write fast", first: 1, last: 1, step: 1, run: (*conn).persist,
+		doc: commandDoc{summary: "Removes the expiration time of a key.", since: "2.2.0", group: "generic", complexity: "O(1)", keys: "RW update"}},
+	{name: "ttl", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl,
+		doc: commandDoc{summary: "Returns the expiration time in seconds of a key.", since: "1.0.0", group: "generic", complexity: "O(1)", keys: "RO access"}},
+	{name: "pttl", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl,
+		doc: commandDoc{summary: "Returns the expiration time in milliseconds of a key.", since: "2.6.0", group: "generic", complexity: "O(1)", keys: "RO access"}},
+	{name: "expiretime", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl,
+		doc: commandDoc{summary: "Returns the expiration time of a key as a Unix timestamp.", since: "7.0.0", group: "generic", complexity: "O(1)", keys: "RO access"}},
+	{name: "pexpiretime", arity: 2, flags: "readonly fast", first: 1, last: 1, step: 1, run: (*conn).ttl,
+		doc: commandDoc{summary: "Returns the expiration time of a key as a Unix milliseconds timestamp.", since: "7.0.0", group: "generic", complexity: "O(1)", keys: "RO access"}},
 }
 
 // An expiry is a parsed EX, PX, EXAT or PXAT option, or the time argument
@@ -156,17 +169,17 @@ func (c *conn) getex(args [][]byte) {
 		c.write(store.OpExpire, store.ExpireGet|relative, replyValue, args[1], store.DeadlineArg(ms))
 	default:
 		c.commit()
-		c.readNow(commands["get"], args[:2])
+		if v, found, ok := c.getValue(args[1]); ok {
+			replyGet(c, []lookup{{v, found}})
+		}
 	}
 }
 
 // errIfExists replies with msg if key exists, and with null if not.
 func (c *conn) errIfExists(key []byte, msg string) {
-	s, ok := c.read()
-	if !ok {
+	if _, found, ok := c.getValue(key); !ok {
 		return
-	}
-	if _, found := s.Get(key); found {
+	} else if found {
 		c.err(msg)
 	} else {
 		c.null()
@@ -245,11 +258,10 @@ func (c *conn) persist(args [][]byte) {
 // docs/EXPIRY.md). Seconds are rounded to the nearest, as Redis does.
 func (c *conn) ttl(args [][]byte) {
 	name := string(c.lowerName(args[0]))
-	s, ok := c.read()
+	at, has, found, ok := c.deadline(args[1])
 	if !ok {
 		return
 	}
-	at, has, found := s.TTL(args[1])
 	switch {
 	case !found:
 		c.int(-2)
@@ -259,10 +271,30 @@ func (c *conn) ttl(args [][]byte) {
 		return
 	}
 	if !strings.HasSuffix(name, "expiretime") {
-		at = max(at-max(time.Now().UnixMilli(), s.Clock()/1e6), 0)
+		at = max(at-max(time.Now().UnixMilli(), c.srv.kv.Store().Clock()/1e6), 0)
 	}
 	if name == "ttl" || name == "expiretime" {
 		at = at/1000 + (at%1000+500)/1000 // (at+500)/1000 without overflow
 	}
 	c.int(at)
+}
+
+// deadline returns key's deadline (Unix ms), whether it has one, and
+// whether the key exists; inside a transaction, as the key stands at the
+// command's place in it (see txRead). ok is false if the read failed, its
+// error replied.
+func (c *conn) deadline(key []byte) (at int64, has, found, ok bool) {
+	if c.tx.build != nil || c.tx.looked != nil {
+		v, found, _ := c.txRead(store.OpDeadline, key)
+		if len(v) == 8 {
+			return int64(binary.BigEndian.Uint64(v)), true, found, true
+		}
+		return 0, false, found, true
+	}
+	s, ok := c.read()
+	if !ok {
+		return 0, false, false, false
+	}
+	at, has, found = s.TTL(key)
+	return at, has, found, true
 }

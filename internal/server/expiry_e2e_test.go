@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -248,8 +249,14 @@ func TestExpiryGoRedis(t *testing.T) {
 	if ok, err := rdb.SetNX(c, "lock", "b", time.Second).Result(); err != nil || !ok {
 		t.Fatalf("SET NX PX after the lock expired = %v, %v", ok, err)
 	}
-	if info := rdb.Info(c, "keyspace").Val(); !strings.Contains(info, "db0:keys=3,expires=2,") {
+	info := rdb.Info(c, "keyspace").Val()
+	if !strings.Contains(info, "db0:keys=3,expires=2,") {
 		t.Fatalf("INFO keyspace = %q, want 3 keys, 2 with a deadline", info)
+	}
+	// avg_ttl averages cache's (at most 10 minutes) and lock's (at most 1 s).
+	_, avg, _ := strings.Cut(strings.TrimSpace(info), "avg_ttl=")
+	if ms, err := strconv.ParseInt(avg, 10, 64); err != nil || ms <= 0 || ms > 300_500 {
+		t.Fatalf("INFO keyspace avg_ttl = %q, want the average of two TTLs, in ms", avg)
 	}
 }
 
@@ -274,4 +281,41 @@ func TestExpirerMassExpiry(t *testing.T) {
 	if v := rdb.Get(c, "stays").Val(); v != "v" {
 		t.Fatalf("stays = %q", v)
 	}
+}
+
+// TestExpiryInMulti queues the expiry commands in a transaction: each is
+// applied in the transaction's entry, and TTL and GETEX read the key as
+// the commands before them in it left it, as in Redis (redis-server 7
+// gives these bytes).
+func TestExpiryInMulti(t *testing.T) {
+	srv := start(t, server.Config{})
+	raw := dialRaw(t, srv.Addr)
+	runSteps(t, raw, []txStep{
+		{"MULTI", "+OK\r\n"},
+		{"SET k v EX 100", "+QUEUED\r\n"},
+		{"TTL k", "+QUEUED\r\n"},
+		{"EXPIREAT k 4102444800", "+QUEUED\r\n"},
+		{"EXPIRETIME k", "+QUEUED\r\n"},
+		{"PERSIST k", "+QUEUED\r\n"},
+		{"PTTL k", "+QUEUED\r\n"},
+		{"GETEX k EX 50", "+QUEUED\r\n"},
+		{"TTL k", "+QUEUED\r\n"},
+		{"SETEX k2 0 v", "+QUEUED\r\n"},
+		{"GETEX k EX 0", "+QUEUED\r\n"},
+		{"GETEX nosuch EX 0", "+QUEUED\r\n"},
+		{"GETEX k", "+QUEUED\r\n"},
+		{"EXEC", "*12\r\n+OK\r\n:100\r\n:1\r\n:4102444800\r\n:1\r\n:-1\r\n$1\r\nv\r\n:50\r\n" +
+			"-ERR invalid expire time in 'setex' command\r\n-ERR invalid expire time in 'getex' command\r\n$-1\r\n$1\r\nv\r\n"},
+		{"TTL k", ":50\r\n"},
+	})
+}
+
+// TestExpiryAbortsWatch: a watched key that expires, and that the expirer
+// removes, before EXEC aborts the transaction.
+func TestExpiryAbortsWatch(t *testing.T) {
+	srv := start(t, server.Config{ExpireDelay: 10 * time.Millisecond})
+	raw := dialRaw(t, srv.Addr)
+	runSteps(t, raw, []txStep{{"SET w v PX 20", "+OK\r\n"}, {"WATCH w", "+OK\r\n"}})
+	eventually(t, "the expirer to remove w", func() bool { return srv.Store.Len() == 0 })
+	runSteps(t, raw, []txStep{{"MULTI", "+OK\r\n"}, {"SET x 1", "+QUEUED\r\n"}, {"EXEC", "*-1\r\n"}})
 }

@@ -26,6 +26,7 @@ import (
 //	OpExpire        Int: 1 if the deadline was set or the key removed; Found, Val (with ExpireGet): the value
 //	OpPersist       Int: 1 if a deadline was removed; Found, Val (with ExpireGet): the value
 //	OpExpireDue     Int: number of keys removed
+//	OpDeadline      Done is true; Sub: one Result, Found: whether the key exists, Val: its deadline (DeadlineArg's encoding) or nil if none
 //	ops 40 to 69    see their list in keyspace.go
 //
 // Err is set, and nothing changed, when the command failed on the data
@@ -95,6 +96,8 @@ func (s *Store) apply(e entry) Result {
 		return s.persist(e.args[0], e.flags)
 	case OpExpireDue:
 		return s.expireDue(e.args)
+	case OpDeadline:
+		return s.readDeadline(e.args[0])
 	}
 	if keyspaceOp(e.op) {
 		return s.applyKeyspace(e)

@@ -38,6 +38,7 @@ const (
 	OpExpire    Op = 31 // args: key, deadline; flags: ExpireNX, ExpireXX, ExpireGT, ExpireLT, ExpireRelative, ExpireGet
 	OpPersist   Op = 32 // args: key; flags: ExpireGet
 	OpExpireDue Op = 33 // args: key, ...; removes those whose deadline the clock has passed
+	OpDeadline  Op = 34 // args: key; reads its deadline, inside an OpExec (TTL and the like)
 
 	// Ops 40 to 69 are the keyspace and string ops of keyspace.go.
 )
@@ -162,7 +163,7 @@ func (e entry) check() error {
 		ok = n == 3 && len(e.args[2]) == 8
 	case OpExpire:
 		ok = n == 2 && len(e.args[1]) == 8
-	case OpPersist:
+	case OpPersist, OpDeadline:
 		ok = n == 1
 	case OpIncrBy:
 		ok = n == 2 && len(e.args[1]) == 8

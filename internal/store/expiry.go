@@ -369,6 +369,22 @@ func (s *Store) TTL(key []byte) (deadline int64, has, found bool) {
 	return deadline, has, true
 }
 
+// readDeadline is OpDeadline: TTL for a transaction, whose reads must see
+// its writes before them, so are entries of it (see OpRead). Its result
+// has the shape of OpRead's, for one key: Found, and Val the deadline, as
+// DeadlineArg encodes it, or nil if the key has none. It does not wait for
+// busy stripes: it runs inside a transaction, which marked them.
+func (s *Store) readDeadline(key []byte) Result {
+	st, h := s.locate(key)
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	r := Result{Found: st.visibleLocked(st.lookupLocked(h, key), key, s.nowMs()) != nil}
+	if at, has := st.deadlineLocked(key); r.Found && has {
+		r.Val = DeadlineArg(at)
+	}
+	return Result{Done: true, Sub: []Result{r}}
+}
+
 // AppendDue adds to b the OpExpireDue entries that remove up to most of
 // the keys whose deadlines are before now (Unix ms) or the clock, whichever
 // is later, one entry for each stripe that has any, and returns how many

@@ -173,6 +173,11 @@ func TestScanSkipsExpiredKeys(t *testing.T) {
 	if len(ranged) != 3 || slices.Contains(ranged, "gone") {
 		t.Errorf("Snapshot: %q", ranged)
 	}
+	var live []string
+	ct.s.Snapshot().AscendLive(func(k string, _ []byte) bool { live = append(live, k); return true })
+	if !slices.Equal(live, []string{"kept", "other", "plain"}) {
+		t.Errorf("AscendLive: %q", live)
+	}
 	if n := ct.s.Exists([][]byte{[]byte("gone"), []byte("kept")}); n != 1 {
 		t.Errorf("Exists: %d, want 1", n)
 	}

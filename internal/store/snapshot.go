@@ -75,6 +75,12 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 	}
 }
 
+// AscendLive is Ascend without the keys that had expired when the
+// snapshot was taken: the keys a client sees (KEYS).
+func (sn *Snapshot) AscendLive(fn func(key string, val []byte) bool) {
+	sn.Ascend(func(key string, val []byte) bool { return sn.gone[key] || fn(key, val) })
+}
+
 // Reserve sizes the tables of empty stripes for a store of n keys, spread
 // over the stripes as keys hash, so that loading them splits no segment
 // (each split allocates one, and a directory doubling a directory). It is
