@@ -22,6 +22,8 @@ var sessionWrites = map[string]bool{
 	"INCRBY": true, "DECRBY": true, "APPEND": true, "FLUSHDB": true, "FLUSHALL": true,
 	"GETDEL": true, "INCRBYFLOAT": true, "SETRANGE": true, "SETBIT": true, "BITOP": true,
 	"BITFIELD": true, "RENAME": true, "RENAMENX": true, "COPY": true,
+	"SETEX": true, "PSETEX": true, "GETEX": true, "EXPIRE": true, "PEXPIRE": true, "EXPIREAT": true,
+	"PEXPIREAT": true, "PERSIST": true,
 }
 
 // sessions are the Client's client sessions (see Sessions in the package

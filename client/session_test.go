@@ -271,3 +271,30 @@ func TestSessionGivesUpUnknown(t *testing.T) {
 		t.Fatalf("INCR = %v; want ErrUnknownOutcome, and not ErrConnect", err)
 	}
 }
+
+// TestSessionExpiryWrites sends EXPIRE k 0, which removes k and replies 1
+// once, through a proxy that drops the connection after the server ran
+// it: with sessions the client resends it under the same number and gets
+// the kept reply, 1, where running it again would reply 0.
+func TestSessionExpiryWrites(t *testing.T) {
+	var expires atomic.Int64
+	p := resptest.StartCutProxy(t, startReplica(t), func(req []byte) bool {
+		return bytes.Contains(req, []byte("EXPIRE")) && expires.Add(1) == 1
+	})
+	c, err := client.New(p.Addr, client.WithSessions(), client.WithPoolSize(1))
+	must(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	must(t, c.Set(ctx, "k", []byte("v")))
+	v, err := c.Do(ctx, "EXPIRE", "k", 0)
+	if err != nil || v.Kind != client.KindInt || v.Int != 1 {
+		t.Fatalf("EXPIRE k 0 resent = %v (%v), want 1", v, err)
+	}
+	if p.Cuts() != 1 {
+		t.Fatalf("the proxy cut %d connections, want 1", p.Cuts())
+	}
+	if _, err := c.Get(ctx, "k"); !errors.Is(err, client.ErrNil) {
+		t.Fatalf("GET k after EXPIRE k 0: %v, want ErrNil", err)
+	}
+}

@@ -37,6 +37,7 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.MaxPubSubOutput, "max-pubsub-output", d.MaxPubSubOutput, "drop a subscriber with more than this many bytes of messages and replies waiting to be sent, bytes")
 	fs.DurationVar(&cfg.OutputTimeout, "output-timeout", d.OutputTimeout, "drop a client that accepts no replies for this long")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "drop a client idle for this long (0: never)")
+	fs.DurationVar(&cfg.ExpireDelay, "expire-delay", d.ExpireDelay, "remove an expired key at most this long after its deadline, plus a commit")
 	stripes := fs.Int("lock-stripes", store.DefaultStripes(), "lock stripes in the store (rounded up to a power of two)")
 	dir := fs.String("dir", "./data", "data directory: the write-ahead log and snapshots")
 	fsync := fs.String("fsync", "always", "always: acknowledge writes once fsynced; never (benchmarks only): a power loss\nloses recent acknowledged writes, a process crash does not")
@@ -133,6 +134,9 @@ func validate(cfg server.Config) error {
 	}
 	if cfg.OutputTimeout <= 0 || cfg.IdleTimeout < 0 {
 		return errors.New("--output-timeout must be positive and --idle-timeout not negative")
+	}
+	if cfg.ExpireDelay < 2*time.Millisecond {
+		return fmt.Errorf("--expire-delay must be at least 2ms, got %v", cfg.ExpireDelay)
 	}
 	return nil
 }

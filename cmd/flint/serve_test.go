@@ -43,7 +43,7 @@ func TestServeHelpListsFlags(t *testing.T) {
 		t.Fatal("--help should exit non-zero like any flag package usage")
 	}
 	for _, flag := range []string{"-addr", "-requirepass", "-maxclients", "-max-bulk", "-max-args",
-		"-max-inline", "-max-query-buffer", "-max-output-buffer", "-output-timeout", "-idle-timeout", "-shutdown-timeout", "-huge-pages"} {
+		"-max-inline", "-max-query-buffer", "-max-output-buffer", "-output-timeout", "-idle-timeout", "-expire-delay", "-shutdown-timeout", "-huge-pages"} {
 		if !strings.Contains(string(out), flag) {
 			t.Errorf("serve --help does not document %s:\n%s", flag, out)
 		}

@@ -51,13 +51,13 @@
 //
 // where time is the leader's clock when it proposed the entry, in unix
 // nanoseconds: the one clock the state machine uses (with the entry's index,
-// as a store.Stamp), for client sessions' expiry, so that every replica
-// applies the same; a store keeps it monotonic, whatever a new leader's
-// clock says. Version 1, without time, is still read (its time is 0).
-// batch is a store batch (see store.Batch) and id names the waiting
-// caller within this process run: the proposing member's id in its high 32
-// bits, and a counter that starts at a random value at every start in its
-// low ones, so that entries proposed before a restart, or by another
+// as a store.Stamp), for client sessions' expiry and keys' deadlines, so
+// that every replica applies the same; a store keeps it monotonic, whatever
+// a new leader's clock says. Version 1, without time, is still read (its
+// time is 0). batch is a store batch (see store.Batch) and id names the
+// waiting caller within this process run: the proposing member's id in its
+// high 32 bits, and a counter that starts at a random value at every start
+// in its low ones, so that entries proposed before a restart, or by another
 // member, never complete a new caller. Entries with no data are raft's own
 // (a new leader's empty entry).
 //

@@ -137,6 +137,8 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 			err = st.RestoreSessions(s.Data)
 		case s.Name == watchesSection:
 			err = st.RestoreWatches(s.Data)
+		case s.Name == deadlinesSection:
+			err = st.RestoreDeadlines(s.Data)
 		}
 	}
 	return st, meta, err
@@ -154,6 +156,12 @@ const sessionsSection = "sessions"
 // do. A snapshot written before transactions has none: the table is then
 // empty.
 const watchesSection = "watches"
+
+// deadlinesSection is the snapshot section that holds the keys' deadlines
+// and the store's clock (store.Deadlines), taken on the apply thread with
+// the store's view. A snapshot without it, of a Flint before expiry, has
+// no key with a deadline.
+const deadlinesSection = "deadlines"
 
 // withAdvice tells the operator what to do about a damaged newest snapshot.
 func withAdvice(err error, snaps []snap.Info) error {

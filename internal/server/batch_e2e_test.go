@@ -208,10 +208,10 @@ func TestRejectedWriteRepliesInOrder(t *testing.T) {
 	kv := newRecordingBackend()
 	raw := startRecording(t, kv)
 	raw.send(command("SET", "a", "1") + command("SET", "a") + command("SET", "b", "2") +
-		command("SET", "b", "3", "EX", "5") + command("SET", "c", "4") + command("INCRBY", "n", "x") +
+		command("SET", "b", "3", "EX", "0") + command("SET", "c", "4") + command("INCRBY", "n", "x") +
 		command("SET", "d", "5") + command("MSET", "k") + command("FLUSHDB", "now") + command("DEL", "a"))
 	for _, want := range []string{`"OK"`, "(error) ERR wrong number of arguments for 'set' command",
-		`"OK"`, "(error) ERR TTLs are not supported: keys have no TTLs in Flint",
+		`"OK"`, "(error) ERR invalid expire time in 'set' command",
 		`"OK"`, "(error) ERR value is not an integer or out of range",
 		`"OK"`, "(error) ERR wrong number of arguments for 'mset' command", "(error) ERR syntax error", "1"} {
 		raw.expect(want)

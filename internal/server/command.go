@@ -68,7 +68,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands, pubsubCommands, txCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands, pubsubCommands, txCommands, expiryCommands} {
 		for _, cmd := range list {
 			commands[cmd.name] = cmd
 		}
@@ -103,10 +103,6 @@ var allCommands []*command
 var unsupported = map[string]string{}
 
 func init() {
-	const ttl = "keys have no TTLs in Flint"
-	for _, n := range strings.Fields("expire pexpire expireat pexpireat ttl pttl persist setex psetex getex expiretime pexpiretime") {
-		unsupported[n] = ttl
-	}
 	const types = "Flint stores only string values"
 	for _, n := range strings.Fields(`lpush rpush lpop rpop llen lrange lindex lset lrem linsert ltrim blpop brpop lmove
 		hset hget hmset hmget hdel hgetall hexists hincrby hkeys hvals hlen hsetnx

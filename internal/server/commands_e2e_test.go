@@ -419,18 +419,12 @@ func TestStringCommands(t *testing.T) {
 		}
 		wantErr(t, rdb.Do(c, "SET", "so:k", "v", "NX", "XX").Err(), "ERR syntax error")
 		wantErr(t, rdb.Do(c, "SET", "so:k", "v", "SOMETIMES").Err(), "ERR syntax error")
-		// KEEPTTL is accepted: no key has a TTL to keep.
-		if err := rdb.Set(c, "so:k", "kept", redis.KeepTTL).Err(); err != nil {
+		// An invalid expiry is refused, and nothing is written.
+		if err := rdb.Set(c, "so:k", "kept", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if v := rdb.Get(c, "so:k").Val(); v != "kept" {
-			t.Fatalf("after SET KEEPTTL: %q", v)
-		}
-		// TTLs are refused with a reason, and nothing is written.
-		const noTTL = "ERR TTLs are not supported: keys have no TTLs in Flint"
-		wantErr(t, rdb.Set(c, "so:k", "ttl", time.Second).Err(), noTTL)
-		wantErr(t, rdb.Set(c, "so:k", "ttl", 1500*time.Millisecond).Err(), noTTL) // PX
-		wantErr(t, rdb.Do(c, "set", "so:k", "ttl", "exat", "99999999999").Err(), noTTL)
+		wantErr(t, rdb.Do(c, "set", "so:k", "ttl", "ex", "0").Err(), "ERR invalid expire time in 'set' command")
+		wantErr(t, rdb.Do(c, "set", "so:k", "ttl", "px", "1", "keepttl").Err(), "ERR syntax error")
 		wantErr(t, rdb.Do(c, "SET", "so:k", "ttl", "PX").Err(), "ERR syntax error") // no time
 		if v := rdb.Get(c, "so:k").Val(); v != "kept" {
 			t.Fatalf("refused SET EX wrote the key: %q", v)
@@ -749,8 +743,6 @@ func TestCommandErrors(t *testing.T) {
 
 	wantErr(t, rdb.Do(c, "LPUSH", "l", "a").Err(), "ERR 'lpush' is not supported: Flint stores only string values")
 	wantErr(t, rdb.Do(c, "hset", "h", "f", "v").Err(), "ERR 'hset' is not supported: Flint stores only string values")
-	wantErr(t, rdb.Expire(c, "k", time.Second).Err(), "ERR 'expire' is not supported: keys have no TTLs in Flint")
-	wantErr(t, rdb.TTL(c, "k").Err(), "ERR 'ttl' is not supported: keys have no TTLs in Flint")
 
 	// Names are case-insensitive, commands and subcommands alike.
 	if err := rdb.Do(c, "sEt", "case", "v").Err(); err != nil {

@@ -227,8 +227,15 @@ func (c *conn) infoCPU(b *strings.Builder) {
 		sec(self.Stime), sec(self.Utime), sec(children.Stime), sec(children.Utime))
 }
 
+// infoKeyspace counts the keys, and those with a deadline, expired ones
+// not yet removed included, as Redis's does; avg_ttl is estimated from a
+// sample of avgTTLSample of them.
 func (c *conn) infoKeyspace(b *strings.Builder) {
-	if n := c.srv.kv.Store().Len(); n > 0 {
-		fmt.Fprintf(b, "db0:keys=%d,expires=0,avg_ttl=0\r\n", n)
+	if s := c.srv.kv.Store(); s.Len() > 0 {
+		now := max(time.Now().UnixMilli(), s.Clock()/1e6)
+		fmt.Fprintf(b, "db0:keys=%d,expires=%d,avg_ttl=%d\r\n", s.Len(), s.Expires(), s.AvgTTL(now, avgTTLSample))
 	}
 }
+
+// avgTTLSample is about how many deadlines INFO's avg_ttl averages.
+const avgTTLSample = 1024

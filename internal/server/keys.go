@@ -127,37 +127,19 @@ func (c *conn) rangeCmd(args [][]byte) {
 // snapshot, so that writers are not held off while the reply streams out.
 const shortRange = 1024
 
-// set is SET key value [NX|XX] [GET] [KEEPTTL].
+// set is SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].
 func (c *conn) set(args [][]byte) {
-	var flags byte
-	for i, a := range args[3:] {
-		switch strings.ToLower(string(a)) {
-		case "nx":
-			flags |= store.SetNX
-		case "xx":
-			flags |= store.SetXX
-		case "get":
-			flags |= store.SetGet
-		case "keepttl": // no key has a TTL, so keeping it changes nothing
-		case "ex", "px", "exat", "pxat":
-			if 3+i == len(args)-1 { // the time is missing: a syntax error, as in Redis
-				c.errSyntax()
-			} else {
-				c.err("ERR TTLs are not supported: keys have no TTLs in Flint")
-			}
-			return
-		default:
-			c.errSyntax()
-			return
-		}
-	}
-	if flags&store.SetNX != 0 && flags&store.SetXX != 0 {
-		c.errSyntax()
+	flags, exp, ok := c.setOptions(args[3:])
+	if !ok {
 		return
 	}
 	reply := replySet
 	if flags&store.SetGet != 0 {
 		reply = replyValue
+	}
+	if exp != nil {
+		c.setWithExpiry("set", flags, *exp, reply, args[1], args[2])
+		return
 	}
 	c.write(store.OpSet, flags, reply, args[1], args[2])
 }

@@ -119,7 +119,7 @@ func (c *conn) keys(args [][]byte) {
 	snap := s.Snapshot()
 	match := matcher(args[1])
 	n := 0
-	snap.Ascend(func(k string, _ []byte) bool {
+	snap.AscendLive(func(k string, _ []byte) bool {
 		if match(k) {
 			n++
 		}
@@ -129,7 +129,7 @@ func (c *conn) keys(args [][]byte) {
 	if n == 0 {
 		return
 	}
-	snap.Ascend(func(k string, _ []byte) bool {
+	snap.AscendLive(func(k string, _ []byte) bool {
 		if match(k) {
 			c.bulkString(k)
 			c.maybeFlush()

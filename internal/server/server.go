@@ -55,7 +55,10 @@ type Config struct {
 	OutputTimeout   time.Duration // drop a client that accepts no output for this long
 	MaxPubSubOutput int           // drop a subscriber with more output than this waiting, bytes
 	IdleTimeout     time.Duration // drop a client idle for this long; 0: never
-	Logger          *slog.Logger
+	// ExpireDelay is how long after its deadline an expired key is
+	// removed at most, give or take a commit (see expirer.go).
+	ExpireDelay time.Duration
+	Logger      *slog.Logger
 }
 
 // DefaultConfig holds the defaults.
@@ -70,6 +73,7 @@ var DefaultConfig = Config{
 	MaxOutputBuffer: 1 << 20,
 	OutputTimeout:   60 * time.Second,
 	MaxPubSubOutput: 32 << 20, // Redis's default hard limit for pubsub clients
+	ExpireDelay:     100 * time.Millisecond,
 }
 
 func (c Config) withDefaults() Config {
@@ -84,6 +88,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxOutputBuffer, d.MaxOutputBuffer)
 	setDefault(&c.OutputTimeout, d.OutputTimeout)
 	setDefault(&c.MaxPubSubOutput, d.MaxPubSubOutput)
+	setDefault(&c.ExpireDelay, d.ExpireDelay)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -132,9 +137,10 @@ type Backend interface {
 // store at once, and every read already sees them.
 type Local struct{ S *store.Store }
 
-// Apply applies batch to the store.
+// Apply applies batch to the store, stamped with this process's clock
+// (and no log index), which judges keys' deadlines.
 func (l Local) Apply(_ context.Context, batch []byte, done func(i int, res store.Result)) error {
-	return l.S.ApplyBatch(batch, done)
+	return l.S.ApplyBatchAt(batch, store.Stamp{Time: time.Now().UnixNano()}, done)
 }
 
 // ReadBarrier returns at once: applied writes are visible to every reader.
@@ -193,7 +199,7 @@ type Server struct {
 		ln    net.Listener
 		conns map[int64]*conn
 	}
-	wg sync.WaitGroup // one per open connection
+	wg sync.WaitGroup // one per open connection, and one for the expirer while it runs
 }
 
 // stats are server-wide counters, updated once per batch.
@@ -276,6 +282,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.mu.ln = ln
+	s.wg.Add(1)
+	go s.expire()
 	s.mu.Unlock()
 	s.log.Info("serving", "addr", ln.Addr().String())
 	var delay time.Duration

@@ -89,7 +89,7 @@ func clampIndex(i, n int64) int64 {
 // command left (see txRead).
 func (c *conn) getValue(key []byte) (val []byte, found, ok bool) {
 	if c.tx.build != nil || c.tx.looked != nil {
-		return c.txRead(key)
+		return c.txRead(store.OpRead, key)
 	}
 	s, ok := c.read()
 	if !ok {

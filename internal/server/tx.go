@@ -308,13 +308,13 @@ func (c *conn) buildTx(tx *store.Tx) []txItem {
 	return items
 }
 
-// txRead is getValue inside a transaction. While EXEC builds the entry, it
-// adds an OpRead of key, marks the command to run again, and answers that
-// key is missing; when the command runs again, it answers what the OpRead
-// found.
-func (c *conn) txRead(key []byte) (val []byte, found, ok bool) {
+// txRead is getValue inside a transaction, with op OpRead (or deadline,
+// with OpDeadline). While EXEC builds the entry, it adds an op entry for
+// key, marks the command to run again, and answers that key is missing;
+// when the command runs again, it answers what the entry found.
+func (c *conn) txRead(op store.Op, key []byte) (val []byte, found, ok bool) {
 	if c.tx.build != nil {
-		c.tx.build.Add(store.OpRead, 0, key)
+		c.tx.build.Add(op, 0, key)
 		c.tx.replies = append(c.tx.replies, nil)
 		c.tx.reran = true
 		return nil, false, true

@@ -22,6 +22,11 @@ import (
 //	OpSessionClose  Done: whether the session was open
 //	OpExec          Done: whether it applied (no watched key changed); Sub: its entries' results
 //	OpRead          Done is true; Sub: each key's Found and Val
+//	OpSetExpire     as OpSet
+//	OpExpire        Int: 1 if the deadline was set or the key removed; Found, Val (with ExpireGet): the value
+//	OpPersist       Int: 1 if a deadline was removed; Found, Val (with ExpireGet): the value
+//	OpExpireDue     Int: number of keys removed
+//	OpDeadline      Done is true; Sub: one Result, Found: whether the key exists, Val: its deadline (DeadlineArg's encoding) or nil if none
 //	ops 40 to 69    see their list in keyspace.go
 //
 // Err is set, and nothing changed, when the command failed on the data
@@ -83,6 +88,16 @@ func (s *Store) apply(e entry) Result {
 		return s.read(e.args)
 	case OpExec:
 		return s.exec(e, Stamp{})
+	case OpSetExpire:
+		return s.setExpire(e.args[0], e.args[1], e.args[2], e.flags)
+	case OpExpire:
+		return s.expire(e.args[0], e.args[1], e.flags)
+	case OpPersist:
+		return s.persist(e.args[0], e.flags)
+	case OpExpireDue:
+		return s.expireDue(e.args)
+	case OpDeadline:
+		return s.readDeadline(e.args[0])
 	}
 	if keyspaceOp(e.op) {
 		return s.applyKeyspace(e)
@@ -112,7 +127,14 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 	val = s.own(val)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	return st.setLocked(h, key, val, flags, s.nowMs())
+}
+
+// setLocked is OpSet of val, which the store owns, under key, whose hash
+// is h, at now (Unix ms). It clears key's deadline unless flags has
+// SetKeepTTL.
+func (st *stripe) setLocked(h uint64, key, val []byte, flags byte, now int64) Result {
+	old := st.liveLocked(h, key, now)
 	found := old != nil
 	r := Result{Found: found}
 	if flags&SetGet != 0 {
@@ -122,6 +144,9 @@ func (s *Store) set(key, val []byte, flags byte) Result {
 		return r
 	}
 	st.replaceLocked(old, h, key, val)
+	if flags&SetKeepTTL == 0 {
+		st.clearDeadlineLocked(key)
+	}
 	r.Done = true
 	return r
 }
@@ -134,9 +159,10 @@ func (s *Store) mset(args [][]byte) Result {
 	ls := s.lockSetOf(args, 2)
 	s.lock(ls)
 	defer s.unlock(ls)
+	now := s.nowMs()
 	for i := 0; i < len(args); i += 2 {
 		st, h := s.locate(args[i])
-		st.putLocked(h, args[i], vals[i/2])
+		st.setLocked(h, args[i], vals[i/2], 0, now)
 	}
 	return Result{Done: true}
 }
@@ -145,8 +171,9 @@ func (s *Store) msetnx(args [][]byte) Result {
 	ls := s.lockSetOf(args, 2)
 	s.lock(ls)
 	defer s.unlock(ls)
+	now := s.nowMs()
 	for i := 0; i < len(args); i += 2 {
-		if st, h := s.locate(args[i]); st.lookupLocked(h, args[i]) != nil {
+		if st, h := s.locate(args[i]); st.liveLocked(h, args[i], now) != nil {
 			return Result{}
 		}
 	}
@@ -162,8 +189,9 @@ func (s *Store) del(keys [][]byte) Result {
 	s.lock(ls)
 	defer s.unlock(ls)
 	var n int64
+	now := s.nowMs()
 	for _, k := range keys {
-		if st, h := s.locate(k); st.deleteLocked(h, k) {
+		if st, h := s.locate(k); st.liveLocked(h, k, now) != nil && st.deleteLocked(h, k) {
 			n++
 		}
 	}
@@ -175,7 +203,7 @@ func (s *Store) incrBy(key []byte, delta int64) Result {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var n int64
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	if old != nil {
 		var valid bool
 		if n, valid = parseInt(old.val); !valid {
@@ -199,7 +227,7 @@ func (s *Store) append(key, suffix []byte) Result {
 	st, h := s.locate(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	cur := old.value()
 	if len(cur)+len(suffix) > s.maxValue {
 		return Result{Err: ErrTooLarge}
@@ -216,11 +244,12 @@ func (s *Store) cas(key, expected, val []byte) Result {
 	st, h := s.locate(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	if old == nil || !equal(old.val, expected) {
 		return Result{Found: old != nil}
 	}
 	st.replaceLocked(old, h, key, s.own(val))
+	st.clearDeadlineLocked(key) // a swap sets the value, as SET does
 	return Result{Done: true, Found: true}
 }
 

@@ -73,7 +73,10 @@ func (s *Store) ApplyBatch(batch []byte, fn func(i int, res Result)) error {
 // (see the package doc on sessions). Before the first entry it advances the
 // session clock to at.Time, unless the clock is ahead, and removes up to
 // expireStep of the sessions that have expired by it; with no stamp (a
-// zero at.Index) it does neither.
+// zero at.Index) it does neither. It advances the store's clock, which
+// judges keys' deadlines (see expiry.go), to a non-zero at.Time likewise,
+// with or without an index: a store without a log (server.Local) stamps
+// its batches with the time alone.
 //
 // fn is called once for every entry, an OpSeq included: with the OpSeq's
 // own result, right after the OpSeq has judged the write it wraps, and
@@ -100,6 +103,9 @@ func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result))
 	exclusive := holdsExec(batch)
 	s.lockApplying(exclusive)
 	defer s.unlockApplying(exclusive)
+	if at.Time != 0 {
+		advanceClock(&s.clock, at.Time)
+	}
 	if at.Index != 0 {
 		s.advanceSessions(at.Time)
 	}

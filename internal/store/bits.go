@@ -42,11 +42,12 @@ func (s *Store) bitOp(op byte, dst []byte, srcs [][]byte) Result {
 	ls := s.lockSetOf(append([][]byte{dst}, srcs...), 1)
 	s.lock(ls)
 	defer s.unlock(ls)
+	now := s.nowMs()
 	vals := make([][]byte, len(srcs))
 	n := 0
 	for i, k := range srcs {
 		st, h := s.locate(k)
-		vals[i] = st.lookupLocked(h, k).value()
+		vals[i] = st.liveLocked(h, k, now).value()
 		n = max(n, len(vals[i]))
 	}
 	st, h := s.locate(dst)
@@ -59,6 +60,7 @@ func (s *Store) bitOp(op byte, dst []byte, srcs [][]byte) Result {
 		out[j] = combine(op, vals, j)
 	}
 	st.putLocked(h, dst, out)
+	st.clearDeadlineLocked(dst) // as SET: the result has no deadline
 	return Result{Int: int64(n)}
 }
 

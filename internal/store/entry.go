@@ -32,6 +32,14 @@ const (
 	OpExec Op = 20 // args: watch count n (8 bytes), n x (key, position (8 bytes)), then entries; one transaction
 	OpRead Op = 21 // args: key, ...; reads them, inside an OpExec
 
+	// Expiry ops (see expiry.go). A deadline argument is 8 bytes, a
+	// big-endian int64 of milliseconds (see DeadlineArg).
+	OpSetExpire Op = 30 // args: key, value, deadline; flags: OpSet's, ExpireRelative
+	OpExpire    Op = 31 // args: key, deadline; flags: ExpireNX, ExpireXX, ExpireGT, ExpireLT, ExpireRelative, ExpireGet
+	OpPersist   Op = 32 // args: key; flags: ExpireGet
+	OpExpireDue Op = 33 // args: key, ...; removes those whose deadline the clock has passed
+	OpDeadline  Op = 34 // args: key; reads its deadline, inside an OpExec (TTL and the like)
+
 	// Ops 40 to 69 are the keyspace and string ops of keyspace.go.
 )
 
@@ -50,6 +58,8 @@ const (
 	SetNX  byte = 1 << 0 // write only if the key does not exist
 	SetXX  byte = 1 << 1 // write only if the key exists
 	SetGet byte = 1 << 2 // return the old value
+	// SetKeepTTL keeps the key's deadline; without it OpSet clears it.
+	SetKeepTTL byte = 1 << 3
 )
 
 // EntryVersion is the version of the entry encoding written by AppendEntry.
@@ -127,7 +137,7 @@ func (e entry) keys() (keys [][]byte, stride int) {
 	switch e.op {
 	case OpMSet, OpMSetNX:
 		return e.args, 2
-	case OpDel, OpRead:
+	case OpDel, OpRead, OpExpireDue:
 		return e.args, 1
 	case OpFlush, OpSessionOpen, OpSeq, OpSessionClose, OpExec:
 		return nil, 1
@@ -147,8 +157,14 @@ func (e entry) check() error {
 		ok = n == 2
 	case OpMSet, OpMSetNX:
 		ok = n >= 2 && n%2 == 0
-	case OpDel:
+	case OpDel, OpExpireDue:
 		ok = n >= 1
+	case OpSetExpire:
+		ok = n == 3 && len(e.args[2]) == 8
+	case OpExpire:
+		ok = n == 2 && len(e.args[1]) == 8
+	case OpPersist, OpDeadline:
+		ok = n == 1
 	case OpIncrBy:
 		ok = n == 2 && len(e.args[1]) == 8
 	case OpCAS:

@@ -95,7 +95,7 @@ func (s *Store) getDel(key []byte) Result {
 	st, h := s.locate(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	if old == nil {
 		return Result{}
 	}
@@ -106,12 +106,14 @@ func (s *Store) getDel(key []byte) Result {
 
 // update replaces key's value with what fn makes of it (nil, false for a
 // missing key). fn returns the new value, which the store then owns, and
-// the result; a result with Err, or a nil value, changes nothing.
+// the result; a result with Err, or a nil value, changes nothing. The key
+// keeps its deadline, if it has one (as Redis's SETRANGE, SETBIT,
+// INCRBYFLOAT and BITFIELD keep a key's TTL); an expired key is missing.
 func (s *Store) update(key []byte, fn func(old []byte, found bool) ([]byte, Result)) Result {
 	st, h := s.locate(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.lookupLocked(h, key)
+	old := st.liveLocked(h, key, s.nowMs())
 	v, r := fn(old.value(), old != nil)
 	if r.Err == nil && v != nil {
 		st.replaceLocked(old, h, key, v)
@@ -231,14 +233,16 @@ func (s *Store) copyKey(src, dst []byte, replace bool) Result {
 // not done for a copy.
 //
 // It is the one place where a key's value goes to another key: whatever
-// else a key carries with its value (such as an expiry time) must go with
-// it here.
+// else a key carries with its value must go with it here. dst gets src's
+// deadline, or none if src has none (Redis's RENAME moves the TTL, COPY
+// copies it); an expired src or dst is missing.
 func (s *Store) transfer(src, dst []byte, replace, move bool) Result {
 	ls := s.lockSetOf([][]byte{src, dst}, 1)
 	s.lock(ls)
 	defer s.unlock(ls)
+	now := s.nowMs()
 	srcSt, sh := s.locate(src)
-	from := srcSt.lookupLocked(sh, src)
+	from := srcSt.liveLocked(sh, src, now)
 	if from == nil {
 		if move {
 			return Result{Err: ErrNoSuchKey}
@@ -246,7 +250,7 @@ func (s *Store) transfer(src, dst []byte, replace, move bool) Result {
 		return Result{}
 	}
 	dstSt, dh := s.locate(dst)
-	to := dstSt.lookupLocked(dh, dst)
+	to := dstSt.liveLocked(dh, dst, now)
 	switch {
 	case to != nil && !replace:
 		return Result{Found: true}
@@ -257,9 +261,14 @@ func (s *Store) transfer(src, dst []byte, replace, move bool) Result {
 	// aside, which a copy with its capacity cut cannot reach), so both keys
 	// may share the bytes.
 	val := from.val[:len(from.val):len(from.val)]
+	deadline, has := srcSt.deadlineLocked(src)
 	if move {
 		srcSt.deleteLocked(sh, src)
 	}
 	dstSt.replaceLocked(to, dh, dst, val)
+	dstSt.clearDeadlineLocked(dst)
+	if has {
+		dstSt.setDeadlineLocked(dst, deadline)
+	}
 	return Result{Done: true, Found: true}
 }

@@ -6,10 +6,12 @@ import "runtime"
 // and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool) {
 	st, h := s.locate(key)
+	now := s.nowMs()
 	s.rlockStripe(st)
-	v, ok := st.getLocked(h, key)
+	c := st.visibleLocked(st.lookupLocked(h, key), key, now)
+	v := c.value() // a write may replace it once the lock is released
 	st.mu.RUnlock()
-	return v, ok
+	return v, c != nil
 }
 
 // MGet calls fn with the value of each key, in order, all read at one
@@ -29,13 +31,15 @@ func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 	vals := make([][]byte, len(keys))
 	found := make([]bool, len(keys))
 	ls := s.lockSetOf(keys, 1)
+	now := s.nowMs()
 	s.rlock(ls)
 	if len(keys) > PrefetchKeys {
-		s.mgetGroupsLocked(keys, vals, found)
+		s.mgetGroupsLocked(keys, vals, found, now)
 	} else {
 		for i, k := range keys {
 			st, h := s.locate(k)
-			vals[i], found[i] = st.getLocked(h, k)
+			c := st.visibleLocked(st.lookupLocked(h, k), k, now)
+			vals[i], found[i] = c.value(), c != nil
 		}
 	}
 	s.runlock(ls)
@@ -47,8 +51,9 @@ func (s *Store) MGet(keys [][]byte, fn func(i int, val []byte, found bool)) {
 // mgetGroupsLocked reads the values of keys into vals and found,
 // PrefetchKeys keys at a time: it finds a group's cells, then loads them
 // all before it compares their keys, without looking the hashes up again.
-// The caller holds the keys' stripes' read locks.
-func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
+// The caller holds the keys' stripes' read locks; keys that have expired
+// by now (Unix ms) are not found.
+func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool, now int64) {
 	var hashes [PrefetchKeys]uint64
 	var cells [PrefetchKeys]*cell
 	var sum uint64
@@ -64,7 +69,8 @@ func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
 			}
 		}
 		for i, k := range group {
-			c := s.stripes[hashes[i]&s.mask].matchLocked(cells[i], k)
+			st := &s.stripes[hashes[i]&s.mask]
+			c := st.visibleLocked(st.matchLocked(cells[i], k), k, now)
 			vals[lo+i], found[lo+i] = c.value(), c != nil
 		}
 	}
@@ -74,11 +80,12 @@ func (s *Store) mgetGroupsLocked(keys, vals [][]byte, found []bool) {
 // Exists returns how many of keys exist, counting a repeated key each time.
 func (s *Store) Exists(keys [][]byte) int64 {
 	ls := s.lockSetOf(keys, 1)
+	now := s.nowMs()
 	s.rlock(ls)
 	defer s.runlock(ls)
 	var n int64
 	for _, k := range keys {
-		if st, h := s.locate(k); st.lookupLocked(h, k) != nil {
+		if st, h := s.locate(k); st.visibleLocked(st.lookupLocked(h, k), k, now) != nil {
 			n++
 		}
 	}
@@ -110,13 +117,21 @@ func (s *Store) RangeN(start, end []byte, limit int, dst []Pair) []Pair {
 		idx.tidy()
 		views[i] = idx.runs
 	}
+	now := s.nowMs()
+	due := s.anyDueLocked(now)
 	m := newMerge(views, string(start), string(end), false)
-	for n := 0; n < limit; n++ {
+	for n := 0; n < limit; {
 		it, ok := m.next()
 		if !ok {
 			break
 		}
+		if due {
+			if st, _ := s.locate([]byte(it.c.key)); st.expiredLocked([]byte(it.c.key), now) {
+				continue
+			}
+		}
 		dst = append(dst, Pair{it.c.key, it.c.val})
+		n++
 	}
 	return dst
 }

@@ -26,6 +26,9 @@ import (
 // in its own order, where a scan goes on without error, but may miss keys
 // or visit some twice (as a Redis cursor does on another server).
 //
+// A key whose deadline the store's clock has passed is not visited, though
+// it is not removed yet (see expiry.go).
+//
 // Each call read-locks one stripe at a time, and looks at one segment of
 // its table (segSlots slots) at a time, and at most scanSegments segments
 // (a store whose tables grew large and then lost most of their keys has
@@ -71,10 +74,11 @@ type hashedKey struct {
 func (st *stripe) scan(s *Store, from uint64, n int, budget *int, keys []string) ([]string, uint64, bool) {
 	s.rlockStripe(st) // a transaction's keys are seen all or none
 	defer st.mu.RUnlock()
+	now := s.nowMs()
 	for {
 		seg := st.mu.m.seg(from)
 		last := from | ^uint64(0)>>seg.depth // the last hash seg holds
-		found := st.segmentKeysLocked(s, seg, from, last)
+		found := st.segmentKeysLocked(s, seg, from, last, now)
 		*budget--
 		if len(found) > 0 {
 			took := takeHashes(found, n)
@@ -98,16 +102,17 @@ func (st *stripe) scan(s *Store, from uint64, n int, budget *int, keys []string)
 }
 
 // segmentKeysLocked returns the keys of seg, and of the stripe's clash
-// map, with hashes from from to last, sorted by hash.
-func (st *stripe) segmentKeysLocked(s *Store, seg *segment, from, last uint64) []hashedKey {
+// map, with hashes from from to last, sorted by hash; not those that have
+// expired by now (Unix ms).
+func (st *stripe) segmentKeysLocked(s *Store, seg *segment, from, last uint64, now int64) []hashedKey {
 	var found []hashedKey
 	for _, sl := range seg.slots {
-		if sl.c != nil && sl.h >= from && sl.h <= last {
+		if sl.c != nil && sl.h >= from && sl.h <= last && !st.expiredLocked([]byte(sl.c.key), now) {
 			found = append(found, hashedKey{sl.h, sl.c.key})
 		}
 	}
 	for k := range st.mu.clash {
-		if h := s.hash([]byte(k)); h >= from && h <= last {
+		if h := s.hash([]byte(k)); h >= from && h <= last && !st.expiredLocked([]byte(k), now) {
 			found = append(found, hashedKey{h, k})
 		}
 	}

@@ -6,12 +6,21 @@ package store
 // after. A Snapshot may be read from any goroutine, for as long as needed.
 type Snapshot struct {
 	views [][]run
-	n     int // number of pairs
+	n     int             // number of pairs, the expired ones included
+	gone  map[string]bool // the keys that had expired but were not removed yet
 }
 
 // Snapshot returns a view of the store as it is now.
 func (s *Store) Snapshot() *Snapshot {
-	views, n := s.views()
+	views, n, gone := s.views(true)
+	return &Snapshot{views: views, n: n, gone: gone}
+}
+
+// SnapshotAll is Snapshot for a snapshot file, which Ascend writes whole:
+// it does not gather the expired keys that Range skips, which costs, under
+// every stripe's lock, O(those not removed yet), and its Range skips none.
+func (s *Store) SnapshotAll() *Snapshot {
+	views, n, _ := s.views(false)
 	return &Snapshot{views: views, n: n}
 }
 
@@ -24,25 +33,38 @@ func (sn *Snapshot) Count(start, end []byte, limit int) int {
 }
 
 // Range calls fn for each pair with start <= key <= end in byte order, at
-// most limit pairs when limit > 0, until fn returns false. Values must not be
+// most limit pairs when limit > 0, until fn returns false. It skips the
+// keys that had expired when the snapshot was taken. Values must not be
 // modified.
 func (sn *Snapshot) Range(start, end []byte, limit int, fn func(key string, val []byte) bool) {
 	if string(start) > string(end) {
 		return
 	}
 	m := newMerge(sn.views, string(start), string(end), false)
-	for n := 0; limit <= 0 || n < limit; n++ {
+	for n := 0; limit <= 0 || n < limit; {
 		it, ok := m.next()
-		if !ok || !fn(it.c.key, it.c.val) {
+		if !ok {
 			return
 		}
+		if sn.gone[it.c.key] {
+			continue
+		}
+		if !fn(it.c.key, it.c.val) {
+			return
+		}
+		n++
 	}
 }
 
-// Len returns the number of pairs in the snapshot.
+// Len returns the number of pairs in the snapshot, those of expired keys
+// not yet removed included (as Ascend yields them).
 func (sn *Snapshot) Len() int { return sn.n }
 
-// Ascend calls fn for every pair in key order until fn returns false.
+// Ascend calls fn for every pair in key order until fn returns false. It
+// yields every stored pair, those of keys that have expired but are not
+// removed yet included, for a snapshot file: with the deadlines
+// (Store.Deadlines), taken at the same instant, a store loaded from it
+// judges them expired as this one does.
 func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 	m := newMerge(sn.views, "", "", true)
 	for {
@@ -51,6 +73,12 @@ func (sn *Snapshot) Ascend(fn func(key string, val []byte) bool) {
 			return
 		}
 	}
+}
+
+// AscendLive is Ascend without the keys that had expired when the
+// snapshot was taken: the keys a client sees (KEYS).
+func (sn *Snapshot) AscendLive(fn func(key string, val []byte) bool) {
+	sn.Ascend(func(key string, val []byte) bool { return sn.gone[key] || fn(key, val) })
 }
 
 // Reserve sizes the tables of empty stripes for a store of n keys, spread

@@ -60,6 +60,16 @@
 // as one and isolated from readers, unless a key its client watched was
 // written since (see tx.go). The watch table that decides that is
 // replicated state too, saved with snapshots (see watch.go).
+//
+// # Expiring keys
+//
+// A key may have a deadline, judged by the same clock (see expiry.go): a
+// key whose deadline the clock has passed is gone to every read and write,
+// removed or not. So every op that reads a key looks it up through
+// visibleLocked, and every op that writes one through liveLocked, which
+// removes an expired key by the ordinary delete path first; an op that
+// sets a value decides what becomes of the deadline, as Redis's command
+// does (SET clears it, APPEND keeps it).
 package store
 
 import (
@@ -130,6 +140,11 @@ type Store struct {
 	txDone atomic.Pointer[chan struct{}]
 
 	scanSegments int // see Options.scanSegments
+	// clock is the largest time of the stamps of the applied batches, in
+	// Unix nanoseconds: the time that deadlines are judged by (see
+	// expiry.go). It only grows.
+	clock   atomic.Int64
+	dueFrom atomic.Uint32 // the stripe that AppendDue starts from
 	// sessions is the client-session table (see the package doc). Only
 	// stamped batches lock it: once, and once more for every session op
 	// (twice for an OpSeq whose write is applied).
@@ -167,6 +182,7 @@ type stripe struct {
 		// busy is set while a transaction applies to the stripe's keys:
 		// readers wait until it is clear (see Transactions).
 		busy bool
+		dl   deadlines // the keys' deadlines: see expiry.go
 	}
 	ver   *versions    // the store's watch table: every write of a key touches it
 	keys  atomic.Int64 // number of keys, written under mu
@@ -320,6 +336,7 @@ func (st *stripe) resetLocked(fresh int) {
 	st.mu.clash = nil
 	st.mu.idx = newIndex(fresh)
 	st.mu.garbage = 0
+	st.mu.dl = deadlines{}
 	st.keys.Store(0)
 	st.bytes.Store(0)
 }
@@ -352,13 +369,6 @@ func (s *Store) Bytes() int64 {
 		n += s.stripes[i].bytes.Load()
 	}
 	return n
-}
-
-// getLocked returns the value of key, whose hash is h; the stripe's lock
-// must be held.
-func (st *stripe) getLocked(h uint64, key []byte) ([]byte, bool) {
-	c := st.lookupLocked(h, key)
-	return c.value(), c != nil
 }
 
 // lookupLocked returns the cell of key, whose hash is h, or nil.
@@ -448,6 +458,7 @@ func (st *stripe) deleteLocked(h uint64, key []byte) bool {
 	}
 	st.ver.touch(key)
 	st.unbindLocked(h, old)
+	st.clearDeadlineLocked(key)
 	st.keys.Add(-1)
 	st.bytes.Add(-int64(len(key) + len(old.val)))
 	if old.gen == st.mu.gen {
@@ -540,12 +551,15 @@ func (s *Store) runlock(ls lockSet) {
 	}
 }
 
-// views returns a view of every stripe's index, taken at one instant, and
-// the number of keys then. Cost, under every stripe's lock (views seal fresh,
-// which needs the write locks): sorting what each index's fresh holds, up
-// to twice defaultFresh items a stripe, and merging the small runs that
-// leaves (see index.tidy).
-func (s *Store) views() ([][]run, int) {
+// views returns a view of every stripe's index, taken at one instant, the
+// number of keys then, and, if gone, the keys that had expired then but
+// were not removed yet (nil if none). Cost, under every stripe's lock
+// (views seal fresh, which needs the write locks): sorting what each
+// index's fresh holds, up to twice defaultFresh items a stripe, and
+// merging the small runs that leaves (see index.tidy); and gathering the
+// expired keys, of which the expirer leaves few, but as many as a mass
+// expiry has not yet removed.
+func (s *Store) views(gone bool) ([][]run, int, map[string]bool) {
 	s.lockQuiet(s.every)
 	defer s.unlock(s.every)
 	views, n := make([][]run, len(s.stripes)), 0
@@ -555,7 +569,10 @@ func (s *Store) views() ([][]run, int) {
 		st.mu.gen++ // the view may share every cell made so far
 		n += int(st.keys.Load())
 	}
-	return views, n
+	if !gone {
+		return views, n, nil
+	}
+	return views, n, s.expiredLocked(s.nowMs())
 }
 
 func equal(a, b []byte) bool { return bytes.Equal(a, b) }

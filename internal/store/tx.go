@@ -20,7 +20,8 @@ import (
 // it wraps; not an OpExec or another session op.
 //
 // Applying it first checks the watched keys: if a write changed one after
-// its position (see Watch positions), nothing is applied and the result's
+// its position (see Watch positions), or its deadline has passed by the
+// store's clock (see expiry.go), nothing is applied and the result's
 // Done is false (EXEC's nil reply). Otherwise its entries are applied in
 // order, each seeing those before it, with their results, in order, in
 // Sub; Done is true. An entry's error (ErrNotInteger, ...) is in its
@@ -116,8 +117,9 @@ func checkExec(args [][]byte) error {
 // exec applies an OpExec entry of a batch stamped at (see Transactions).
 func (s *Store) exec(e entry, at Stamp) Result {
 	watches, raw := execParts(e.args)
+	now := s.nowMs()
 	for i := 0; i < len(watches); i += 2 {
-		if s.ver.changedAfter(watches[i], binary.BigEndian.Uint64(watches[i+1])) {
+		if s.ver.changedAfter(watches[i], binary.BigEndian.Uint64(watches[i+1])) || s.expired(watches[i], now) {
 			return Result{}
 		}
 	}
@@ -134,6 +136,15 @@ func (s *Store) exec(e entry, at Stamp) Result {
 		res[i] = s.applyAt(se, at, &w)
 	}
 	return Result{Done: true, Sub: res}
+}
+
+// expired reports whether key has expired by now (Unix ms), removed or
+// not: a watched key that has counts as changed, as in Redis.
+func (s *Store) expired(key []byte, now int64) bool {
+	st, _ := s.locate(key)
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.expiredLocked(key, now)
 }
 
 // txLocks returns the stripes of the keys of ents, or every stripe if one
@@ -159,7 +170,7 @@ func (s *Store) read(keys [][]byte) Result {
 	for i, k := range keys {
 		st, h := s.locate(k)
 		st.mu.RLock()
-		c := st.lookupLocked(h, k)
+		c := st.visibleLocked(st.lookupLocked(h, k), k, s.nowMs())
 		st.mu.RUnlock()
 		sub[i] = Result{Found: c != nil, Val: c.value()}
 	}
