@@ -61,8 +61,8 @@ func TestOneShot(t *testing.T) {
 		{"binary back", tty, []string{"GET", "bin"}, result{`"a\x00\n\xff"` + "\n", "", 0}},
 		{"integer", tty, []string{"INCR", "n"}, result{"(integer) 1\n", "", 0}},
 		{"array", tty, []string{"MGET", "k", "nokey", "n"}, result{"1) \"v w\"\n2) (nil)\n3) \"1\"\n", "", 0}},
-		{"empty array", tty, []string{"COMMAND", "DOCS"}, result{"(empty array)\n", "", 0}},
-		{"empty map in RESP3", Config{RESP3: true}, []string{"COMMAND", "DOCS"}, result{"(empty hash)\n", "", 0}},
+		{"empty array", tty, []string{"COMMAND", "DOCS", "nosuchcommand"}, result{"(empty array)\n", "", 0}},
+		{"empty map in RESP3", Config{RESP3: true}, []string{"COMMAND", "DOCS", "nosuchcommand"}, result{"(empty hash)\n", "", 0}},
 		// redis-cli exits 0 after an error reply unless run with -e.
 		{"error", tty, []string{"foo", "bar"}, result{"(error) " + unknownFoo + "\n", "", 0}},
 		{"error raw", raw, []string{"foo", "bar"}, result{unknownFoo + "\n\n", "", 0}},
