@@ -27,7 +27,7 @@ func benchCmd(args []string) int {
 	fs.StringVar(&cfg.Compare, "compare", "", "second target (same forms as --target), run alternately with the first: A B A B ...")
 	fs.IntVar(&cfg.ComparePID, "compare-pid", 0, "pid of the --compare server")
 	fs.IntVar(&cfg.Pairs, "pairs", bench.DefaultPairs, "A B pairs with --compare, at least 3")
-	fs.StringVar(&cfg.Workload, "workload", "cs6450-b", "cs6450-a|b|c or ycsb-a .. ycsb-f")
+	fs.StringVar(&cfg.Workload, "workload", "cs6450-b", "cs6450-a|b|c, ycsb-a .. ycsb-f, tx-5 (MULTI, 5 SETs, EXEC) or sets-5 (the 5 SETs alone)")
 	fs.StringVar(&cfg.Distribution, "distribution", "", "request distribution: zipfian (unscrambled), scrambled, uniform or latest (default: the workload's)")
 	fs.Float64Var(&cfg.Theta, "theta", bench.DefaultTheta, "zipfian constant")
 	fs.IntVar(&cfg.Records, "records", 0, "records loaded before the run (default: the workload's: 1000000 for cs6450, 100000 for ycsb)")

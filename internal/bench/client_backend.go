@@ -71,6 +71,12 @@ func (e *clientExec) exec(ctx context.Context, ops []op, res []string) error {
 		case opRMW:
 			e.b.Get(o.key)
 			e.b.Set(o.key, o.value)
+		case opTx:
+			e.b.Do("MULTI")
+			e.setAll(o)
+			e.b.Do("EXEC")
+		case opSets:
+			e.setAll(o)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
@@ -90,10 +96,23 @@ func (e *clientExec) exec(ctx context.Context, ops []op, res []string) error {
 		case opRMW:
 			res[i] = cmp.Or(judgeRead(replies[0]), judgeWrite(replies[1]))
 			replies = replies[1:]
+		case opTx: // MULTI's +OK and the +QUEUEDs are not judged: EXEC's reply says it all
+			replies = replies[txWrites+1:]
+			res[i] = judgeExec(replies[0])
+		case opSets:
+			res[i] = judgeWrites(replies[:txWrites])
+			replies = replies[txWrites-1:]
 		}
 		replies = replies[1:]
 	}
 	return nil
+}
+
+// setAll adds the SETs of a tx or sets operation.
+func (e *clientExec) setAll(o op) {
+	for _, k := range o.keys {
+		e.b.Set(k, o.value)
+	}
 }
 
 // The judge functions return "" for a reply that acknowledges the command,
@@ -111,6 +130,25 @@ func judgeRead(v client.Value) string {
 func judgeWrite(v client.Value) string {
 	if v.Kind == client.KindSimple && string(v.Str) == "OK" {
 		return ""
+	}
+	return judgeOther(v)
+}
+
+// judgeWrites judges the replies to several SETs: the first error, if any.
+func judgeWrites(vs []client.Value) string {
+	for _, v := range vs {
+		if e := judgeWrite(v); e != "" {
+			return e
+		}
+	}
+	return ""
+}
+
+// judgeExec judges EXEC's reply to a transaction of SETs: an array of
+// their replies, or an error (EXECABORT, or a nil reply if it was aborted).
+func judgeExec(v client.Value) string {
+	if v.Kind == client.KindArray && len(v.Elems) == txWrites {
+		return judgeWrites(v.Elems)
 	}
 	return judgeOther(v)
 }

@@ -13,7 +13,12 @@
 // latest), keys "user" + a 10-digit zero-padded number, so that a scan,
 // sent as RANGE key "user9999999999" LIMIT n, returns the n keys after key
 // in numeric order. The zipfian generator is that of Gray et al. as YCSB
-// implements it; see zipfian.go.
+// implements it; see zipfian.go. tx-5 measures transactions: each operation
+// is MULTI, SETs of 128 bytes to the 5 keys from a uniformly drawn one
+// ("n" .. "n+4", 100,000 records), and EXEC, acknowledged if EXEC's reply
+// holds 5 OKs. sets-5 sends the same 5 SETs without MULTI and EXEC, in one
+// batch: the cost of the transaction is the difference. Their keys are in
+// different slots: tx-5 is for a server of one group.
 //
 // # How operations run
 //
@@ -84,7 +89,7 @@
 //	ops_per_s              acknowledged per measured second
 //	latency                {count, mean_ns, p50_ns, p90_ns, p99_ns, p99_9_ns, max_ns}
 //	cdf                    [{ns, fraction}] at fractions 1-10^(-k/20), k = 0..100, then 1
-//	ops                    {read|update|insert|scan|rmw: {issued, acknowledged,
+//	ops                    {read|update|insert|scan|rmw|tx|sets: {issued, acknowledged,
 //	                       errors, ops_per_s, latency, cdf}} for the workload's types
 //	timeline               [{t_s, ops_per_s}] each second since the run phase began
 //	resources              procstat.Report over the measured time: per process

@@ -115,6 +115,28 @@ func TestReadModifyWriteOnFlint(t *testing.T) {
 	}
 }
 
+// TestTransactionsOnFlint runs tx-5 and sets-5 against an in-process
+// server: every operation is acknowledged, and the SETs to the keys after
+// the drawn one land too (100 records are loaded; with 2000 draws, some
+// draw 96 .. 99 and writes keys past 99, but for a chance of about e^-80).
+func TestTransactionsOnFlint(t *testing.T) {
+	for _, tc := range []struct{ workload, kind string }{{"tx-5", "tx"}, {"sets-5", "sets"}} {
+		t.Run(tc.workload, func(t *testing.T) {
+			srv := servertest.Start(t, server.Config{})
+			res := run(t, Config{Target: "flint://" + srv.Addr, Workload: tc.workload, Records: 100, ValueSize: 16,
+				Ops: 2000, Workers: 4, Pipeline: 8})
+			r := res.Runs[0]
+			checkCounts(t, r)
+			if r.Status != StatusOK || r.Errors != 0 || r.Ops[tc.kind].Acknowledged != 2000 {
+				t.Errorf("status %s, errors %v, ops %+v", r.Status, r.ErrorsByKind, r.Ops)
+			}
+			if n := srv.Store.Len(); n <= 100 {
+				t.Errorf("store holds %d keys, want more than the 100 loaded", n)
+			}
+		})
+	}
+}
+
 // fakeServer answers every command with reply, like a server that knows
 // none of them.
 func fakeServer(t *testing.T, reply string) string {

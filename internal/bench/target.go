@@ -110,11 +110,15 @@ func (e *nullExec) exec(_ context.Context, ops []op, res []string) error {
 		case opRead:
 			b = appendArgs(b, 2, "GET", o.key)
 		case opUpdate, opInsert:
-			b = protocol.AppendBulk(appendArgs(b, 3, "SET", o.key), o.value)
+			b = appendSet(b, o.key, o.value)
 		case opScan:
 			b = appendArgs(b, 5, "RANGE", o.key, e.scanEnd, "LIMIT", strconv.Itoa(o.scanLen))
 		case opRMW:
-			b = protocol.AppendBulk(appendArgs(appendArgs(b, 2, "GET", o.key), 3, "SET", o.key), o.value)
+			b = appendSet(appendArgs(b, 2, "GET", o.key), o.key, o.value)
+		case opTx:
+			b = appendArgs(appendSets(appendArgs(b, 1, "MULTI"), o), 1, "EXEC")
+		case opSets:
+			b = appendSets(b, o)
 		}
 		res[i] = ""
 	}
@@ -128,6 +132,19 @@ func appendArgs(b []byte, n int, args ...string) []byte {
 	b = protocol.AppendArray(b, n)
 	for _, a := range args {
 		b = protocol.AppendBulkString(b, a)
+	}
+	return b
+}
+
+// appendSet appends SET key value.
+func appendSet(b []byte, key string, value []byte) []byte {
+	return protocol.AppendBulk(appendArgs(b, 3, "SET", key), value)
+}
+
+// appendSets appends the SETs of a tx or sets operation.
+func appendSets(b []byte, o op) []byte {
+	for _, k := range o.keys {
+		b = appendSet(b, k, o.value)
 	}
 	return b
 }

@@ -18,10 +18,15 @@ const (
 	opInsert               // SET key value, key new
 	opScan                 // RANGE key end LIMIT n
 	opRMW                  // GET key, then SET key value
+	opTx                   // MULTI, SET of each of the txWrites keys, EXEC
+	opSets                 // the same txWrites SETs, without MULTI and EXEC
 	numOpKinds
 )
 
-var opNames = [numOpKinds]string{"read", "update", "insert", "scan", "rmw"}
+// txWrites is how many SETs a tx or sets operation sends: to keys n .. n+txWrites-1.
+const txWrites = 5
+
+var opNames = [numOpKinds]string{"read", "update", "insert", "scan", "rmw", "tx", "sets"}
 
 func (k opKind) String() string { return opNames[k] }
 
@@ -50,10 +55,19 @@ var workloads = []workload{
 	{name: "ycsb-d", mix: mix(0.95, 0, 0.05, 0, 0), dist: distLatest, keys: userKeys, records: 100_000, valueSize: 1000},
 	{name: "ycsb-e", mix: mix(0, 0, 0.05, 0.95, 0), dist: distScrambled, keys: userKeys, records: 100_000, valueSize: 1000},
 	{name: "ycsb-f", mix: mix(0.5, 0, 0, 0, 0.5), dist: distScrambled, keys: userKeys, records: 100_000, valueSize: 1000},
+	{name: "tx-5", mix: only(opTx), dist: distUniform, keys: decimalKeys, records: 100_000, valueSize: 128},
+	{name: "sets-5", mix: only(opSets), dist: distUniform, keys: decimalKeys, records: 100_000, valueSize: 128},
 }
 
 func mix(read, update, insert, scan, rmw float64) [numOpKinds]float64 {
 	return [numOpKinds]float64{read, update, insert, scan, rmw}
+}
+
+// only is the mix of one operation type.
+func only(k opKind) [numOpKinds]float64 {
+	var m [numOpKinds]float64
+	m[k] = 1
+	return m
 }
 
 // workloadNames lists the workloads for usage messages.
@@ -125,6 +139,7 @@ func (f keyFormat) key(n uint64) string {
 type op struct {
 	kind    opKind
 	key     string
+	keys    []string // tx and sets: the txWrites keys written, key first
 	value   []byte
 	scanLen int // scans: the most pairs to return
 }
@@ -192,8 +207,14 @@ func (g *opGen) next() op {
 		n = g.keys.next(g.rng)
 	}
 	o.key = g.format.key(n)
+	if k == opTx || k == opSets {
+		o.keys = make([]string, txWrites)
+		for i := range o.keys {
+			o.keys[i] = g.format.key(n + uint64(i))
+		}
+	}
 	switch k {
-	case opUpdate, opInsert, opRMW:
+	case opUpdate, opInsert, opRMW, opTx, opSets:
 		off := g.nvalues % valueSlack
 		g.nvalues++
 		o.value = g.value[off : off+uint64(g.vsize)]

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"testing"
+
+	"github.com/flintkv/flint/client"
 )
 
 // testGen returns worker i's generator for workload name with records
@@ -156,5 +158,43 @@ func TestWorkloadNames(t *testing.T) {
 	}
 	if _, err := findWorkload("ycsb-g"); err == nil {
 		t.Error("ycsb-g was found")
+	}
+}
+
+// TestTxKeys checks that a tx or sets operation writes txWrites adjacent
+// keys, the drawn one first, with a value of the configured size.
+func TestTxKeys(t *testing.T) {
+	for _, name := range []string{"tx-5", "sets-5"} {
+		g := testGen(t, name, 1000, 1, 0)
+		for range 100 {
+			o := g.next()
+			n, err := strconv.ParseUint(o.key, 10, 64)
+			if err != nil || len(o.keys) != txWrites || len(o.value) != 16 {
+				t.Fatalf("%s: op %+v", name, o)
+			}
+			for i, k := range o.keys {
+				if want := strconv.FormatUint(n+uint64(i), 10); k != want {
+					t.Fatalf("%s: keys %q, want them from %d up", name, o.keys, n)
+				}
+			}
+		}
+	}
+}
+
+// TestJudgeExec checks how EXEC's replies count: five OKs acknowledge the
+// transaction; an error counts by its code, an aborted (nil) one as unexpected.
+func TestJudgeExec(t *testing.T) {
+	ok := client.Value{Kind: client.KindSimple, Str: []byte("OK")}
+	five := client.Value{Kind: client.KindArray, Elems: []client.Value{ok, ok, ok, ok, ok}}
+	abort := client.Value{Kind: client.KindError, Str: []byte("EXECABORT Transaction discarded because of previous errors.")}
+	oom := five
+	oom.Elems = append([]client.Value{{Kind: client.KindError, Str: []byte("OOM command not allowed")}}, ok, ok, ok, ok)
+	for _, tc := range []struct {
+		v    client.Value
+		want string
+	}{{five, ""}, {abort, "EXECABORT"}, {client.Value{Kind: client.KindNull}, errKindUnexpected}, {oom, "OOM"}} {
+		if got := judgeExec(tc.v); got != tc.want {
+			t.Errorf("judgeExec(%+v) = %q, want %q", tc.v, got, tc.want)
+		}
 	}
 }
