@@ -71,9 +71,34 @@ func (g *generator) next() []string {
 		return cmd
 	case kindMGet:
 		return append([]string{"MGET"}, g.someKeys(grp, 2+g.rng.IntN(3))...)
+	case kindMulti:
+		return g.multi(grp)
 	default:
 		return g.rangeCmd(grp)
 	}
+}
+
+// multi draws a transaction of two to four commands on keys of grp (so of
+// one slot in a sharded run), at least one a write: GET, SET, DEL, and
+// INCR of the counter when the mix has INCR.
+func (g *generator) multi(grp group) []string {
+	cmd := []string{"MULTI"}
+	n := 2 + g.rng.IntN(3)
+	wrote := false
+	for i := range n {
+		key := grp.keys[g.rng.IntN(len(grp.keys))]
+		switch d := g.rng.IntN(10); {
+		case d < 4 && (wrote || i < n-1):
+			cmd = append(cmd, "GET", key)
+		case d < 7 || d < 9 && g.mix[kindIncr] == 0:
+			cmd, wrote = append(cmd, "SET", key, g.value()), true
+		case d < 9:
+			cmd, wrote = append(cmd, "INCR", grp.counter), true
+		default:
+			cmd, wrote = append(cmd, "DEL", key), true
+		}
+	}
+	return append(cmd, "EXEC")
 }
 
 // pick draws a kind of command by the mix's weights.
@@ -164,6 +189,14 @@ func (g *generator) observe(cmd []string, r reply) {
 	case kindMGet:
 		for i, e := range r.elems {
 			g.note(cmd[1+i], e)
+		}
+	case kindMulti:
+		subs, _ := splitMulti(cmd)
+		if r.kind != replyArr || len(r.elems) != len(subs) {
+			return
+		}
+		for i, sub := range subs {
+			g.observe(sub, r.elems[i])
 		}
 	case kindRange:
 		for i := 0; i+1 < len(r.elems); i += 2 {
