@@ -194,13 +194,14 @@ func (p *part) narrow(ops []porcupine.Operation, k int) []porcupine.Operation {
 			one.names, one.limit = in.names[j:j+1], 0
 			one.limited = in.limited || in.limit > 0 && len(r.elems) == 2*in.limit
 			r.elems = pairsOf(r.elems, in.names[j])
-		case kindMulti:
+		case kindMulti: // its commands on k; a reply of another length fails still
+			whole := o.Output.(*reply).elems
 			one.keys, one.subs, r.elems = in.keys[j:j+1], nil, nil
 			for i, sub := range in.subs {
 				if sub.cells[0] == k {
 					one.subs = append(one.subs, sub)
-					if o.Output.(*reply).kind == replyArr {
-						r.elems = append(r.elems, o.Output.(*reply).elems[i])
+					if len(whole) == len(in.subs) {
+						r.elems = append(r.elems, whole[i])
 					}
 				}
 			}
