@@ -131,7 +131,9 @@
 //     may be, so a transaction whose writes go in a session (FLINT.SEQ
 //     inside MULTI) takes effect once. A transaction on one connection
 //     needs all of its commands to go to one member: in a sharded map, its
-//     keys must share a slot.
+//     keys must share a slot, and a Batch sends MULTI and the EXEC or
+//     DISCARD that ends it, which have no key, to the member of its first
+//     key.
 //
 // In a Batch, the commands a member refuses are sent again, in order, and
 // each reply still takes its command's place; a batch's request to a

@@ -85,6 +85,7 @@ func plan(t *table, req request) planned {
 			}
 		}
 	}
+	routeTx(req, slots)
 	if whole {
 		return planned{parts: request{cmd: req.cmd, ends: req.ends, slots: slots}}
 	}
@@ -102,6 +103,29 @@ func plan(t *table, req request) planned {
 		pl.splits = append(pl.splits, splitCmd{first: first, n: len(pl.parts.ends) - first, j: j})
 	}
 	return pl
+}
+
+// routeTx routes each MULTI of req, and the EXEC or DISCARD that ends it,
+// which have no key, by the slot of the first command between them that
+// has one (slots holds each command's), so that the whole transaction goes
+// to one member, on one connection. A transaction with no key goes
+// anywhere, as it is.
+func routeTx(req request, slots []int) {
+	multi, s := -1, -1 // the open MULTI, and its slot once known
+	for i := range slots {
+		switch commandName(req.command(i)) {
+		case "MULTI":
+			multi, s = i, -1
+		case "EXEC", "DISCARD":
+			if multi >= 0 {
+				slots[multi], slots[i], multi = s, s, -1
+			}
+		default:
+			if multi >= 0 && s < 0 && slots[i] >= 0 {
+				s = slots[i]
+			}
+		}
+	}
 }
 
 // add appends a part routed by slot s.

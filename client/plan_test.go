@@ -100,6 +100,32 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestPlanTx: MULTI and EXEC (or DISCARD), which have no key, go with
+// the transaction's keyed commands, to their slot's member.
+func TestPlanTx(t *testing.T) {
+	c := &Client{opts: options{poolSize: 1}}
+	c.mu.byAddr = map[string]*pool{}
+	c.mu.routes = routes{{first: 0, last: 8000, addr: "a:1"}, {first: 8001, last: numSlots - 1, addr: "b:1"}}
+	tb := c.newTableLocked()
+	var req request
+	for _, cmd := range [][]any{
+		{"PING"}, {"MULTI"}, {"PING"}, {"SET", "{t}1", "v"}, {"GET", "x"}, {"EXEC"},
+		{"multi"}, {"GET", "{u}1"}, {"discard"}, {"MULTI"}, {"EXEC"}, {"EXEC"},
+	} {
+		req.cmd, _ = encAny(req.cmd, cmd)
+		req.ends = append(req.ends, len(req.cmd))
+	}
+	pl := plan(tb, req)
+	s := func(k string) int { return keyslot.Of([]byte(k)) }
+	want := []int{-1, s("t"), -1, s("t"), s("x"), s("t"), s("u"), s("u"), s("u"), -1, -1, -1}
+	for i, w := range want {
+		if got := pl.parts.slot(i); got != w {
+			args, _ := parseArgs(pl.parts.command(i))
+			t.Errorf("command %d %s routed by slot %d, want %d", i, args, got, w)
+		}
+	}
+}
+
 func TestMGetJoin(t *testing.T) {
 	bulk := func(s string) Value { return Value{Kind: KindBulk, Str: []byte(s)} }
 	arr := func(v ...Value) Value { return Value{Kind: KindArray, Elems: v} }

@@ -78,6 +78,23 @@ func TestCheck(t *testing.T) {
 		{"torn multi-key write", newTestHistory("a", "b").
 			op(0, 0, 1, "MSET a 1 b 1", ok).op(0, 2, 10, "MSET a 2 b 2", ok).op(1, 3, 4, "MGET a b", arr(two, one)),
 			Fail, []string{"MSET a 1 b 1", "MSET a 2 b 2", "MGET a b"}, 0},
+		{"transaction", newTestHistory("a", "b").
+			op(0, 0, 10, "MULTI SET a 1 GET b SET b 1 EXEC", arr(ok, nilReply, ok)).
+			op(1, 1, 2, "MGET a b", arr(nilReply, nilReply)).op(2, 3, 4, "MULTI GET a GET b EXEC", arr(one, one)).
+			final(11, "a", one).final(11, "b", one), Pass, nil, 0},
+		{"half a transaction seen", newTestHistory("a", "b").
+			op(0, 0, 10, "MULTI SET a 1 SET b 1 EXEC", arr(ok, ok)).op(1, 1, 2, "MULTI GET a GET b EXEC", arr(one, nilReply)),
+			Fail, []string{"MULTI SET a 1 SET b 1 EXEC", "MULTI GET a GET b EXEC"}, 0},
+		{"half a transaction seen by a read of one key", newTestHistory("a", "b").
+			op(0, 0, 10, "MULTI SET a 1 SET b 1 EXEC", arr(ok, ok)).op(1, 1, 2, "GET a", one).op(1, 3, 4, "GET b", nilReply),
+			Fail, []string{"MULTI SET a 1 SET b 1 EXEC", "GET a", "GET b"}, 0},
+		{"transaction of unknown outcome applied whole", newTestHistory("a", "b").
+			lost(0, 0, 1, "MULTI SET a 1 SET b 2 EXEC").op(1, 5, 6, "MGET a b", arr(one, two)), Pass, nil, 0},
+		{"transaction of unknown outcome applied in half", newTestHistory("a", "b").
+			lost(0, 0, 1, "MULTI SET a 1 SET b 2 EXEC").op(1, 5, 6, "MGET a b", arr(one, nilReply)), Fail, nil, 0},
+		{"transaction write lost", newTestHistory("a", "b").
+			op(0, 0, 1, "MULTI SET a 1 GET b DEL b SET b 2 EXEC", arr(ok, nilReply, intReply(0), ok)).
+			final(5, "a", one).final(5, "b", nilReply), Fail, nil, 1},
 		{"unknown write applied", newTestHistory("a").
 			lost(0, 0, 1, "SET a 1").op(1, 5, 6, "GET a", one), Pass, nil, 0},
 		{"unknown write not applied", newTestHistory("a").

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,6 +20,11 @@ const (
 	kindMSet
 	kindMGet
 	kindRange
+	// MULTI is a transaction: MULTI, then GET k, SET k v, DEL k and INCR k
+	// queued (each one key, SET without options), then EXEC, sent at once
+	// on one connection. Its reply is EXEC's. It is one atomic operation
+	// on its keys.
+	kindMulti
 	// PUT and DELETE are the line client's (package lineclient), as a
 	// history recorded from its output holds them: each answers found or
 	// not_found, whether the key had a value. PUT k v sets k to v (it is
@@ -34,7 +40,7 @@ const (
 const numMixKinds = kindPut
 
 // kindNames are the commands' names, lower case, as --mix spells them.
-var kindNames = [numKinds]string{"get", "set", "swap", "cas", "del", "incr", "mset", "mget", "range", "put", "delete"}
+var kindNames = [numKinds]string{"get", "set", "swap", "cas", "del", "incr", "mset", "mget", "range", "multi", "put", "delete"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -55,6 +61,9 @@ type command struct {
 	nx, xx, get bool
 	// limit is RANGE's LIMIT; 0 means none.
 	limit int
+	// subs are MULTI's queued commands, in order; its keys are theirs,
+	// each once, and it has no vals.
+	subs []command
 }
 
 // parseCommand parses argv as the workload writes it: the command's name
@@ -101,6 +110,21 @@ func parseCommand(argv []string) (command, error) {
 		for i := 0; i < len(args); i += 2 {
 			c.keys, c.vals = append(c.keys, args[i]), append(c.vals, args[i+1])
 		}
+	case kindMulti:
+		subs, ok := splitMulti(argv)
+		if !ok {
+			return bad()
+		}
+		for _, sub := range subs {
+			sc, err := parseCommand(sub)
+			if err != nil {
+				return bad()
+			}
+			c.subs = append(c.subs, sc)
+			if !slices.Contains(c.keys, sc.keys[0]) {
+				c.keys = append(c.keys, sc.keys[0])
+			}
+		}
 	case kindRange:
 		switch {
 		case len(args) == 2:
@@ -118,6 +142,27 @@ func parseCommand(argv []string) (command, error) {
 		return bad()
 	}
 	return c, nil
+}
+
+// multiArity is the number of arguments of each command MULTI may queue.
+var multiArity = map[string]int{"GET": 1, "SET": 2, "DEL": 1, "INCR": 1}
+
+// splitMulti splits a MULTI's argv, "MULTI", the queued commands one after
+// the other, "EXEC", into the queued commands. ok is false unless it is
+// one, with at least one queued command, each of multiArity.
+func splitMulti(argv []string) (subs [][]string, ok bool) {
+	if len(argv) < 3 || !strings.EqualFold(argv[0], "MULTI") || !strings.EqualFold(argv[len(argv)-1], "EXEC") {
+		return nil, false
+	}
+	rest := argv[1 : len(argv)-1]
+	for len(rest) > 0 {
+		n, ok := multiArity[strings.ToUpper(rest[0])]
+		if !ok || len(rest) < 1+n {
+			return nil, false
+		}
+		subs, rest = append(subs, rest[:1+n]), rest[1+n:]
+	}
+	return subs, len(subs) > 0
 }
 
 // setOptions parses SET's options after the value and reports whether
@@ -146,17 +191,26 @@ func (c command) written() []string {
 		return c.vals
 	case kindCAS:
 		return c.vals[1:]
+	case kindMulti:
+		var vals []string
+		for _, sub := range c.subs {
+			vals = append(vals, sub.written()...)
+		}
+		return vals
 	}
 	return nil
 }
 
 // showsValues reports whether c's reply holds values that keys had: GET's,
-// SWAP's, SET ... GET's, MGET's and RANGE's. Other replies (OK, counts,
+// SWAP's, SET ... GET's, MGET's and RANGE's, and MULTI's that queues one
+// of them. Other replies (OK, counts,
 // found) tell no value, even when one is spelled like a value written.
 func (c command) showsValues() bool {
 	switch c.kind {
 	case kindGet, kindSwap, kindMGet, kindRange:
 		return true
+	case kindMulti:
+		return slices.ContainsFunc(c.subs, command.showsValues)
 	case kindSet:
 		return c.get
 	}

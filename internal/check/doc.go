@@ -51,8 +51,9 @@
 //
 // The history is split into independent parts: every key on its own,
 // except that keys which one command touches together (MSET, MGET, DEL of
-// several keys, RANGE) are checked as one group with the whole group as the
-// model's state. A failing part is shrunk to a small window of operations
+// several keys, RANGE, a transaction) are checked as one group with the
+// whole group as the model's state. A transaction is one operation: its
+// queued commands take effect one after the other at one instant. A failing part is shrunk to a small window of operations
 // that is still not linearizable (shrink.go) before it is printed.
 //
 // # History file
@@ -97,7 +98,15 @@
 // "t9f0c/c0/g1{5}/k0".
 //
 // A cmd is one the model knows, as Redis spells it: GET, SET (with NX, XX,
-// GET), SWAP, CAS, DEL, INCR, MSET, MGET and RANGE (with LIMIT). A history
+// GET), SWAP, CAS, DEL, INCR, MSET, MGET and RANGE (with LIMIT); and a
+// transaction, written as "MULTI", its queued commands one after the other
+// (each GET k, SET k v, DEL k or INCR k), "EXEC", whose reply is EXEC's:
+//
+//	{"client": 1, "call": 5100, "return": 7300,
+//	 "cmd": ["MULTI", "SET", "t9f0c/g0/k1", "c1-4", "GET", "t9f0c/g0/k0", "EXEC"],
+//	 "reply": ["OK", null]}
+//
+// Version 1 histories without transactions read as before. A history
 // recorded from the line client's output (package lineclient; the harness
 // tests of cmd/flint write one) holds its commands the same way: SWAP k v
 // and GET k, whose replies are the old value or null; and its own PUT k v

@@ -97,6 +97,15 @@ func effect(r reply, c command, key string) (after cell, changed, known bool) {
 		return cell{strconv.FormatInt(r.num, 10), present}, r.kind == replyInt, true
 	case kindMSet:
 		return cell{c.vals[slices.Index(c.keys, key)], present}, true, true
+	case kindMulti: // the last queued write of key decides
+		if len(r.elems) != len(c.subs) {
+			return cell{}, true, false // a reply the model rejects
+		}
+		for j := len(c.subs) - 1; j >= 0; j-- {
+			if sub := c.subs[j]; sub.keys[0] == key && !sub.kind.isRead() {
+				return effect(r.elems[j], sub, key)
+			}
+		}
 	}
 	return cell{}, false, true
 }

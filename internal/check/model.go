@@ -45,7 +45,9 @@ type input struct {
 	// constrained, as when the reply reaches the LIMIT. A RANGE cut down to
 	// some of its keys (shrink.go) keeps this from the whole reply.
 	limited bool
-	text    string // the command as sent, for people
+	// subs are MULTI's queued commands, bound to the part's cells.
+	subs []*input
+	text string // the command as sent, for people
 }
 
 // stateSeed seeds the hashes of states, which porcupine compares only
@@ -127,8 +129,26 @@ func step(s []cell, in *input, out *reply) (bool, []cell) {
 		return stepFound(s, in, *out, cell{in.vals[0], present})
 	case kindDelete:
 		return stepFound(s, in, *out, cell{})
+	case kindMulti:
+		return stepMulti(s, in, *out)
 	}
 	return false, s
+}
+
+// stepMulti checks EXEC's reply: the queued commands applied one after the
+// other, at one instant, each reply in its place.
+func stepMulti(s []cell, in *input, out reply) (bool, []cell) {
+	if out.kind != replyArr || len(out.elems) != len(in.subs) {
+		return false, s
+	}
+	for j, sub := range in.subs {
+		ok, next := step(s, sub, &out.elems[j])
+		if !ok {
+			return false, s
+		}
+		s = next
+	}
+	return true, s
 }
 
 // with returns s with cell i set to c, copying s only if that changes it.
@@ -194,6 +214,11 @@ func blind(s []cell, in *input) []cell {
 	case kindMSet:
 		for j, i := range in.cells {
 			s = with(s, i, cell{in.vals[j], present})
+		}
+		return s
+	case kindMulti: // all of it: it is atomic
+		for _, sub := range in.subs {
+			s = blind(s, sub)
 		}
 		return s
 	}

@@ -51,14 +51,7 @@ func testInput(t *testing.T, cmd string) *input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &input{command: c, text: cmd}
-	for _, k := range foot {
-		in.cells = append(in.cells, k)
-		if c.kind == kindRange {
-			in.names = append(in.names, testKeys[k])
-		}
-	}
-	return in
+	return newInput(c, cmd, testKeys, foot, testKeys)
 }
 
 func arr(elems ...reply) reply { return reply{kind: replyArr, elems: elems} }
@@ -153,6 +146,15 @@ func TestStep(t *testing.T) {
 		{"a=?", "DELETE a", notFoundReply, true, ""},
 		{"a=x", "DELETE a", intReply(1), false, ""},
 
+		// A transaction: its commands one after the other, at once.
+		{"a=x", "MULTI GET a SET a y GET a DEL b INCR n EXEC", arr(strReply("x"), okReply, strReply("y"), intReply(0), intReply(1)), true, "a=y n=1"},
+		{"a=x", "MULTI SET a y GET a EXEC", arr(okReply, strReply("x")), false, ""},
+		{"a=x b=y", "MULTI SET a 1 SET b 1 EXEC", arr(okReply, okReply), true, "a=1 b=1"},
+		{"a=x", "MULTI SET a 1 SET b 1 EXEC", arr(okReply), false, ""},
+		{"a=?", "MULTI GET a SET b 1 EXEC", arr(nilReply, okReply), true, "a=nil b=1"},
+		{"n=x", "MULTI INCR n SET a 1 EXEC", arr(errReply(errNotInteger), okReply), true, "n=x a=1"},
+		{"a=x", "MULTI SET a 1 DEL a EXEC", errReply("EXECABORT Transaction discarded because of previous errors."), false, ""},
+
 		// Unknown outcomes: applied as they would be, unknown where that
 		// depends on an unknown value.
 		{"a=x", "SET a v", none, true, "a=v"},
@@ -165,6 +167,7 @@ func TestStep(t *testing.T) {
 		{"n=?", "INCR n", none, true, "n=?"},
 		{"a=?", "PUT a v", none, true, "a=v"},
 		{"a=x", "DELETE a", none, true, ""},
+		{"a=x n=?", "MULTI SET a 1 INCR n DEL b EXEC", none, true, "a=1 n=?"},
 	} {
 		before := cells(t, tc.state)
 		ok, after := step(before, testInput(t, tc.cmd), &tc.out)

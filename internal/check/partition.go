@@ -171,15 +171,9 @@ func commonDir(keys []string) string {
 // porcupine operation, and reports whether it is checked at all: a read
 // whose outcome is unknown tells nothing and is left out.
 func (p *part) operation(o op, index int, c command, foot []int, keys []string, seen map[string]int64, st *splitStats) (porcupine.Operation, bool) {
-	in := &input{command: c, text: strings.Join(o.Cmd, " ")}
-	for _, k := range foot {
-		in.cells = append(in.cells, sort.SearchStrings(p.keys, keys[k]))
-		if c.kind == kindRange {
-			in.names = append(in.names, keys[k])
-		}
-	}
+	in := newInput(c, strings.Join(o.Cmd, " "), keys, foot, p.keys)
 	out := o.Reply
-	if unknownOutcome(c, out) && out.kind == replyErr {
+	if unknownOutcome(c, out) && out.kind != replyNone {
 		st.errorReplies++
 		out = reply{}
 	}
@@ -193,6 +187,22 @@ func (p *part) operation(o op, index int, c command, foot []int, keys []string, 
 		ref.unseen = ret == p.inf
 	}
 	return porcupine.Operation{ClientId: o.Client, Input: in, Call: o.Call, Output: &out, Return: ret, Metadata: ref}, true
+}
+
+// newInput binds command c (text as sent), whose footprint is foot in
+// keys, to the cells of a part whose keys are partKeys.
+func newInput(c command, text string, keys []string, foot []int, partKeys []string) *input {
+	in := &input{command: c, text: text}
+	for _, k := range foot {
+		in.cells = append(in.cells, sort.SearchStrings(partKeys, keys[k]))
+		if c.kind == kindRange {
+			in.names = append(in.names, keys[k])
+		}
+	}
+	for _, sub := range c.subs {
+		in.subs = append(in.subs, &input{command: sub, cells: []int{sort.SearchStrings(partKeys, sub.keys[0])}})
+	}
+	return in
 }
 
 // valuesSeen maps each value that only one op of h writes to the earliest
@@ -259,7 +269,19 @@ func (p *part) reduced() []porcupine.Operation {
 // refused or failed the command for a reason the model does not know, such
 // as shutting down or a failed write), after which the command may or may
 // not have taken effect.
+//
+// A MULTI's outcome is unknown too when a queued command got an error
+// reply the model does not predict: the others may have taken effect
+// without it.
 func unknownOutcome(c command, r reply) bool {
+	if c.kind == kindMulti && r.kind == replyArr && len(r.elems) == len(c.subs) {
+		for j, sub := range c.subs {
+			if r.elems[j].kind == replyErr && unknownOutcome(sub, r.elems[j]) {
+				return true
+			}
+		}
+		return false
+	}
 	return r.kind == replyNone || r.kind == replyErr && !(c.kind == kindIncr && (r.str == errNotInteger || r.str == errOverflow))
 }
 

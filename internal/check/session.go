@@ -55,11 +55,7 @@ func newSession(addrs []string, timeout time.Duration, sessions bool) (*session,
 func (s *session) do(ctx context.Context, cmd []string) (reply, outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	args := make([]any, len(cmd))
-	for i, a := range cmd {
-		args[i] = a
-	}
-	v, err := s.c.Do(ctx, args...)
+	v, err := s.send(ctx, cmd)
 	var re *client.ReplyError
 	switch {
 	case err == nil:
@@ -72,6 +68,36 @@ func (s *session) do(ctx context.Context, cmd []string) (reply, outcome, error) 
 	// ErrUnknownOutcome, a deadline, or anything else: the command may
 	// have been written, so it may have taken effect.
 	return reply{}, unknown, err
+}
+
+// send sends cmd and returns its reply. A MULTI goes as a Batch of
+// MULTI, its queued commands and EXEC, on one connection, and its reply is
+// EXEC's.
+func (s *session) send(ctx context.Context, cmd []string) (client.Value, error) {
+	subs, multi := splitMulti(cmd)
+	if !multi {
+		return s.c.Do(ctx, anys(cmd)...)
+	}
+	b := s.c.Batch()
+	b.Do("MULTI")
+	for _, sub := range subs {
+		b.Do(anys(sub)...)
+	}
+	b.Do("EXEC")
+	vs, err := b.Exec(ctx)
+	if err != nil {
+		return client.Value{}, err
+	}
+	return vs[len(vs)-1], nil
+}
+
+// anys returns args as Client.Do takes them.
+func anys(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
 }
 
 func (s *session) close() { s.c.Close() }

@@ -194,6 +194,17 @@ func (p *part) narrow(ops []porcupine.Operation, k int) []porcupine.Operation {
 			one.names, one.limit = in.names[j:j+1], 0
 			one.limited = in.limited || in.limit > 0 && len(r.elems) == 2*in.limit
 			r.elems = pairsOf(r.elems, in.names[j])
+		case kindMulti: // its commands on k; a reply of another length fails still
+			whole := o.Output.(*reply).elems
+			one.keys, one.subs, r.elems = in.keys[j:j+1], nil, nil
+			for i, sub := range in.subs {
+				if sub.cells[0] == k {
+					one.subs = append(one.subs, sub)
+					if len(whole) == len(in.subs) {
+						r.elems = append(r.elems, whole[i])
+					}
+				}
+			}
 		}
 		o.Input, o.Output = &one, &r
 		out = append(out, o)

@@ -223,6 +223,13 @@ func (s refStore) do(cmd []string) reply {
 			r.elems = append(r.elems, get(k))
 		}
 		return r
+	case "MULTI":
+		subs, _ := splitMulti(cmd)
+		r := reply{kind: replyArr}
+		for _, sub := range subs {
+			r.elems = append(r.elems, s.do(sub))
+		}
+		return r
 	case "RANGE":
 		var keys []string
 		for k := range s {

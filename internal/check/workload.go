@@ -23,6 +23,11 @@ type generator struct {
 	// seen is the value this client last saw in each key, so that CAS
 	// names a value it may find.
 	seen map[string]string
+	// writeOnlyTx: transactions hold no GET. A client that writes in a
+	// session sends a transaction of unknown outcome again, and its reads
+	// then run again after its writes took effect the first time
+	// (docs/TRANSACTIONS.md), so its reply need not be one atomic run's.
+	writeOnlyTx bool
 }
 
 func newGenerator(seed uint64, client int, groups []group, mix Mix) *generator {
@@ -71,9 +76,33 @@ func (g *generator) next() []string {
 		return cmd
 	case kindMGet:
 		return append([]string{"MGET"}, g.someKeys(grp, 2+g.rng.IntN(3))...)
+	case kindMulti:
+		return g.multi(grp)
 	default:
 		return g.rangeCmd(grp)
 	}
+}
+
+// multi draws a transaction of two to four commands on keys of grp (so of
+// one slot in a sharded run), at least one a write: GET, SET and DEL. It
+// leaves the counter out: INCR in a transaction would tie the counter to
+// the group's keys in one part, whose search its values then multiply.
+func (g *generator) multi(grp group) []string {
+	cmd := []string{"MULTI"}
+	n := 2 + g.rng.IntN(3)
+	wrote := false
+	for i := range n {
+		key := grp.keys[g.rng.IntN(len(grp.keys))]
+		switch d := g.rng.IntN(10); {
+		case d < 4 && (wrote || i < n-1) && !g.writeOnlyTx:
+			cmd = append(cmd, "GET", key)
+		case d < 8:
+			cmd, wrote = append(cmd, "SET", key, g.value()), true
+		default:
+			cmd, wrote = append(cmd, "DEL", key), true
+		}
+	}
+	return append(cmd, "EXEC")
 }
 
 // pick draws a kind of command by the mix's weights.
@@ -164,6 +193,14 @@ func (g *generator) observe(cmd []string, r reply) {
 	case kindMGet:
 		for i, e := range r.elems {
 			g.note(cmd[1+i], e)
+		}
+	case kindMulti:
+		subs, _ := splitMulti(cmd)
+		if r.kind != replyArr || len(r.elems) != len(subs) {
+			return
+		}
+		for i, sub := range subs {
+			g.observe(sub, r.elems[i])
 		}
 	case kindRange:
 		for i := 0; i+1 < len(r.elems); i += 2 {
