@@ -33,6 +33,10 @@ import (
 	"github.com/flintkv/flint/internal/slot"
 )
 
+// MaxGroup is the largest group id: a group's id is in the low 16 bits of
+// the client session ids it issues (store.Options.Group).
+const MaxGroup = 1<<16 - 1
+
 // Version is the version of the encoding that Encode writes.
 const Version = 1
 
@@ -70,7 +74,7 @@ type MemberKey struct{ Group, Member uint64 }
 var ErrInvalid = errors.New("shardmap: invalid map")
 
 // New returns the map of groups at epoch, once validated: group ids are
-// positive and unique, every group has members with positive ids unique
+// 1 to MaxGroup and unique, every group has members with positive ids unique
 // in it and host:port addresses, and no slot belongs to two groups. Slots
 // may be left without a group (see Covered). groups is not retained.
 func New(epoch uint64, groups []Group) (*Map, error) {
@@ -98,8 +102,8 @@ func New(epoch uint64, groups []Group) (*Map, error) {
 // checkGroup checks one group, dup saying whether its id came before.
 func checkGroup(g Group, dup bool) error {
 	switch {
-	case g.ID == 0:
-		return fmt.Errorf("%w: group id 0", ErrInvalid)
+	case g.ID == 0 || g.ID > MaxGroup:
+		return fmt.Errorf("%w: group id %d, want 1 to %d", ErrInvalid, g.ID, MaxGroup)
 	case dup:
 		return fmt.Errorf("%w: group %d appears twice", ErrInvalid, g.ID)
 	case len(g.Members) == 0:
