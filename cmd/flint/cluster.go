@@ -26,6 +26,8 @@ commands:
                                 caught up by the leader, then as a voter
   remove <id>                   remove a member, which stops serving (a leader hands over first)
   transfer <id>                 make a voter the leader
+  move-slots --slots a-b --to G move slots to data group G of a sharded cluster while it serves
+                                (--addr: its managers)
 
 status, add, remove and transfer reach the group through any of its members
 (--addr), and find its leader themselves. Run 'flint cluster <command> --help'
@@ -43,6 +45,8 @@ func clusterCmd(args []string) int {
 		return clusterUpCmd(args[1:])
 	case "status", "add", "remove", "transfer":
 		return clusterAdmin(args[0], args[1:])
+	case "move-slots":
+		return moveSlotsCmd(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(os.Stderr, clusterUsage)
 		return 2
