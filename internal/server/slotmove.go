@@ -90,6 +90,39 @@ func (c *conn) movingLookup(s *store.Store, keys [][]byte) bool {
 	return ok && m.Phase != store.Open && m.Phase != store.Leaving
 }
 
+// rangeMoving replies to RANGE, and reports true, while a slot moves to
+// or from this group, as ms, its records read before its pairs, say: with
+// -TRYAGAIN while one is Importing (the keys are in neither group's
+// reply for certain until it is Open), and else leaving out the keys of
+// slots that are Gone from here, whose target answers for them. Once no
+// record is Importing or Gone, it replies nothing and reports false.
+func (c *conn) rangeMoving(s *store.Store, ms []store.SlotMove, args [][]byte, limit int) bool {
+	gone := false
+	for _, m := range ms {
+		if m.Phase == store.Importing {
+			c.err(tryAgain)
+			return true
+		}
+		gone = gone || m.Phase == store.Gone
+	}
+	if !gone {
+		return false
+	}
+	var pairs []store.Pair
+	s.Snapshot().Range(args[1], args[2], 0, func(k string, v []byte) bool {
+		if m, ok := store.SlotMoveIn(ms, slot.Of([]byte(k))); !ok || m.Phase != store.Gone {
+			pairs = append(pairs, store.Pair{Key: k, Val: v})
+		}
+		return limit == 0 || len(pairs) < limit
+	})
+	c.out = protocol.AppendArray(c.out, 2*len(pairs))
+	for _, p := range pairs {
+		c.bulkString(p.Key)
+		c.writeLarge(p.Val)
+	}
+	return true
+}
+
 // slotsCmd is FLINT.SLOTS, the steps of a slot move that a data group
 // takes (see store.SlotMove), sent by `flint cluster move-slots` to the
 // group's leader. Slots are numbers, groups ids:

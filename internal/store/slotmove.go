@@ -118,11 +118,11 @@ func (s *Store) SlotMoves() []SlotMove {
 
 // SlotMoveOf returns the record of slot sl's move, if it has one.
 func (s *Store) SlotMoveOf(sl int) (SlotMove, bool) {
-	return moveOf(s.SlotMoves(), sl)
+	return SlotMoveIn(s.SlotMoves(), sl)
 }
 
-// moveOf finds slot sl's record in ms.
-func moveOf(ms []SlotMove, sl int) (SlotMove, bool) {
+// SlotMoveIn finds slot sl's record in ms, records as SlotMoves returns.
+func SlotMoveIn(ms []SlotMove, sl int) (SlotMove, bool) {
 	i, found := slices.BinarySearchFunc(ms, sl, func(m SlotMove, sl int) int {
 		switch {
 		case m.Last < sl:
@@ -147,7 +147,7 @@ func (s *Store) refused(e entry) bool {
 	}
 	keys, stride := e.keys()
 	for i := 0; i < len(keys); i += stride {
-		if m, ok := moveOf(ms, keyslot.Of(keys[i])); ok && m.Phase != Open {
+		if m, ok := SlotMoveIn(ms, keyslot.Of(keys[i])); ok && m.Phase != Open {
 			return true
 		}
 	}
@@ -186,7 +186,7 @@ func (s *Store) applySlotOp(e entry) Result {
 	defer s.sessions.Unlock()
 	old := s.SlotMoves()
 	for sl := rec.First; sl <= rec.Last; sl++ {
-		if m, _ := moveOf(old, sl); !follows(m, rec, from) {
+		if m, _ := SlotMoveIn(old, sl); !follows(m, rec, from) {
 			return Result{}
 		}
 	}
