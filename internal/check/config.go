@@ -125,13 +125,16 @@ const (
 	// FaultWipe kills a member and deletes its data; it rejoins as a new
 	// member.
 	FaultWipe Fault = "wipe"
+	// FaultMoveSlots moves a random range of slots (1 to 256) to the group
+	// it strikes, online (flint cluster move-slots), in a sharded cluster.
+	FaultMoveSlots Fault = "move-slots"
 )
 
 // faults are every fault, in the order the usage lists them.
-var faults = []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMembership, FaultWipe}
+var faults = []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMembership, FaultWipe, FaultMoveSlots}
 
 // groupOnly reports whether f needs a replicated group of at least three.
-func (f Fault) groupOnly() bool { return f != FaultKill && f != FaultPause }
+func (f Fault) groupOnly() bool { return f != FaultKill && f != FaultPause && f != FaultMoveSlots }
 
 // ParseNemesis parses a comma-separated list of faults; "none" or "" is
 // none.
@@ -248,6 +251,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: --groups must be 1 to %d (or 0 for a cluster that is not sharded)", ErrConfig, MaxGroups)
 	case c.Groups > 0 && !c.Spawn:
 		return c, fmt.Errorf("%w: --groups starts a sharded cluster: add --spawn", ErrConfig)
+	case c.Groups < 2 && slices.Contains(c.Nemesis, FaultMoveSlots):
+		return c, fmt.Errorf("%w: fault move-slots moves slots between the groups of a sharded cluster: --groups 2 or more", ErrConfig)
 	case c.Groups > 0 && c.Readers > 0:
 		return c, fmt.Errorf("%w: --readers read from one member each, which in a sharded cluster serves a part of the keys only: not yet with --groups", ErrConfig)
 	}

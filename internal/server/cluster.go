@@ -355,11 +355,12 @@ func (c *conn) keysInSlot(sub string, args [][]byte) {
 }
 
 // askingCmd is ASKING, which a client sends before the one command that
-// an ASK redirection names. It only answers OK: a group serves a slot
-// moving to it once the slot is Open there, with or without it (see
-// slotmove.go).
+// an ASK redirection names. A group serves a slot moving to it once the
+// slot is Open there, with or without it; before that, the command after
+// ASKING is answered TRYAGAIN rather than MOVED back (see slotmove.go).
 func (c *conn) askingCmd([][]byte) {
 	if c.clusterOn() {
+		c.asking = true
 		c.ok()
 	}
 }

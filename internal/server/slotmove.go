@@ -22,15 +22,18 @@ import (
 //   - Gone, or Dropped while this member's map is older than the record's
 //     epoch (the source): -ASK <slot> to the target's leader;
 //   - Leaving (the source): reads served, writes -TRYAGAIN;
-//   - Importing, in a group the map gives the slot: -TRYAGAIN.
+//   - Importing, in a group the map gives the slot, or to a command after
+//     ASKING: -TRYAGAIN (not -MOVED back to the source, which answers ASK
+//     from Gone on: the client waits before it asks again, rather than
+//     bouncing between the two until the target is Open).
 //
 // A write that passed routing and reaches the store after the source's
 // Leaving is refused there (store.ErrSlotMoving, -TRYAGAIN); a read checks
 // the record again after it read (readNow, read, lookDeferred), so that
 // no member answers a read on a slot after its move made it Gone.
 //
-// ASKING answers OK and changes nothing: the target serves an Open slot
-// without it, since the source serves it no more.
+// The target serves an Open slot with or without ASKING, since the source
+// serves it no more.
 
 // tryAgain is the reply to a command on a slot that is moving.
 const tryAgain = "TRYAGAIN the key's slot is moving to another group; try again"
@@ -54,6 +57,8 @@ func (c *conn) moveRoute(sh *Shards, g *shardmap.Group, write bool, s int) (stri
 		if p := sh.Map.Group(m.Peer); p != nil {
 			return ask(s, sh.leaderAddr(p)), true
 		}
+		return tryAgain, true
+	case m.Phase == store.Importing && c.asked:
 		return tryAgain, true
 	case g == nil || g.ID != sh.Group:
 		return "", false
