@@ -27,7 +27,11 @@ commands:
   remove <id>                   remove a member, which stops serving (a leader hands over first)
   transfer <id>                 make a voter the leader
   move-slots --slots a-b --to G move slots to data group G of a sharded cluster while it serves
-                                (--addr: its managers)
+  add-group --group G --members 1=host:port,...
+                                add a data group, running already, and move half of a group's
+                                slots to it (a split)
+  rebalance                     move slots until every data group owns as many as the others
+                                (move-slots, add-group and rebalance take the managers as --addr)
 
 status, add, remove and transfer reach the group through any of its members
 (--addr), and find its leader themselves. Run 'flint cluster <command> --help'
@@ -47,6 +51,10 @@ func clusterCmd(args []string) int {
 		return clusterAdmin(args[0], args[1:])
 	case "move-slots":
 		return moveSlotsCmd(args[1:])
+	case "add-group":
+		return addGroupCmd(args[1:])
+	case "rebalance":
+		return rebalanceCmd(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(os.Stderr, clusterUsage)
 		return 2

@@ -371,3 +371,31 @@ func mergeRanges(rs []Range) []Range {
 	}
 	return out
 }
+
+// WithGroup returns a copy of m at the next epoch with group g added (its
+// slots, if any, must be no other group's), once validated as New does.
+func (m *Map) WithGroup(g Group) (*Map, error) {
+	return New(m.Epoch+1, append(slices.Clone(m.Groups), g), m.Moves...)
+}
+
+// Count returns how many slots g owns.
+func (g *Group) Count() int {
+	n := 0
+	for _, r := range g.Slots {
+		n += r.Last - r.First + 1
+	}
+	return n
+}
+
+// Top returns the ranges of g's last n slots (all of them if it has fewer),
+// in order.
+func (g *Group) Top(n int) []Range {
+	var out []Range
+	for i := len(g.Slots) - 1; i >= 0 && n > 0; i-- {
+		r := g.Slots[i]
+		k := min(n, r.Last-r.First+1)
+		out = append([]Range{{r.Last - k + 1, r.Last}}, out...)
+		n -= k
+	}
+	return out
+}
