@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flintkv/flint/internal/clusterctl"
+	"github.com/flintkv/flint/internal/shardmap"
 	"github.com/flintkv/flint/internal/slot"
 )
 
@@ -120,6 +121,8 @@ func (n *nemesis) inject(f Fault, cl *cluster) error {
 		kind, err = n.wipe(cl)
 	case FaultMoveSlots:
 		kind, err = n.moveSlots(cl)
+	case FaultSplit:
+		kind, err = n.split(cl)
 	}
 	if cl.group != 0 {
 		kind += fmt.Sprintf(" (group %d)", cl.group)
@@ -362,6 +365,34 @@ func (n *nemesis) moveSlots(cl *cluster) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
 	defer cancel()
 	return kind, g.MoveSlots(ctx, first, last, uint64(cl.group))
+}
+
+// split starts a new data group and moves half of cl's slots to it, as
+// `flint cluster add-group` does, after restarting the members that are
+// down. With MaxGroups groups already, it moves slots instead.
+func (n *nemesis) split(cl *cluster) (string, error) {
+	if len(n.fl.groups) >= MaxGroups {
+		return n.moveSlots(cl)
+	}
+	if err := n.fl.restartDue(true); err != nil {
+		return "split", err
+	}
+	c, err := n.fl.addGroup()
+	if err != nil {
+		return "split", err
+	}
+	kind := fmt.Sprintf("split: new group %d", c.group)
+	var members []shardmap.Member
+	for i, m := range c.members {
+		members = append(members, shardmap.Member{ID: max(m.id, uint64(i+1)), Addr: m.srv.addr})
+	}
+	g, err := clusterctl.Dial(clusterctl.Config{Addrs: []string{n.fl.manager.addr}})
+	if err != nil {
+		return kind, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
+	defer cancel()
+	return kind, g.AddGroup(ctx, c.group, members, cl.group)
 }
 
 func (n *nemesis) record(kind string, start int64) {
