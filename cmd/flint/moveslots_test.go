@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flintkv/flint/internal/shardmap"
 	"github.com/flintkv/flint/internal/slot"
 )
 
@@ -117,13 +118,15 @@ func (l *incrLoad) finish(ctx context.Context, addr string) {
 }
 
 // clusterChange runs `flint cluster args...` and fails the test unless it
-// exits 0 and prints want.
+// exits 0 and prints want, stopping l's clients first, if any.
 func clusterChange(t *testing.T, l *incrLoad, want string, args ...string) string {
 	t.Helper()
 	out, code := runFlint(t, flintBin, nil, append([]string{"cluster"}, args...)...)
 	if code != 0 || !strings.Contains(out, want) {
-		close(l.stop)
-		l.wg.Wait()
+		if l != nil {
+			close(l.stop)
+			l.wg.Wait()
+		}
 		t.Fatalf("flint cluster %s: exit %d, want %q:\n%s", strings.Join(args, " "), code, want, out)
 	}
 	t.Logf("flint cluster %s:\n%s", args[0], out)
@@ -193,4 +196,83 @@ func awaitGet(t *testing.T, c *redis.Client, key string) {
 		}
 	}
 	t.Fatalf("GET %s at %s: %v after 10 s", key, c.Options().Addr, err)
+}
+
+// TestMoveSlotsResumes leaves a move as a crash of move-slots would after
+// its first steps (the map lists it; the source logged Leaving; the target
+// holds part of the keys), and checks that the next move-slots, of other
+// slots, finishes it first: the keys all arrive, the map drops the move,
+// and the target serves the slot.
+func TestMoveSlotsResumes(t *testing.T) {
+	s := startSharded(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cc := clusterClient([]string{s.manager})
+	defer cc.Close()
+	for i := range 20 {
+		if err := cc.Set(ctx, fmt.Sprintf("{r}%d", i), strconv.Itoa(i), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sl := slot.Of([]byte("{r}"))
+	from := s.owner("{r}") + 1
+	to := from%3 + 1
+	span := []any{strconv.Itoa(sl), strconv.Itoa(sl)}
+	do := func(addr string, args ...any) any {
+		t.Helper()
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		v, err := c.Do(ctx, args...).Result()
+		if err != nil {
+			t.Fatalf("%v at %s: %v", args, addr, err)
+		}
+		return v
+	}
+	m, err := shardmapOf(do(s.manager, "FLINT.MAP"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := m.WithMoves([]shardmap.Move{{Slots: shardmap.Range{First: sl, Last: sl}, From: uint64(from), To: uint64(to)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := do(s.manager, "FLINT.MAPSET", string(next.Encode())); v != int64(1) {
+		t.Fatalf("FLINT.MAPSET = %v", v)
+	}
+	do(s.servers[from-1], append(append([]any{"FLINT.SLOTS", "LEAVE"}, span...), strconv.Itoa(to))...)
+	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "IMPORT"}, span...), strconv.Itoa(from), "{r}0", "stale")...)
+
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) { // as long after as a crash was
+		if out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", s.manager); strings.Contains(out, "moving slots") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the manager does not show the move after 10 s")
+		}
+	}
+	other := (sl + 1000) % slot.Count
+	clusterChange(t, nil, "belong to group", "move-slots", "--addr", s.manager, "--slots", strconv.Itoa(other), "--to", strconv.Itoa(to), "--timeout", "1m")
+	out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", s.manager)
+	if strings.Contains(out, "moving slots") {
+		t.Fatalf("a move is left in the map:\n%s", out)
+	}
+	for i := range 20 {
+		key := fmt.Sprintf("{r}%d", i)
+		if v, err := cc.Get(ctx, key).Result(); err != nil || v != strconv.Itoa(i) {
+			t.Errorf("GET %s = %q (%v), want %d", key, v, err, i)
+		}
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.servers[to-1]})
+	defer c.Close()
+	awaitGet(t, c, "{r}0")
+}
+
+// shardmapOf decodes FLINT.MAP's reply, as go-redis gives it.
+func shardmapOf(v any) (*shardmap.Map, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 {
+		return nil, fmt.Errorf("FLINT.MAP replied %v", v)
+	}
+	enc, _ := a[0].(string)
+	return shardmap.Decode([]byte(enc))
 }

@@ -31,16 +31,11 @@ const moveBatch = 256
 func (g *Group) MoveSlots(ctx context.Context, first, last int, to uint64) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
-	sh, err := g.ShardStatus(ctx)
-	if err != nil {
+	if err := mv.finishAll(ctx); err != nil {
 		return err
 	}
-	for _, m := range sh.Map.Moves {
-		if err := mv.finish(ctx, m); err != nil {
-			return err
-		}
-	}
-	if sh, err = g.ShardStatus(ctx); err != nil {
+	sh, err := g.ShardStatus(ctx)
+	if err != nil {
 		return err
 	}
 	if sh.Map.Group(to) == nil {
@@ -50,11 +45,31 @@ func (g *Group) MoveSlots(ctx context.Context, first, last int, to uint64) error
 		if err := mv.start(ctx, m); err != nil {
 			return err
 		}
-		if err := mv.finish(ctx, m); err != nil {
+		if err := mv.finishAll(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// finishAll finishes every move the map lists, one after another, until
+// it lists none. The managers serve the map as they last read it, so a
+// move recorded a moment ago by another call may show only on the next
+// read: finishAll after start sees it, since start's change was made on
+// the map that holds it.
+func (mv *mover) finishAll(ctx context.Context) error {
+	for {
+		sh, err := mv.g.ShardStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if len(sh.Map.Moves) == 0 {
+			return nil
+		}
+		if err := mv.finish(ctx, sh.Map.Moves[0]); err != nil {
+			return err
+		}
+	}
 }
 
 // planMoves returns the moves that give the slots first to last to group
