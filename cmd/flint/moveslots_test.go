@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -202,7 +203,9 @@ func awaitGet(t *testing.T, c *redis.Client, key string) {
 // its first steps (the map lists it; the source logged Leaving; the target
 // holds part of the keys), and checks that the next move-slots, of other
 // slots, finishes it first: the keys all arrive, the map drops the move,
-// and the target serves the slot.
+// and the target serves the slot. It then leaves the move back as a crash
+// after the target opened the slot would, where redis-cli -c follows the
+// source's ASK, and the next move-slots finishes that one too.
 func TestMoveSlotsResumes(t *testing.T) {
 	s := startSharded(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -265,6 +268,51 @@ func TestMoveSlotsResumes(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.servers[to-1]})
 	defer c.Close()
 	awaitGet(t, c, "{r}0")
+
+	// Now back, left as a crash after the target opened the slot: the keys
+	// copied, the source Gone. redis-cli -c follows the source's ASK to
+	// the target, for a read and a write; the next move-slots finishes.
+	back, err := shardmapOf(do(s.manager, "FLINT.MAP"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err = back.WithMoves([]shardmap.Move{{Slots: shardmap.Range{First: sl, Last: sl}, From: uint64(to), To: uint64(from)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := do(s.manager, "FLINT.MAPSET", string(back.Encode())); v != int64(1) {
+		t.Fatalf("FLINT.MAPSET = %v", v)
+	}
+	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "LEAVE"}, span...), strconv.Itoa(from))...)
+	export := do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "EXPORT"}, span...), "", "100")...).([]any)
+	do(s.servers[from-1], append(append(append([]any{"FLINT.SLOTS", "IMPORT"}, span...), strconv.Itoa(to)), export[1].([]any)...)...)
+	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "GONE"}, span...), strconv.Itoa(from))...)
+	do(s.servers[from-1], append(append([]any{"FLINT.SLOTS", "OPEN"}, span...), strconv.Itoa(to))...)
+	cli := func(args ...string) string {
+		out, err := exec.Command("redis-cli", append([]string{"-c", "-p", port(t, s.servers[to-1])}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	_, noCli := exec.LookPath("redis-cli")
+	if noCli == nil {
+		if got := cli("GET", "{r}3"); got != "3" {
+			t.Errorf("redis-cli -c GET {r}3 at the source = %q, want 3", got)
+		}
+		if got := cli("SET", "{r}3", "x"); got != "OK" {
+			t.Errorf("redis-cli -c SET {r}3 at the source = %q, want OK", got)
+		}
+	}
+	clusterChange(t, nil, "belong to group", "move-slots", "--addr", s.manager, "--slots", strconv.Itoa(other), "--to", strconv.Itoa(from), "--timeout", "1m")
+	for i := range 20 {
+		key, want := fmt.Sprintf("{r}%d", i), strconv.Itoa(i)
+		if i == 3 && noCli == nil {
+			want = "x"
+		}
+		if v, err := cc.Get(ctx, key).Result(); err != nil || v != want {
+			t.Errorf("GET %s after the move back = %q (%v), want %s", key, v, err, want)
+		}
+	}
 }
 
 // shardmapOf decodes FLINT.MAP's reply, as go-redis gives it.
