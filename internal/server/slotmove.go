@@ -241,9 +241,15 @@ func (c *conn) slotsStatus() {
 	}
 }
 
+// maxExport bounds the bytes of keys and values that one FLINT.SLOTS
+// EXPORT or SESSIONS replies with (but for one pair or session, whatever
+// its size), so that the IMPORT that carries them is a log entry of about
+// that size.
+const maxExport = 1 << 20
+
 // exportSlots replies to FLINT.SLOTS EXPORT first last after count: up to
-// count pairs, read linearizably, and the key to ask after next ("" once
-// there are no more).
+// count pairs, and about maxExport bytes of them, read linearizably, and
+// the key to ask after next ("" once there are no more).
 func (c *conn) exportSlots(args [][]byte) {
 	first, err1 := strconv.Atoi(string(args[0]))
 	last, err2 := strconv.Atoi(string(args[1]))
@@ -257,13 +263,14 @@ func (c *conn) exportSlots(args [][]byte) {
 		return
 	}
 	var pairs [][]byte
-	next := ""
+	next, size := "", 0
 	st.SlotKeys(first, last, args[2], func(k string, v []byte) bool {
-		if len(pairs) == 2*count {
+		if len(pairs) == 2*count || size >= maxExport {
 			next = string(pairs[len(pairs)-2])
 			return false
 		}
 		pairs = append(pairs, []byte(k), v)
+		size += len(k) + len(v)
 		return true
 	})
 	c.out = protocol.AppendArray(c.out, 2)
@@ -288,7 +295,7 @@ func (c *conn) exportSessions(args [][]byte) {
 	if !ok {
 		return
 	}
-	b, next := st.ExportSessions(after, count)
+	b, next := st.ExportSessions(after, count, maxExport)
 	c.out = protocol.AppendArray(c.out, 2)
 	c.int(int64(next))
 	c.out = protocol.AppendBulk(c.out, b)

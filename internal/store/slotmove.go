@@ -347,11 +347,12 @@ func (t *sessionTable) issued(id uint64) bool {
 }
 
 // ExportSessions encodes, for OpSessionsImport, up to n of the sessions
-// whose ids are above after, those of the lowest ids, and returns the
-// encoding and the highest id it holds (after if none): the cursor of the
-// next call. A slot move copies every session of the source, since a
-// session's kept results do not say which slots their writes were on.
-func (s *Store) ExportSessions(after uint64, n int) ([]byte, uint64) {
+// whose ids are above after, those of the lowest ids, and no more than
+// about maxBytes of them (but at least one), and returns the encoding and
+// the highest id it holds (after if none): the cursor of the next call. A
+// slot move copies every session of the source, since a session's kept
+// results do not say which slots their writes were on.
+func (s *Store) ExportSessions(after uint64, n, maxBytes int) ([]byte, uint64) {
 	s.sessions.Lock()
 	defer s.sessions.Unlock()
 	t := &s.sessions.t
@@ -362,11 +363,16 @@ func (s *Store) ExportSessions(after uint64, n int) ([]byte, uint64) {
 		}
 	}
 	slices.Sort(ids)
-	ids = ids[:min(n, len(ids))]
-	picked := make([]*session, len(ids))
-	for i, id := range ids {
-		picked[i] = t.byID[id]
+	var picked []*session
+	size := 0
+	for _, id := range ids[:min(n, len(ids))] {
+		ss := t.byID[id]
+		if size += 32 + 24*len(ss.results) + ss.bytes; len(picked) > 0 && size > maxBytes {
+			break
+		}
+		picked = append(picked, ss)
 	}
+	ids = ids[:len(picked)]
 	slices.SortStableFunc(picked, func(a, b *session) int { return cmp.Compare(a.active, b.active) })
 	i := 0
 	next := func(*session) *session {

@@ -78,7 +78,7 @@ func TestSlotMove(t *testing.T) {
 	if len(pairs) != 4 {
 		t.Fatalf("SlotKeys gave %q, want {m}k and {m}n", pairs)
 	}
-	sess, next := a.ExportSessions(0, 10)
+	sess, next := a.ExportSessions(0, 10, 1<<20)
 	if next != id {
 		t.Fatalf("ExportSessions cursor %d, want %d", next, id)
 	}
