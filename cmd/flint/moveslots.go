@@ -20,8 +20,10 @@ func moveSlotsCmd(args []string) int {
 	addr, pass, timeout := changeFlags(fs)
 	slots := fs.String("slots", "", "the slots to move: first-last (both included), or one slot")
 	to := fs.Uint64("to", 0, "the id of the group that is to own them")
+	abort := fs.Bool("abort", false, "instead, give up the moves under way whose source still serves their slots\n(the others are finished)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint cluster move-slots --addr MANAGERS --slots first-last --to GROUP\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: flint cluster move-slots --addr MANAGERS --slots first-last --to GROUP\n"+
+			"       flint cluster move-slots --addr MANAGERS --abort\n\n"+
 			"Moves the slots to the group while the cluster serves: their keys and the groups' client\n"+
 			"sessions are copied, then the map gives the slots to the group. A move left half done\n"+
 			"(by a crash, or this command stopped) is finished by running it again. Prints the\n"+
@@ -30,6 +32,12 @@ func moveSlotsCmd(args []string) int {
 	}
 	if !parseFlags(fs, args) {
 		return 2
+	}
+	if *abort {
+		return runShardChange(*addr, *pass, *timeout, "move-slots", func(ctx context.Context, g *clusterctl.Group) (string, error) {
+			aborted, err := g.AbortMoves(ctx)
+			return fmt.Sprintf("%d moves given up", len(aborted)), err
+		})
 	}
 	first, last, err := parseSlots(*slots)
 	if err != nil || *to == 0 {

@@ -205,7 +205,8 @@ func awaitGet(t *testing.T, c *redis.Client, key string) {
 // slots, finishes it first: the keys all arrive, the map drops the move,
 // and the target serves the slot. It then leaves the move back as a crash
 // after the target opened the slot would, where redis-cli -c follows the
-// source's ASK, and the next move-slots finishes that one too.
+// source's ASK, and the next move-slots finishes that one too; and a third
+// move, left after its first steps, given up with move-slots --abort.
 func TestMoveSlotsResumes(t *testing.T) {
 	s := startSharded(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -245,14 +246,7 @@ func TestMoveSlotsResumes(t *testing.T) {
 	do(s.servers[from-1], append(append([]any{"FLINT.SLOTS", "LEAVE"}, span...), strconv.Itoa(to))...)
 	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "IMPORT"}, span...), strconv.Itoa(from), "{r}0", "stale")...)
 
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) { // as long after as a crash was
-		if out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", s.manager); strings.Contains(out, "moving slots") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the manager does not show the move after 10 s")
-		}
-	}
+	awaitMoving(t, s.manager)
 	other := (sl + 1000) % slot.Count
 	clusterChange(t, nil, "belong to group", "move-slots", "--addr", s.manager, "--slots", strconv.Itoa(other), "--to", strconv.Itoa(to), "--timeout", "1m")
 	out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", s.manager)
@@ -303,6 +297,7 @@ func TestMoveSlotsResumes(t *testing.T) {
 			t.Errorf("redis-cli -c SET {r}3 at the source = %q, want OK", got)
 		}
 	}
+	awaitMoving(t, s.manager)
 	clusterChange(t, nil, "belong to group", "move-slots", "--addr", s.manager, "--slots", strconv.Itoa(other), "--to", strconv.Itoa(from), "--timeout", "1m")
 	for i := range 20 {
 		key, want := fmt.Sprintf("{r}%d", i), strconv.Itoa(i)
@@ -311,6 +306,47 @@ func TestMoveSlotsResumes(t *testing.T) {
 		}
 		if v, err := cc.Get(ctx, key).Result(); err != nil || v != want {
 			t.Errorf("GET %s after the move back = %q (%v), want %s", key, v, err, want)
+		}
+	}
+
+	// A third move, given up after its first steps: the source serves
+	// writes again, and the target keeps nothing of the slot.
+	third, err := shardmapOf(do(s.manager, "FLINT.MAP"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third, err = third.WithMoves([]shardmap.Move{{Slots: shardmap.Range{First: sl, Last: sl}, From: uint64(from), To: uint64(to)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := do(s.manager, "FLINT.MAPSET", string(third.Encode())); v != int64(1) {
+		t.Fatalf("FLINT.MAPSET = %v", v)
+	}
+	do(s.servers[from-1], append(append([]any{"FLINT.SLOTS", "LEAVE"}, span...), strconv.Itoa(to))...)
+	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "IMPORT"}, span...), strconv.Itoa(from), "{r}0", "0")...)
+	awaitMoving(t, s.manager)
+	clusterChange(t, nil, "1 moves given up", "move-slots", "--addr", s.manager, "--abort", "--timeout", "1m")
+	if err := cc.Set(ctx, "{r}0", "after", 0).Err(); err != nil {
+		t.Errorf("SET {r}0 after the move was given up: %v", err)
+	}
+	if got := fmt.Sprint(do(s.servers[to-1], "FLINT.SLOTS", "STATUS")); strings.Contains(got, strconv.Itoa(sl)) {
+		t.Errorf("the target's records after the move was given up: %s", got)
+	}
+	if n := do(s.servers[to-1], "CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(sl)); n != int64(0) {
+		t.Errorf("the target holds %v keys of the slot after the move was given up", n)
+	}
+}
+
+// awaitMoving waits up to 10 s until `flint cluster status` at the
+// manager lists a move: as long after a change of the map as a crash
+// would be.
+func awaitMoving(t *testing.T, manager string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", manager); strings.Contains(out, "moving slots") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the manager does not show the move after 10 s")
 		}
 	}
 }

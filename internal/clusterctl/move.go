@@ -332,3 +332,54 @@ func (mv *mover) awaitEpoch(ctx context.Context, e uint64) error {
 		}
 	}
 }
+
+// AbortMoves gives up the moves the map lists that can still be given up:
+// those whose source is not Gone yet. For each, the source serves writes
+// to the slots again (STAY), the target deletes what it received of them
+// (DROP ... 0), and the map drops the move. A move past that point goes
+// forward instead, as MoveSlots would take it. Called again after a
+// failure, it takes the steps left. It returns the moves it gave up.
+func (g *Group) AbortMoves(ctx context.Context) ([]shardmap.Move, error) {
+	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
+	defer mv.pool.Close()
+	var aborted []shardmap.Move
+	for {
+		sh, err := g.ShardStatus(ctx)
+		if err != nil {
+			return aborted, err
+		}
+		if len(sh.Map.Moves) == 0 {
+			return aborted, nil
+		}
+		m := sh.Map.Moves[0]
+		if phase, err := mv.phase(ctx, m.From, m.Slots.First); err != nil {
+			return aborted, err
+		} else if m.Done || phase == "gone" {
+			if err := mv.finish(ctx, m); err != nil {
+				return aborted, err
+			}
+			continue
+		}
+		if err := mv.abort(ctx, m); err != nil {
+			return aborted, err
+		}
+		aborted = append(aborted, m)
+	}
+}
+
+// abort gives up move m, whose source is not Gone.
+func (mv *mover) abort(ctx context.Context, m shardmap.Move) error {
+	span := []string{strconv.Itoa(m.Slots.First), strconv.Itoa(m.Slots.Last)}
+	from, to := strconv.FormatUint(m.From, 10), strconv.FormatUint(m.To, 10)
+	if err := mv.step(ctx, m.From, append([]string{"STAY"}, append(span, to)...)...); err != nil {
+		return err
+	}
+	if err := mv.step(ctx, m.To, append([]string{"DROP"}, append(span, from, "0")...)...); err != nil {
+		return err
+	}
+	_, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+		moves := slices.DeleteFunc(slices.Clone(cur.Moves), func(o shardmap.Move) bool { return o.Slots == m.Slots })
+		return cur.WithMoves(moves, nil)
+	})
+	return err
+}

@@ -137,6 +137,7 @@ func (c *conn) rangeMoving(s *store.Store, ms []store.SlotMove, args [][]byte, l
 //	DROP first last peer epoch       log the deletion of the slots' keys; Dropped from epoch (0: no record)
 //	IMPORT first last source k v ... log Importing and the pairs
 //	OPEN first last source           log Open: the target serves the slots
+//	STAY first last target           log the end of Leaving: a move given up before Gone
 //	SESSIONS-IMPORT data             log the merge of exported sessions
 //	EXPORT first last after count    the slots' pairs after key after ("" first): [next, [k, v, ...]]
 //	SESSIONS after count             exported sessions above id after: [next, data]
@@ -147,8 +148,8 @@ func (c *conn) rangeMoving(s *store.Store, ms []store.SlotMove, args [][]byte, l
 func (c *conn) slotsCmd(args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	ops := map[string]store.Op{"leave": store.OpSlotsLeave, "gone": store.OpSlotsGone, "drop": store.OpSlotsDrop,
-		"import": store.OpSlotsImport, "open": store.OpSlotsOpen}
-	arity := map[string]int{"leave": 5, "gone": 5, "drop": 6, "open": 5, "export": 6, "sessions": 4, "status": 2, "sessions-import": 3}
+		"import": store.OpSlotsImport, "open": store.OpSlotsOpen, "stay": store.OpSlotsStay}
+	arity := map[string]int{"leave": 5, "gone": 5, "drop": 6, "open": 5, "stay": 5, "export": 6, "sessions": 4, "status": 2, "sessions-import": 3}
 	want, known := arity[sub]
 	switch {
 	case sub == "import":
@@ -157,7 +158,7 @@ func (c *conn) slotsCmd(args [][]byte) {
 			want = -1
 		}
 	case !known:
-		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try LEAVE, GONE, DROP, IMPORT, OPEN, SESSIONS-IMPORT, EXPORT, SESSIONS or STATUS.", args[1]))
+		c.err(fmt.Sprintf("ERR unknown subcommand '%s'. Try LEAVE, GONE, DROP, IMPORT, OPEN, STAY, SESSIONS-IMPORT, EXPORT, SESSIONS or STATUS.", args[1]))
 		return
 	}
 	if len(args) != want {

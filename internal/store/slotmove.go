@@ -26,6 +26,7 @@ import (
 //	OpSlotsImport  target: Importing; put the pairs it carries
 //	OpSessionsImport target: merge sessions copied from the source
 //	OpSlotsOpen    target: Open; the target serves the slots
+//	OpSlotsStay    source: no record; a move given up before Gone, writes served again
 //
 // A write to a key of a slot whose record is Leaving, Gone, Dropped or
 // Importing is refused with ErrSlotMoving and changes nothing, so that no
@@ -68,10 +69,11 @@ const (
 	OpSlotsImport    Op = 73 // args: first, last, peer, then key, value, ...
 	OpSessionsImport Op = 74 // args: sessions, as ExportSessions encodes them
 	OpSlotsOpen      Op = 75 // args: first, last, peer
+	OpSlotsStay      Op = 76 // args: first, last, peer
 )
 
 // slotOp reports whether op is a slot-move op.
-func (op Op) slotOp() bool { return op >= OpSlotsLeave && op <= OpSlotsOpen }
+func (op Op) slotOp() bool { return op >= OpSlotsLeave && op <= OpSlotsStay }
 
 // checkSlotOp checks the arguments of a slot-move op.
 func (e entry) checkSlotOp() bool {
@@ -172,6 +174,8 @@ func (s *Store) applySlotOp(e entry) Result {
 		rec.Phase, from = Gone, []Phase{Leaving, Gone}
 	case OpSlotsOpen:
 		rec.Phase, from = Open, []Phase{Importing, Open}
+	case OpSlotsStay:
+		from = []Phase{0, Leaving}
 	case OpSlotsImport:
 		rec.Phase, from = Importing, []Phase{0, Importing, Dropped}
 		act = func() { s.importPairs(e.args[3:]) }

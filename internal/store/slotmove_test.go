@@ -143,4 +143,11 @@ func TestSlotMoveSteps(t *testing.T) {
 	if !slices.Equal(a.SlotMoves(), want) {
 		t.Fatalf("records %+v, want %+v", a.SlotMoves(), want)
 	}
+	// A move given up: only while leaving, not once gone.
+	if step(slotEntry(OpSlotsStay, 10, 20, 2)) || !step(slotEntry(OpSlotsStay, 10, 14, 2)) {
+		t.Fatal("Stay of slots gone was applied, or of slots leaving refused")
+	}
+	if want = want[1:]; !slices.Equal(a.SlotMoves(), want) {
+		t.Fatalf("records %+v after Stay, want %+v", a.SlotMoves(), want)
+	}
 }
