@@ -143,6 +143,10 @@ func (f Fault) groupOnly() bool {
 	return f != FaultKill && f != FaultPause && f != FaultMoveSlots && f != FaultSplit
 }
 
+// shardedOnly reports whether f moves slots between the groups of a
+// sharded cluster, and so needs one.
+func (f Fault) shardedOnly() bool { return f == FaultMoveSlots || f == FaultSplit }
+
 // ParseNemesis parses a comma-separated list of faults; "none" or "" is
 // none.
 func ParseNemesis(s string) ([]Fault, error) {
