@@ -221,7 +221,6 @@ func TestMoveSlotsResumes(t *testing.T) {
 	sl := slot.Of([]byte("{r}"))
 	from := s.owner("{r}") + 1
 	to := from%3 + 1
-	span := []any{strconv.Itoa(sl), strconv.Itoa(sl)}
 	do := func(addr string, args ...any) any {
 		t.Helper()
 		c := redis.NewClient(&redis.Options{Addr: addr})
@@ -232,19 +231,29 @@ func TestMoveSlotsResumes(t *testing.T) {
 		}
 		return v
 	}
-	m, err := shardmapOf(do(s.manager, "FLINT.MAP"))
-	if err != nil {
-		t.Fatal(err)
+	// record makes the map list a move of the slot from group a to b, as
+	// move-slots's first step does.
+	record := func(a, b int) {
+		t.Helper()
+		m, err := shardmapOf(do(s.manager, "FLINT.MAP"))
+		if err == nil {
+			m, err = m.WithMoves([]shardmap.Move{{Slots: shardmap.Range{First: sl, Last: sl}, From: uint64(a), To: uint64(b)}}, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := do(s.manager, "FLINT.MAPSET", string(m.Encode())); v != int64(1) {
+			t.Fatalf("FLINT.MAPSET = %v", v)
+		}
 	}
-	next, err := m.WithMoves([]shardmap.Move{{Slots: shardmap.Range{First: sl, Last: sl}, From: uint64(from), To: uint64(to)}}, nil)
-	if err != nil {
-		t.Fatal(err)
+	// step sends FLINT.SLOTS step <slot> <slot> <peer> more... to group g.
+	step := func(g int, name string, peer int, more ...any) any {
+		t.Helper()
+		return do(s.servers[g-1], append([]any{"FLINT.SLOTS", name, strconv.Itoa(sl), strconv.Itoa(sl), strconv.Itoa(peer)}, more...)...)
 	}
-	if v := do(s.manager, "FLINT.MAPSET", string(next.Encode())); v != int64(1) {
-		t.Fatalf("FLINT.MAPSET = %v", v)
-	}
-	do(s.servers[from-1], append(append([]any{"FLINT.SLOTS", "LEAVE"}, span...), strconv.Itoa(to))...)
-	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "IMPORT"}, span...), strconv.Itoa(from), "{r}0", "stale")...)
+	record(from, to)
+	step(from, "LEAVE", to)
+	step(to, "IMPORT", from, "{r}0", "stale")
 
 	awaitMoving(t, s.manager)
 	other := (sl + 1000) % slot.Count
@@ -266,21 +275,12 @@ func TestMoveSlotsResumes(t *testing.T) {
 	// Now back, left as a crash after the target opened the slot: the keys
 	// copied, the source Gone. redis-cli -c follows the source's ASK to
 	// the target, for a read and a write; the next move-slots finishes.
-	back, err := shardmapOf(do(s.manager, "FLINT.MAP"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back, err = back.WithMoves([]shardmap.Move{{Slots: shardmap.Range{First: sl, Last: sl}, From: uint64(to), To: uint64(from)}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if v := do(s.manager, "FLINT.MAPSET", string(back.Encode())); v != int64(1) {
-		t.Fatalf("FLINT.MAPSET = %v", v)
-	}
-	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "LEAVE"}, span...), strconv.Itoa(from))...)
-	export := do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "EXPORT"}, span...), "", "100")...).([]any)
-	do(s.servers[from-1], append(append(append([]any{"FLINT.SLOTS", "IMPORT"}, span...), strconv.Itoa(to)), export[1].([]any)...)...)
-	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "GONE"}, span...), strconv.Itoa(from))...)
-	do(s.servers[from-1], append(append([]any{"FLINT.SLOTS", "OPEN"}, span...), strconv.Itoa(to))...)
+	record(to, from)
+	step(to, "LEAVE", from)
+	export := do(s.servers[to-1], "FLINT.SLOTS", "EXPORT", strconv.Itoa(sl), strconv.Itoa(sl), "", "100").([]any)
+	step(from, "IMPORT", to, export[1].([]any)...)
+	step(to, "GONE", from)
+	step(from, "OPEN", to)
 	cli := func(args ...string) string {
 		out, err := exec.Command("redis-cli", append([]string{"-c", "-p", port(t, s.servers[to-1])}, args...)...).CombinedOutput()
 		if err != nil {
@@ -311,18 +311,9 @@ func TestMoveSlotsResumes(t *testing.T) {
 
 	// A third move, given up after its first steps: the source serves
 	// writes again, and the target keeps nothing of the slot.
-	third, err := shardmapOf(do(s.manager, "FLINT.MAP"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if third, err = third.WithMoves([]shardmap.Move{{Slots: shardmap.Range{First: sl, Last: sl}, From: uint64(from), To: uint64(to)}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if v := do(s.manager, "FLINT.MAPSET", string(third.Encode())); v != int64(1) {
-		t.Fatalf("FLINT.MAPSET = %v", v)
-	}
-	do(s.servers[from-1], append(append([]any{"FLINT.SLOTS", "LEAVE"}, span...), strconv.Itoa(to))...)
-	do(s.servers[to-1], append(append([]any{"FLINT.SLOTS", "IMPORT"}, span...), strconv.Itoa(from), "{r}0", "0")...)
+	record(from, to)
+	step(from, "LEAVE", to)
+	step(to, "IMPORT", from, "{r}0", "0")
 	awaitMoving(t, s.manager)
 	clusterChange(t, nil, "1 moves given up", "move-slots", "--addr", s.manager, "--abort", "--timeout", "1m")
 	if err := cc.Set(ctx, "{r}0", "after", 0).Err(); err != nil {
