@@ -218,6 +218,9 @@ func TestMoveSlotsResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := cc.Set(ctx, "{r}ttl", "x", time.Hour).Err(); err != nil { // its deadline moves with it
+		t.Fatal(err)
+	}
 	sl := slot.Of([]byte("{r}"))
 	from := s.owner("{r}") + 1
 	to := from%3 + 1
@@ -253,7 +256,7 @@ func TestMoveSlotsResumes(t *testing.T) {
 	}
 	record(from, to)
 	step(from, "LEAVE", to)
-	step(to, "IMPORT", from, "{r}0", "stale")
+	step(to, "IMPORT", from, "{r}0", "stale", "0")
 
 	awaitMoving(t, s.manager)
 	other := (sl + 1000) % slot.Count
@@ -271,6 +274,9 @@ func TestMoveSlotsResumes(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.servers[to-1]})
 	defer c.Close()
 	awaitGet(t, c, "{r}0")
+	if ttl, err := cc.TTL(ctx, "{r}ttl").Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Errorf("TTL {r}ttl after the move = %v (%v), want its hour, less the time since", ttl, err)
+	}
 
 	// Now back, left as a crash after the target opened the slot: the keys
 	// copied, the source Gone. redis-cli -c follows the source's ASK to
@@ -313,7 +319,7 @@ func TestMoveSlotsResumes(t *testing.T) {
 	// writes again, and the target keeps nothing of the slot.
 	record(from, to)
 	step(from, "LEAVE", to)
-	step(to, "IMPORT", from, "{r}0", "0")
+	step(to, "IMPORT", from, "{r}0", "0", "0")
 	awaitMoving(t, s.manager)
 	clusterChange(t, nil, "1 moves given up", "move-slots", "--addr", s.manager, "--abort", "--timeout", "1m")
 	if err := cc.Set(ctx, "{r}0", "after", 0).Err(); err != nil {

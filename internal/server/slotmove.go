@@ -135,11 +135,11 @@ func (c *conn) rangeMoving(s *store.Store, ms []store.SlotMove, args [][]byte, l
 //	LEAVE first last target          log Leaving: writes refused from now on; 1 if done
 //	GONE first last target           log Gone: every key is at the target
 //	DROP first last peer epoch       log the deletion of the slots' keys; Dropped from epoch (0: no record)
-//	IMPORT first last source k v ... log Importing and the pairs
+//	IMPORT first last source k v d ... log Importing and the keys, with their deadlines d (Unix ms, 0: none)
 //	OPEN first last source           log Open: the target serves the slots
 //	STAY first last target           log the end of Leaving: a move given up before Gone
 //	SESSIONS-IMPORT data             log the merge of exported sessions
-//	EXPORT first last after count    the slots' pairs after key after ("" first): [next, [k, v, ...]]
+//	EXPORT first last after count    the slots' keys after key after ("" first): [next, [k, v, d, ...]]
 //	SESSIONS after count             exported sessions above id after: [next, data]
 //	STATUS                           the records: [[first, last, phase, peer, epoch], ...]
 //
@@ -154,7 +154,7 @@ func (c *conn) slotsCmd(args [][]byte) {
 	switch {
 	case sub == "import":
 		known, want = true, len(args)
-		if len(args) < 5 || len(args)%2 == 0 {
+		if len(args) < 5 || (len(args)-5)%3 != 0 {
 			want = -1
 		}
 	case !known:
@@ -185,25 +185,31 @@ func (c *conn) slotsCmd(args [][]byte) {
 			c.err("ERR slots must be 0 to 16383, first at most last, and groups and epochs integers")
 			return
 		}
-		if !keysIn(args[n:], 2, args[2], args[3]) {
-			c.err("ERR FLINT.SLOTS IMPORT takes keys of its slots only")
+		keys, ok := importArgs(args[n:], args[2], args[3])
+		if !ok {
+			c.err("ERR FLINT.SLOTS IMPORT takes keys of its slots only, each with its value and deadline (Unix ms, 0 for none)")
 			return
 		}
-		c.write(ops[sub], 0, replyBool, append(nums, args[n:]...)...)
+		c.write(ops[sub], 0, replyBool, append(nums, keys...)...)
 	}
 }
 
-// keysIn reports whether every stride-th of keys, from the first, is in
-// the slots first to last (decimal, valid).
-func keysIn(keys [][]byte, stride int, first, last []byte) bool {
+// importArgs returns IMPORT's triples of key, value and deadline (decimal
+// Unix ms) with the deadlines encoded as store.DeadlineArg, and reports
+// whether every key is in the slots first to last (decimal, valid) and
+// every deadline a non-negative integer.
+func importArgs(args [][]byte, first, last []byte) ([][]byte, bool) {
 	f, _ := strconv.Atoi(string(first))
 	l, _ := strconv.Atoi(string(last))
-	for i := 0; i < len(keys); i += stride {
-		if s := slot.Of(keys[i]); s < f || s > l {
-			return false
+	out := make([][]byte, len(args))
+	for i := 0; i+2 < len(args); i += 3 {
+		at, err := strconv.ParseInt(string(args[i+2]), 10, 64)
+		if s := slot.Of(args[i]); s < f || s > l || err != nil || at < 0 {
+			return nil, false
 		}
+		out[i], out[i+1], out[i+2] = args[i], args[i+1], store.DeadlineArg(at)
 	}
-	return true
+	return out, true
 }
 
 // slotsArgs parses first, last and the numbers after them, encoded as
@@ -249,8 +255,9 @@ func (c *conn) slotsStatus() {
 const maxExport = 1 << 20
 
 // exportSlots replies to FLINT.SLOTS EXPORT first last after count: up to
-// count pairs, and about maxExport bytes of them, read linearizably, and
-// the key to ask after next ("" once there are no more).
+// count keys, each with its value and deadline (Unix ms, 0 for none), and
+// about maxExport bytes of them, read linearizably, and the key to ask
+// after next ("" once there are no more).
 func (c *conn) exportSlots(args [][]byte) {
 	first, err1 := strconv.Atoi(string(args[0]))
 	last, err2 := strconv.Atoi(string(args[1]))
@@ -263,22 +270,29 @@ func (c *conn) exportSlots(args [][]byte) {
 	if !ok {
 		return
 	}
-	var pairs [][]byte
+	var keys [][]byte // triples: key, value, deadline
 	next, size := "", 0
 	st.SlotKeys(first, last, args[2], func(k string, v []byte) bool {
-		if len(pairs) == 2*count || size >= maxExport {
-			next = string(pairs[len(pairs)-2])
+		if len(keys) == 3*count || size >= maxExport {
+			next = string(keys[len(keys)-3])
 			return false
 		}
-		pairs = append(pairs, []byte(k), v)
+		at, has, found := st.TTL([]byte(k)) // the slot is Leaving: it does not change
+		if !found {
+			return true // expired meanwhile
+		}
+		if !has {
+			at = 0
+		}
+		keys = append(keys, []byte(k), v, strconv.AppendInt(nil, at, 10))
 		size += len(k) + len(v)
 		return true
 	})
 	c.out = protocol.AppendArray(c.out, 2)
 	c.bulkString(next)
-	c.out = protocol.AppendArray(c.out, len(pairs))
-	for _, p := range pairs {
-		c.out = protocol.AppendBulk(c.out, p)
+	c.out = protocol.AppendArray(c.out, len(keys))
+	for _, b := range keys {
+		c.out = protocol.AppendBulk(c.out, b)
 	}
 }
 

@@ -34,8 +34,8 @@ func TestSlotMoveRouting(t *testing.T) {
 		{[]string{"SET", "c", "2"}, try},
 		{[]string{"FLINT.SEQ", "1", "1", "1", "SET", "c", "2"}, try},
 		{[]string{"FLINT.SLOTS", "STATUS"}, `[[7365 7365 "leaving" 3 0]]`},
-		{[]string{"FLINT.SLOTS", "EXPORT", "7365", "7365", "", "1"}, `["c" ["c" "1"]]`},
-		{[]string{"FLINT.SLOTS", "EXPORT", "7365", "7365", "c", "1"}, `["" ["{c}x" "2"]]`},
+		{[]string{"FLINT.SLOTS", "EXPORT", "7365", "7365", "", "1"}, `["c" ["c" "1" "0"]]`},
+		{[]string{"FLINT.SLOTS", "EXPORT", "7365", "7365", "c", "1"}, `["" ["{c}x" "2" "0"]]`},
 		{[]string{"FLINT.SLOTS", "GONE", "7365", "7365", "3"}, "1"},
 		{[]string{"GET", "c"}, "(error) ASK 7365 127.0.0.1:7301"},
 		{[]string{"SET", "c", "2"}, "(error) ASK 7365 127.0.0.1:7301"},
@@ -45,8 +45,9 @@ func TestSlotMoveRouting(t *testing.T) {
 		{[]string{"GET", "c"}, "(error) ASK 7365 127.0.0.1:7301"}, // the map, of epoch 1, is older than the drop
 
 		{[]string{"GET", "b"}, "(error) MOVED 3300 127.0.0.1:7102"},
-		{[]string{"FLINT.SLOTS", "IMPORT", "3300", "3300", "1", "b", "v"}, "1"},
-		{[]string{"FLINT.SLOTS", "IMPORT", "3300", "3300", "1", "a", "v"}, "(error) ERR FLINT.SLOTS IMPORT takes keys of its slots only"},
+		{[]string{"FLINT.SLOTS", "IMPORT", "3300", "3300", "1", "b", "v", "0"}, "1"},
+		{[]string{"FLINT.SLOTS", "IMPORT", "3300", "3300", "1", "a", "v", "0"}, "(error) ERR FLINT.SLOTS IMPORT takes keys of its slots only, each with its value and deadline (Unix ms, 0 for none)"},
+		{[]string{"FLINT.SLOTS", "IMPORT", "3300", "3300", "1", "b", "v"}, "(error) ERR wrong number of arguments for 'flint.slots|import' command"},
 		{[]string{"GET", "b"}, "(error) MOVED 3300 127.0.0.1:7102"},
 		{[]string{"ASKING"}, `"OK"`},
 		{[]string{"GET", "b"}, try},
@@ -54,7 +55,7 @@ func TestSlotMoveRouting(t *testing.T) {
 		{[]string{"FLINT.SLOTS", "OPEN", "3300", "3300", "1"}, "1"},
 		{[]string{"GET", "b"}, `"v"`},
 		{[]string{"INCR", "{b}n"}, "1"},
-		{[]string{"FLINT.SLOTS", "IMPORT", "3300", "3300", "1", "b", "old"}, "0"}, // open: nothing more comes in
+		{[]string{"FLINT.SLOTS", "IMPORT", "3300", "3300", "1", "b", "old", "0"}, "0"}, // open: nothing more comes in
 		{[]string{"GET", "b"}, `"v"`},
 
 		{[]string{"FLINT.SLOTS", "LEAVE", "5", "4", "3"}, "(error) ERR slots must be 0 to 16383, first at most last, and groups and epochs integers"},

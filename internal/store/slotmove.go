@@ -23,7 +23,7 @@ import (
 //	OpSlotsLeave   source: Leaving; writes to the slots are refused from here on
 //	OpSlotsGone    source: Gone; every key has been copied to the target
 //	OpSlotsDrop    source: delete the slots' keys; Dropped (or no record, epoch 0)
-//	OpSlotsImport  target: Importing; put the pairs it carries
+//	OpSlotsImport  target: Importing; put the keys it carries, with their deadlines
 //	OpSessionsImport target: merge sessions copied from the source
 //	OpSlotsOpen    target: Open; the target serves the slots
 //	OpSlotsStay    source: no record; a move given up before Gone, writes served again
@@ -66,7 +66,7 @@ const (
 	OpSlotsLeave     Op = 70 // args: first, last, peer
 	OpSlotsGone      Op = 71 // args: first, last, peer
 	OpSlotsDrop      Op = 72 // args: first, last, peer, epoch
-	OpSlotsImport    Op = 73 // args: first, last, peer, then key, value, ...
+	OpSlotsImport    Op = 73 // args: first, last, peer, then key, value, deadline (DeadlineArg; 0 for none), ...
 	OpSessionsImport Op = 74 // args: sessions, as ExportSessions encodes them
 	OpSlotsOpen      Op = 75 // args: first, last, peer
 	OpSlotsStay      Op = 76 // args: first, last, peer
@@ -86,8 +86,13 @@ func (e entry) checkSlotOp() bool {
 			return false
 		}
 	case OpSlotsImport:
-		if n < 3 || n%2 != 1 {
+		if n < 3 || (n-3)%3 != 0 {
 			return false
+		}
+		for i := 5; i < n; i += 3 {
+			if len(e.args[i]) != 8 {
+				return false
+			}
 		}
 	default:
 		if n != 3 {
@@ -141,10 +146,11 @@ func SlotMoveIn(ms []SlotMove, sl int) (SlotMove, bool) {
 }
 
 // refused reports whether the write e is refused: a key of it is in a
-// slot whose record refuses writes.
+// slot whose record refuses writes. The removal of expired keys is not:
+// they are gone to every read already, and the target has their deadlines.
 func (s *Store) refused(e entry) bool {
 	ms := s.SlotMoves()
-	if len(ms) == 0 {
+	if len(ms) == 0 || e.op == OpExpireDue { // removing a key gone already changes nothing a read sees
 		return false
 	}
 	keys, stride := e.keys()
@@ -178,7 +184,7 @@ func (s *Store) applySlotOp(e entry) Result {
 		from = []Phase{0, Leaving}
 	case OpSlotsImport:
 		rec.Phase, from = Importing, []Phase{0, Importing, Dropped}
-		act = func() { s.importPairs(e.args[3:]) }
+		act = func() { s.importKeys(e.args[3:]) }
 	case OpSlotsDrop:
 		rec.Phase, rec.Epoch, from = Dropped, argUint64(e, 3), []Phase{Gone, Dropped}
 		if rec.Epoch == 0 { // undo an import: no record
@@ -243,13 +249,20 @@ func cutMoves(ms []SlotMove, first, last int) []SlotMove {
 	return out
 }
 
-// importPairs puts the key and value pairs of args.
-func (s *Store) importPairs(args [][]byte) {
-	for i := 0; i+1 < len(args); i += 2 {
-		st, h := s.locate(args[i])
+// importKeys puts the keys of args, triples of key, value and deadline
+// (Unix ms, 0 for none), with their deadlines.
+func (s *Store) importKeys(args [][]byte) {
+	for i := 0; i+2 < len(args); i += 3 {
+		key, at := args[i], int64(binary.BigEndian.Uint64(args[i+2]))
+		st, h := s.locate(key)
 		val := s.own(args[i+1])
 		st.mu.Lock()
-		st.putLocked(h, args[i], val)
+		st.putLocked(h, key, val)
+		if at != 0 {
+			st.setDeadlineLocked(key, at)
+		} else {
+			st.clearDeadlineLocked(key)
+		}
 		st.mu.Unlock()
 	}
 }

@@ -70,27 +70,31 @@ func TestSlotMove(t *testing.T) {
 	}
 
 	// Copy the slot's keys and every session to b.
-	var pairs [][]byte
+	var keys [][]byte // triples: key, value, deadline
 	a.SlotKeys(s, s, nil, func(k string, v []byte) bool {
-		pairs = append(pairs, []byte(k), v)
+		at := int64(0)
+		if k == "{m}k" {
+			at = 1 << 50 // some deadline far ahead
+		}
+		keys = append(keys, []byte(k), v, DeadlineArg(at))
 		return true
 	})
-	if len(pairs) != 4 {
-		t.Fatalf("SlotKeys gave %q, want {m}k and {m}n", pairs)
+	if len(keys) != 6 {
+		t.Fatalf("SlotKeys gave %q, want {m}k and {m}n", keys)
 	}
 	sess, next := a.ExportSessions(0, 10, 1<<20)
 	if next != id {
 		t.Fatalf("ExportSessions cursor %d, want %d", next, id)
 	}
 	for _, r := range applyAt(t, b, Stamp{Index: 1}, batchOf(
-		slotEntry(OpSlotsImport, s, s, 1, pairs...),
+		slotEntry(OpSlotsImport, s, s, 1, keys...),
 		AppendEntry(nil, OpSessionsImport, 0, sess),
 		slotEntry(OpSlotsOpen, s, s, 1))) {
 		if !r.Done {
 			t.Fatalf("b's import: %+v", r)
 		}
 	}
-	if r := applyAt(t, b, Stamp{Index: 2}, batchOf(slotEntry(OpSlotsImport, s, s, 1, []byte("{m}k"), []byte("old")))); r[0].Done {
+	if r := applyAt(t, b, Stamp{Index: 2}, batchOf(slotEntry(OpSlotsImport, s, s, 1, []byte("{m}k"), []byte("old"), DeadlineArg(0)))); r[0].Done {
 		t.Fatal("an import into an open slot was applied")
 	}
 	applyAt(t, a, Stamp{Index: 7}, batchOf(slotEntry(OpSlotsGone, s, s, 2)))
@@ -104,6 +108,9 @@ func TestSlotMove(t *testing.T) {
 	}
 	if v, _ := b.Get([]byte("{m}k")); string(v) != "v" {
 		t.Fatalf("{m}k at the target = %q", v)
+	}
+	if at, has, _ := b.TTL([]byte("{m}k")); !has || at != 1<<50 {
+		t.Fatalf("{m}k's deadline at the target: %d, %v; want the one imported", at, has)
 	}
 
 	applyAt(t, a, Stamp{Index: 8}, batchOf(AppendEntry(nil, OpSlotsDrop, 0,
