@@ -33,7 +33,7 @@ func checkCmd(args []string) int {
 	fs.IntVar(&cfg.Ops, "ops", 0, "operations to record in all (0: no limit)")
 	mix := fs.String("mix", check.DefaultMix, "weights of the commands: get,set,swap,cas,del,incr,mset,mget,range,multi (a transaction; multi=0 leaves them out); or seeds ("+check.SeedsMix+")")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", check.DefaultOpTimeout, "an operation without a reply by then has an unknown outcome")
-	nemesis := fs.String("nemesis", "none", "faults to inject, comma-separated: none, kill (kill -9 and restart), pause (SIGSTOP/SIGCONT);\nwith --nodes 3 or more also kill-leader, partition (halves, the leader alone, a bridge,\none-way), membership (remove a member, add a new one), wipe (a member loses its data and\nrejoins as a new member)")
+	nemesis := fs.String("nemesis", "none", "faults to inject, comma-separated: none, kill (kill -9 and restart), pause (SIGSTOP/SIGCONT);\nwith --nodes 3 or more also kill-leader, partition (halves, the leader alone, a bridge,\none-way), membership (remove a member, add a new one), wipe (a member loses its data and\nrejoins as a new member); with --groups 2 or more also move-slots (a random range of slots moves\nto a random group, online) and split (a new group takes half of a group's slots, online)")
 	fs.DurationVar(&cfg.NemesisInterval, "nemesis-interval", check.DefaultNemesisInterval, "average time between faults")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the workload and the nemesis (0: a random one, printed)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", check.DefaultCheckTimeout, "time limit of the linearizability search; past it the result is UNKNOWN")

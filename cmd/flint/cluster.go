@@ -26,6 +26,12 @@ commands:
                                 caught up by the leader, then as a voter
   remove <id>                   remove a member, which stops serving (a leader hands over first)
   transfer <id>                 make a voter the leader
+  move-slots --slots a-b --to G move slots to data group G of a sharded cluster while it serves
+  add-group --group G --members 1=host:port,...
+                                add a data group, running already, and move half of a group's
+                                slots to it (a split)
+  rebalance                     move slots until every data group owns as many as the others
+                                (move-slots, add-group and rebalance take the managers as --addr)
 
 status, add, remove and transfer reach the group through any of its members
 (--addr), and find its leader themselves. Run 'flint cluster <command> --help'
@@ -43,6 +49,12 @@ func clusterCmd(args []string) int {
 		return clusterUpCmd(args[1:])
 	case "status", "add", "remove", "transfer":
 		return clusterAdmin(args[0], args[1:])
+	case "move-slots":
+		return moveSlotsCmd(args[1:])
+	case "add-group":
+		return addGroupCmd(args[1:])
+	case "rebalance":
+		return rebalanceCmd(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(os.Stderr, clusterUsage)
 		return 2

@@ -115,6 +115,7 @@ func TestParseMixAndNemesis(t *testing.T) {
 		{Spawn: true, Groups: 3, Nodes: 1, Nemesis: part},
 		{Spawn: true, Groups: 3, Nodes: 2},
 		{Spawn: true, Groups: 3, Nodes: 3, Readers: 1},
+		{Spawn: true, Groups: 1, Nemesis: []Fault{FaultMoveSlots}},
 	} {
 		if _, err := bad.withDefaults(); !errors.Is(err, ErrConfig) {
 			t.Errorf("config %+v: %v, want ErrConfig", bad, err)
@@ -127,6 +128,7 @@ func TestParseMixAndNemesis(t *testing.T) {
 		{Spawn: true, Groups: 3, Nemesis: kill},
 		{Spawn: true, Groups: 16, Nodes: 1, Nemesis: kill},
 		{Spawn: true, Groups: 3, Nodes: 3, Nemesis: part},
+		{Spawn: true, Groups: 2, Nemesis: []Fault{FaultMoveSlots}},
 	} {
 		if _, err := good.withDefaults(); err != nil {
 			t.Errorf("config %+v: %v", good, err)

@@ -125,13 +125,27 @@ const (
 	// FaultWipe kills a member and deletes its data; it rejoins as a new
 	// member.
 	FaultWipe Fault = "wipe"
+	// FaultMoveSlots moves a random range of slots (1 to 256) to the group
+	// it strikes, online (flint cluster move-slots), in a sharded cluster.
+	FaultMoveSlots Fault = "move-slots"
+	// FaultSplit starts a new data group and moves half of the struck
+	// group's slots to it, online (flint cluster add-group), in a sharded
+	// cluster of fewer than MaxGroups groups; with MaxGroups, it is a
+	// move-slots.
+	FaultSplit Fault = "split"
 )
 
 // faults are every fault, in the order the usage lists them.
-var faults = []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMembership, FaultWipe}
+var faults = []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMembership, FaultWipe, FaultMoveSlots, FaultSplit}
 
 // groupOnly reports whether f needs a replicated group of at least three.
-func (f Fault) groupOnly() bool { return f != FaultKill && f != FaultPause }
+func (f Fault) groupOnly() bool {
+	return f != FaultKill && f != FaultPause && f != FaultMoveSlots && f != FaultSplit
+}
+
+// shardedOnly reports whether f moves slots between the groups of a
+// sharded cluster, and so needs one.
+func (f Fault) shardedOnly() bool { return f == FaultMoveSlots || f == FaultSplit }
 
 // ParseNemesis parses a comma-separated list of faults; "none" or "" is
 // none.
@@ -248,6 +262,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: --groups must be 1 to %d (or 0 for a cluster that is not sharded)", ErrConfig, MaxGroups)
 	case c.Groups > 0 && !c.Spawn:
 		return c, fmt.Errorf("%w: --groups starts a sharded cluster: add --spawn", ErrConfig)
+	case c.Groups < 2 && slices.Contains(c.Nemesis, FaultMoveSlots):
+		return c, fmt.Errorf("%w: fault move-slots moves slots between the groups of a sharded cluster: --groups 2 or more", ErrConfig)
+	case c.Groups < 1 && slices.Contains(c.Nemesis, FaultSplit):
+		return c, fmt.Errorf("%w: fault split adds a group to a sharded cluster: add --groups", ErrConfig)
 	case c.Groups > 0 && c.Readers > 0:
 		return c, fmt.Errorf("%w: --readers read from one member each, which in a sharded cluster serves a part of the keys only: not yet with --groups", ErrConfig)
 	}

@@ -27,6 +27,10 @@ import (
 type fleet struct {
 	groups  []*cluster // data group g is groups[g-1]; the one cluster if not sharded
 	manager *server    // nil if not sharded
+	// What a sharded fleet makes a new data group with (addGroup): the
+	// run's configuration, the flint binary, and the fleet's directory.
+	cfg      Config
+	bin, dir string
 }
 
 // startFleet starts cfg's servers in dir and waits until each accepts
@@ -59,7 +63,7 @@ func newSharded(cfg Config, bin, dir string) (*fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fleet{}
+	f := &fleet{cfg: cfg, bin: bin, dir: dir}
 	var servers []string
 	for g := 1; g <= cfg.Groups; g++ {
 		shard := []string{"--shard-group", strconv.Itoa(g), "--managers", ln.Addr().String()}
@@ -82,6 +86,24 @@ func newSharded(cfg Config, bin, dir string) (*fleet, error) {
 	f.manager = newServer(bin, mdir, ln.Addr().String(), args, cfg.ServerEnv)
 	f.manager.held = []net.Listener{ln}
 	return f, nil
+}
+
+// addGroup starts a new data group of a sharded fleet, numbered after the
+// last, as newSharded makes them. The managers' map does not have it until
+// it is added to it (clusterctl's AddGroup): until then it serves nothing.
+func (f *fleet) addGroup() (*cluster, error) {
+	g := len(f.groups) + 1
+	shard := []string{"--shard-group", strconv.Itoa(g), "--managers", f.manager.addr}
+	c, err := newGroup(f.cfg, f.bin, filepath.Join(f.dir, fmt.Sprintf("g%d", g)), uint64(g), shard)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.start(); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("group %d: %w", g, err)
+	}
+	f.groups = append(f.groups, c)
+	return c, nil
 }
 
 // readyTimeout bounds the wait for a new sharded cluster to serve.

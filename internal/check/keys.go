@@ -139,6 +139,16 @@ func (t *tagger) next(shard int) string {
 	}
 }
 
+// slots returns the slots of the layout's keys, sorted, each once.
+func (l layout) slots() []int {
+	var out []int
+	for _, k := range l.universe() {
+		out = append(out, slot.Of([]byte(k)))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // universe returns every key of the layout, sorted, each once.
 func (l layout) universe() []string {
 	var keys []string

@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/flintkv/flint/internal/clusterctl"
+	"github.com/flintkv/flint/internal/shardmap"
+	"github.com/flintkv/flint/internal/slot"
 )
 
 // nemesis injects faults into the servers the checker started, on a
@@ -34,6 +38,7 @@ type nemesis struct {
 	deck     []Fault // the rest of this round's faults, in the order they strike
 	rec      *recorder
 	log      io.Writer
+	hot      []int // the slots of the workload's keys, which move-slots moves most often
 }
 
 // run injects faults until ctx ends. It returns with no fault under way:
@@ -114,6 +119,10 @@ func (n *nemesis) inject(f Fault, cl *cluster) error {
 		kind, err = n.membership(cl)
 	case FaultWipe:
 		kind, err = n.wipe(cl)
+	case FaultMoveSlots:
+		kind, err = n.moveSlots(cl)
+	case FaultSplit:
+		kind, err = n.split(cl)
 	}
 	if cl.group != 0 {
 		kind += fmt.Sprintf(" (group %d)", cl.group)
@@ -328,6 +337,62 @@ func (n *nemesis) wipe(cl *cluster) (string, error) {
 		return "wipe", err
 	}
 	return fmt.Sprintf("wipe %d, rejoined as %d", old.id, m.id), nil
+}
+
+// moveSlotsTimeout bounds one move-slots fault.
+const moveSlotsTimeout = 2 * time.Minute
+
+// moveSlots moves a random range of 1 to 256 slots to cl's group, online,
+// as `flint cluster move-slots` does, after restarting the members that
+// are down so that the groups it takes slots from can take its steps. Most
+// ranges hold a slot of the workload's keys. Slots that cl's group owns
+// already stay; the others come from whichever groups own them, so that
+// over many faults slots go back and forth.
+func (n *nemesis) moveSlots(cl *cluster) (string, error) {
+	if err := n.fl.restartDue(true); err != nil {
+		return "move-slots", err
+	}
+	first := n.rng.IntN(slot.Count)
+	if len(n.hot) > 0 && n.rng.IntN(4) > 0 {
+		first = max(n.hot[n.rng.IntN(len(n.hot))]-n.rng.IntN(128), 0)
+	}
+	last := min(first+n.rng.IntN(256), slot.Count-1)
+	kind := fmt.Sprintf("move-slots %d-%d", first, last)
+	g, err := clusterctl.Dial(clusterctl.Config{Addrs: []string{n.fl.manager.addr}})
+	if err != nil {
+		return kind, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
+	defer cancel()
+	return kind, g.MoveSlots(ctx, first, last, uint64(cl.group))
+}
+
+// split starts a new data group and moves half of cl's slots to it, as
+// `flint cluster add-group` does, after restarting the members that are
+// down. With MaxGroups groups already, it moves slots instead.
+func (n *nemesis) split(cl *cluster) (string, error) {
+	if len(n.fl.groups) >= MaxGroups {
+		return n.moveSlots(cl)
+	}
+	if err := n.fl.restartDue(true); err != nil {
+		return "split", err
+	}
+	c, err := n.fl.addGroup()
+	if err != nil {
+		return "split", err
+	}
+	kind := fmt.Sprintf("split: new group %d", c.group)
+	var members []shardmap.Member
+	for i, m := range c.members {
+		members = append(members, shardmap.Member{ID: max(m.id, uint64(i+1)), Addr: m.srv.addr})
+	}
+	g, err := clusterctl.Dial(clusterctl.Config{Addrs: []string{n.fl.manager.addr}})
+	if err != nil {
+		return kind, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
+	defer cancel()
+	return kind, g.AddGroup(ctx, c.group, members, cl.group)
 }
 
 func (n *nemesis) record(kind string, start int64) {

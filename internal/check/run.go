@@ -181,7 +181,8 @@ func (r *run) execute(ctx context.Context) error {
 	var nem *nemesis
 	if r.fl != nil {
 		nem = &nemesis{fl: r.fl, faults: r.cfg.Nemesis, interval: r.cfg.NemesisInterval,
-			pauseMax: 2 * r.cfg.OpTimeout, rng: rand.New(rand.NewPCG(r.cfg.Seed, 1<<32)), rec: r.rec, log: r.cfg.Log}
+			pauseMax: 2 * r.cfg.OpTimeout, rng: rand.New(rand.NewPCG(r.cfg.Seed, 1<<32)), rec: r.rec, log: r.cfg.Log,
+			hot: r.layout.slots()}
 	}
 	err := r.workload(ctx, nem)
 	if err == nil && slices.ContainsFunc(r.cfg.Nemesis, killing) {

@@ -73,6 +73,13 @@ func (sh Shards) Write(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "map epoch %d: %d groups, %d of %d slots assigned, %d groups with a leader\n",
 		sh.Map.Epoch, len(sh.Map.Groups), sh.Map.Covered(), slot.Count, led)
+	for _, mv := range sh.Map.Moves {
+		step := "copying keys; the source still owns them"
+		if mv.Done {
+			step = "the target owns them; the source is deleting its copies"
+		}
+		fmt.Fprintf(w, "moving slots %d-%d from group %d to group %d: %s\n", mv.Slots.First, mv.Slots.Last, mv.From, mv.To, step)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tSLOTS\tMEMBER\tADDRESS\tSTATE")
 	for _, g := range sh.Map.Groups {

@@ -84,6 +84,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	opt := cfg.Replica
 	opt.Dir, opt.Logger, opt.PauseGC, opt.HoldProcessor = cfg.Dir, log, pauseGC, !opt.NoSync
+	if cfg.Shard != nil {
+		opt.Store.Group = cfg.Shard.Group // in the client ids its sessions get: unique in the cluster
+	}
 	if cfg.Cluster == nil {
 		rep, err := replica.Open(opt)
 		if err != nil {

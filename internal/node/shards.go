@@ -196,7 +196,8 @@ type shardedMember struct {
 }
 
 // metaLocal is the backend of a manager whose meta group has one member
-// and keeps nothing on disk: its map is the one it was started with.
+// and keeps nothing on disk: its store holds the map it was started with
+// under mapKey, which FLINT.MAPSET changes (see followLocal).
 type metaLocal struct {
 	server.Local
 	*shardView
@@ -213,7 +214,7 @@ func (m metaLocal) ClusterView() server.ClusterView {
 
 // mapKey is the key under which the meta group's store holds the map's
 // encoding.
-const mapKey = "flint:map"
+const mapKey = server.MapKey
 
 // keepMap keeps a replicated manager's view the map its meta group holds,
 // until ctx ends: the leader writes the configured map under mapKey if the
@@ -274,6 +275,22 @@ func (v *shardView) leaders() map[uint64]uint64 {
 	return nil
 }
 
+// followLocal keeps an in-memory manager's view the map its store holds,
+// reading it every poll, until ctx ends.
+func followLocal(ctx context.Context, cfg *ShardConfig, s *store.Store, v *shardView, log *slog.Logger) {
+	for sleep(ctx, cfg.poll()) {
+		got, _ := s.Get([]byte(mapKey))
+		m, err := shardmap.Decode(got)
+		if err != nil {
+			log.Error("the manager's store holds a map that does not decode", "err", err)
+			continue
+		}
+		if v.set(m, v.leaders()) {
+			log.Info("the cluster map changed", "epoch", m.Epoch)
+		}
+	}
+}
+
 // serveSolo serves rep as the one member of a data group of a sharded
 // cluster, following the managers' map.
 func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
@@ -293,11 +310,13 @@ func runMetaLocal(ctx context.Context, cfg Config) error {
 	}
 	v := &shardView{group: 0}
 	v.set(cfg.Shard.Map, nil)
+	s := store.New(store.Options{})
+	s.Put([]byte(mapKey), cfg.Shard.Map.Encode())
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go pollLeaders(fctx, cfg.Shard, v)
+	go followLocal(fctx, cfg.Shard, s, v, cfg.Logger)
 	cfg.Logger.Info("a manager of a sharded cluster, in memory", "groups", len(cfg.Shard.Map.Groups))
-	s := store.New(store.Options{})
 	srv := server.New(cfg.Server, metaLocal{server.Local{S: s}, v, cfg.Server.Addr})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

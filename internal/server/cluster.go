@@ -116,6 +116,10 @@ func (c *conn) redirect(cmd *command, args [][]byte) bool {
 	}
 	s := slot.Of(args[cmd.first])
 	if c.srv.sharded != nil {
+		c.keySlot = s
+		if cmd.perGroup {
+			c.keySlot = -1
+		}
 		sh := c.srv.sharded.Shards()
 		if c.routeShard(sh, cmd, args, s) {
 			return true
@@ -156,6 +160,12 @@ func (c *conn) routeShard(sh *Shards, cmd *command, args [][]byte, s int) bool {
 		return true
 	}
 	g := sh.Map.Owner(s)
+	if msg, ok := c.moveRoute(sh, g, cmd.write, s); ok {
+		if msg != "" {
+			c.err(msg)
+		}
+		return msg != ""
+	}
 	switch {
 	case g == nil:
 		c.err("CLUSTERDOWN Hash slot not served")
@@ -345,10 +355,12 @@ func (c *conn) keysInSlot(sub string, args [][]byte) {
 }
 
 // askingCmd is ASKING, which a client sends before the one command that
-// an ASK redirection names. No slot is ever being moved yet, so no command
-// is answered ASK, and ASKING only answers OK.
+// an ASK redirection names. A group serves a slot moving to it once the
+// slot is Open there, with or without it; before that, the command after
+// ASKING is answered TRYAGAIN rather than MOVED back (see slotmove.go).
 func (c *conn) askingCmd([][]byte) {
 	if c.clusterOn() {
+		c.asking = true
 		c.ok()
 	}
 }

@@ -134,6 +134,8 @@ func (c *conn) exec(args [][]byte) {
 // dispatch runs one command whose reply is wanted (see exec).
 func (c *conn) dispatch(args [][]byte) {
 	c.commands++
+	c.keySlot = -1
+	c.asked, c.asking = c.asking, false
 	name := c.lowerName(args[0])
 	cmd, ok := commands[string(name)]
 	if ok && cmd.subs != nil && len(args) > 1 {

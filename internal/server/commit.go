@@ -6,6 +6,7 @@ import (
 
 	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/slot"
 	"github.com/flintkv/flint/internal/store"
 )
 
@@ -53,6 +54,7 @@ import (
 type deferredRead struct {
 	cmd           *command
 	after, lo, hi int
+	moved         bool // its slot was not served here when it was looked up (see movingLookup)
 }
 
 // A lookup is what a simple read found under one of its keys. val is
@@ -191,6 +193,7 @@ func (c *conn) lookDeferred(after int) {
 		}
 		d := c.deferred[c.nextRead]
 		c.look(s, d.cmd, c.dargs[d.lo+1:d.hi]) // a simple read's arguments are keys
+		c.deferred[c.nextRead].moved = c.movingLookup(s, c.dargs[d.lo+1:d.hi])
 	}
 }
 
@@ -235,17 +238,32 @@ func (c *conn) replyBatch(n int, err error) {
 			d := c.deferred[r]
 			c.running = d.cmd
 			if !reported {
-				d.cmd.run(c, c.dargs[d.lo:d.hi])
+				c.runDeferred(d)
 				continue
 			}
 			k := d.hi - d.lo - 1
 			if ahead < k {
 				ahead = touchValues(got, k)
 			}
-			d.cmd.reply(c, got[:k])
+			if d.moved {
+				c.err(tryAgain)
+			} else {
+				d.cmd.reply(c, got[:k])
+			}
 			got, ahead = got[k:], ahead-k
 		}
 	}
+}
+
+// runDeferred runs a deferred read now, with its own slot as the
+// connection's keySlot meanwhile (see movedAway).
+func (c *conn) runDeferred(d deferredRead) {
+	saved := c.keySlot
+	if c.srv.sharded != nil {
+		c.keySlot = slot.Of(c.dargs[d.lo+1])
+	}
+	d.cmd.run(c, c.dargs[d.lo:d.hi])
+	c.keySlot = saved
 }
 
 // touchValues loads into the cache the values of the first k of got, or
@@ -297,6 +315,9 @@ func (c *conn) readNow(cmd *command, args [][]byte) {
 	}
 	if len(args) == 2 && !bugs.On(bugs.StaleRead) {
 		v, found := s.Get(args[1])
+		if c.movedAway() { // checked after the read: see slotmove.go
+			return
+		}
 		c.one[0] = lookup{v, found}
 		cmd.reply(c, c.one[:])
 		c.one[0] = lookup{} // let the value go
@@ -304,7 +325,9 @@ func (c *conn) readNow(cmd *command, args [][]byte) {
 	}
 	from := len(c.got)
 	c.look(s, cmd, args[1:])
-	cmd.reply(c, c.got[from:])
+	if !c.movedAway() {
+		cmd.reply(c, c.got[from:])
+	}
 	c.dropLookups(from)
 }
 
@@ -421,6 +444,9 @@ func (c *conn) read() (*store.Store, bool) {
 			return nil, false
 		}
 		c.barrierOK = true
+	}
+	if c.movedAway() {
+		return nil, false
 	}
 	return c.srv.kv.Store(), true
 }

@@ -76,6 +76,12 @@ type conn struct {
 	// readonly is set by READONLY: a follower serves this connection's
 	// reads rather than redirecting them to the leader.
 	readonly bool
+	// asking is set by ASKING, for the command after it; asked is set
+	// while that command runs (see moveRoute).
+	asking, asked bool
+	// keySlot is the slot of the command being run, in a sharded cluster,
+	// if it has keys and is routed by them; else -1 (see movedAway).
+	keySlot int
 	// seq, set by FLINT.SEQ while its command runs, is the OpSeq's
 	// arguments that write puts before the command's entry.
 	seq    [][]byte

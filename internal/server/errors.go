@@ -31,6 +31,8 @@ func errorReply(err error) string {
 		return "READONLY You can't write against a replica: this member does not lead its group; send writes to the leader"
 	case errors.Is(err, replica.ErrNoLeader):
 		return "CLUSTERDOWN The cluster is down: the group has no leader at the moment (an election is running, or this member is cut off from a majority); try again"
+	case errors.Is(err, store.ErrSlotMoving):
+		return tryAgain
 	case errors.Is(err, store.ErrSessionExpired):
 		return "SESSIONEXPIRED the client session expired or is unknown; open a new one with FLINT.SESSION"
 	case errors.Is(err, replica.ErrOutcomeUnknown):

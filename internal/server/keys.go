@@ -102,6 +102,9 @@ func (c *conn) rangeCmd(args [][]byte) {
 	if !ok {
 		return
 	}
+	if ms := s.SlotMoves(); c.srv.sharded != nil && len(ms) > 0 && c.rangeMoving(s, ms, args, limit) {
+		return
+	}
 	if limit > 0 && limit <= shortRange {
 		c.pairs = s.RangeN(args[1], args[2], limit, c.pairs[:0])
 		c.out = protocol.AppendArray(c.out, 2*len(c.pairs))

@@ -40,7 +40,7 @@ func (c *conn) seqCmd(args [][]byte) {
 	inner := args[4:]
 	cmd := commands[strings.ToLower(string(inner[0]))]
 	switch {
-	case cmd == nil || !cmd.write || cmd.name == "flint.seq" || cmd.name == "flint.session":
+	case cmd == nil || !cmd.write || strings.HasPrefix(cmd.name, "flint."): // FLINT.SEQ, SESSION, SLOTS, MAPSET
 		c.err("ERR FLINT.SEQ runs a write command, such as SET, INCR or DEL")
 	case (cmd.arity > 0 && len(inner) != cmd.arity) || (cmd.arity < 0 && len(inner) < -cmd.arity):
 		c.errArity(cmd.name)

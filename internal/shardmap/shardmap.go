@@ -16,9 +16,15 @@
 //	  {"id":1,"slots":[[0,5460]],"members":[{"id":1,"addr":"127.0.0.1:7001"}, ...]},
 //	  ...]}
 //
-// version is the format's, 1; slots are ranges of slots, both ends
-// included; member ids are unique within their group. Decode refuses any
-// other version, and a map that Validate refuses.
+// version is the format's; slots are ranges of slots, both ends
+// included; member ids are unique within their group. Version 2 adds the
+// slot moves under way (see Move), after the groups:
+//
+//	"moves":[{"slots":[100,200],"from":1,"to":2,"done":false}]
+//
+// Encode writes version 1 when there are none, so that a map without moves
+// reads the same to a node that knows only version 1. Decode refuses any
+// other version, and a map that New refuses.
 package shardmap
 
 import (
@@ -33,13 +39,18 @@ import (
 	"github.com/flintkv/flint/internal/slot"
 )
 
+// MaxGroup is the largest group id: a group's id is in the low 16 bits of
+// the client session ids it issues (store.Options.Group).
+const MaxGroup = 1<<16 - 1
+
 // Version is the version of the encoding that Encode writes.
-const Version = 1
+const Version = 2
 
 // Map is the cluster map. Use Owner to find a slot's group.
 type Map struct {
 	Epoch  uint64
 	Groups []Group // in order of id
+	Moves  []Move  // the slot moves under way, in order of slot
 	// owner[s] is the index in Groups of slot s's group, or -1.
 	owner [slot.Count]int16
 }
@@ -53,6 +64,15 @@ type Group struct {
 
 // Range is the slots First to Last, both included.
 type Range struct{ First, Last int }
+
+// Move is a slot move under way (docs/SHARDING.md, "Moving slots"): the
+// slots go from group From to group To. Until Done, From owns them in the
+// map; once Done, To does, and From is deleting its copies of their keys.
+type Move struct {
+	Slots    Range
+	From, To uint64
+	Done     bool
+}
 
 // Member is one member of a group: its id in the group, and the address
 // clients reach it at (host:port).
@@ -69,12 +89,14 @@ type MemberKey struct{ Group, Member uint64 }
 // not well formed.
 var ErrInvalid = errors.New("shardmap: invalid map")
 
-// New returns the map of groups at epoch, once validated: group ids are
-// positive and unique, every group has members with positive ids unique
-// in it and host:port addresses, and no slot belongs to two groups. Slots
-// may be left without a group (see Covered). groups is not retained.
-func New(epoch uint64, groups []Group) (*Map, error) {
-	m := &Map{Epoch: epoch, Groups: slices.Clone(groups)}
+// New returns the map of groups, with moves under way, at epoch, once
+// validated: group ids are
+// 1 to MaxGroup and unique, every group has members with positive ids unique
+// in it and host:port addresses, no slot belongs to two groups, and each
+// move is as Move says. Slots may be left without a group (see Covered).
+// groups and moves are not retained.
+func New(epoch uint64, groups []Group, moves ...Move) (*Map, error) {
+	m := &Map{Epoch: epoch, Groups: slices.Clone(groups), Moves: slices.Clone(moves)}
 	slices.SortFunc(m.Groups, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) })
 	for i := range m.owner {
 		m.owner[i] = -1
@@ -92,14 +114,41 @@ func New(epoch uint64, groups []Group) (*Map, error) {
 			}
 		}
 	}
+	for i, mv := range m.Moves {
+		if err := m.checkMove(mv, i); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// checkMove checks move i: its groups exist and differ, the group that
+// owns its slots is the one it says, and it comes after the one before.
+func (m *Map) checkMove(mv Move, i int) error {
+	owner := mv.From
+	if mv.Done {
+		owner = mv.To
+	}
+	r := mv.Slots
+	switch {
+	case mv.From == mv.To || m.Group(mv.From) == nil || m.Group(mv.To) == nil:
+		return fmt.Errorf("%w: move of slots %d-%d from group %d to %d", ErrInvalid, r.First, r.Last, mv.From, mv.To)
+	case r.First < 0 || r.Last >= slot.Count || r.First > r.Last || i > 0 && r.First <= m.Moves[i-1].Slots.Last:
+		return fmt.Errorf("%w: moves' slot ranges bad, out of order or overlapping", ErrInvalid)
+	}
+	for s := r.First; s <= r.Last; s++ {
+		if g := m.Owner(s); g == nil || g.ID != owner {
+			return fmt.Errorf("%w: slot %d of a move from group %d to %d is not group %d's", ErrInvalid, s, mv.From, mv.To, owner)
+		}
+	}
+	return nil
 }
 
 // checkGroup checks one group, dup saying whether its id came before.
 func checkGroup(g Group, dup bool) error {
 	switch {
-	case g.ID == 0:
-		return fmt.Errorf("%w: group id 0", ErrInvalid)
+	case g.ID == 0 || g.ID > MaxGroup:
+		return fmt.Errorf("%w: group id %d, want 1 to %d", ErrInvalid, g.ID, MaxGroup)
 	case dup:
 		return fmt.Errorf("%w: group %d appears twice", ErrInvalid, g.ID)
 	case len(g.Members) == 0:
@@ -189,6 +238,14 @@ type wire struct {
 	Version int         `json:"version"`
 	Epoch   uint64      `json:"epoch"`
 	Groups  []wireGroup `json:"groups"`
+	Moves   []wireMove  `json:"moves,omitempty"`
+}
+
+type wireMove struct {
+	Slots [2]int `json:"slots"`
+	From  uint64 `json:"from"`
+	To    uint64 `json:"to"`
+	Done  bool   `json:"done"`
 }
 
 type wireGroup struct {
@@ -204,7 +261,11 @@ type wireMember struct {
 
 // Encode returns m's encoding.
 func (m *Map) Encode() []byte {
-	w := wire{Version: Version, Epoch: m.Epoch, Groups: make([]wireGroup, len(m.Groups))}
+	w := wire{Version: 1, Epoch: m.Epoch, Groups: make([]wireGroup, len(m.Groups))}
+	for _, mv := range m.Moves {
+		w.Version = Version
+		w.Moves = append(w.Moves, wireMove{Slots: [2]int{mv.Slots.First, mv.Slots.Last}, From: mv.From, To: mv.To, Done: mv.Done})
+	}
 	for i, g := range m.Groups {
 		wg := wireGroup{ID: g.ID, Slots: make([][2]int, len(g.Slots)), Members: make([]wireMember, len(g.Members))}
 		for j, r := range g.Slots {
@@ -228,8 +289,8 @@ func Decode(b []byte) (*Map, error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if w.Version != Version {
-		return nil, fmt.Errorf("%w: format version %d, want %d", ErrInvalid, w.Version, Version)
+	if w.Version != 1 && w.Version != Version || w.Version == 1 && len(w.Moves) > 0 {
+		return nil, fmt.Errorf("%w: format version %d, want 1 or %d", ErrInvalid, w.Version, Version)
 	}
 	groups := make([]Group, len(w.Groups))
 	for i, wg := range w.Groups {
@@ -242,5 +303,99 @@ func Decode(b []byte) (*Map, error) {
 		}
 		groups[i] = g
 	}
-	return New(w.Epoch, groups)
+	moves := make([]Move, len(w.Moves))
+	for i, mv := range w.Moves {
+		moves[i] = Move{Slots: Range{mv.Slots[0], mv.Slots[1]}, From: mv.From, To: mv.To, Done: mv.Done}
+	}
+	return New(w.Epoch, groups, moves...)
+}
+
+// WithMoves returns a copy of m at the next epoch with moves as its
+// moves and the slots of each range in give given to its group, once
+// validated as New does.
+func (m *Map) WithMoves(moves []Move, give map[Range]uint64) (*Map, error) {
+	groups := make([]Group, len(m.Groups))
+	for i, g := range m.Groups {
+		var owned []Range
+		for _, r := range g.Slots {
+			for s := r.First; s <= r.Last; s++ {
+				if _, taken := rangeOf(give, s); taken {
+					continue
+				}
+				owned = addSlot(owned, s)
+			}
+		}
+		for r, to := range give {
+			if to == g.ID {
+				for s := r.First; s <= r.Last; s++ {
+					owned = addSlot(owned, s)
+				}
+			}
+		}
+		slices.SortFunc(owned, func(a, b Range) int { return cmp.Compare(a.First, b.First) })
+		g.Slots, g.Members = mergeRanges(owned), slices.Clone(g.Members)
+		groups[i] = g
+	}
+	return New(m.Epoch+1, groups, moves...)
+}
+
+// rangeOf returns the range of give that holds slot s, if one does.
+func rangeOf(give map[Range]uint64, s int) (Range, bool) {
+	for r := range give {
+		if s >= r.First && s <= r.Last {
+			return r, true
+		}
+	}
+	return Range{}, false
+}
+
+// addSlot adds slot s to rs, extending the last range if s follows it.
+func addSlot(rs []Range, s int) []Range {
+	if n := len(rs); n > 0 && rs[n-1].Last == s-1 {
+		rs[n-1].Last = s
+		return rs
+	}
+	return append(rs, Range{s, s})
+}
+
+// mergeRanges joins the adjacent ranges of rs, which are sorted and
+// disjoint.
+func mergeRanges(rs []Range) []Range {
+	var out []Range
+	for _, r := range rs {
+		if n := len(out); n > 0 && out[n-1].Last == r.First-1 {
+			out[n-1].Last = r.Last
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// WithGroup returns a copy of m at the next epoch with group g added (its
+// slots, if any, must be no other group's), once validated as New does.
+func (m *Map) WithGroup(g Group) (*Map, error) {
+	return New(m.Epoch+1, append(slices.Clone(m.Groups), g), m.Moves...)
+}
+
+// Count returns how many slots g owns.
+func (g *Group) Count() int {
+	n := 0
+	for _, r := range g.Slots {
+		n += r.Last - r.First + 1
+	}
+	return n
+}
+
+// Top returns the ranges of g's last n slots (all of them if it has fewer),
+// in order.
+func (g *Group) Top(n int) []Range {
+	var out []Range
+	for i := len(g.Slots) - 1; i >= 0 && n > 0; i-- {
+		r := g.Slots[i]
+		k := min(n, r.Last-r.First+1)
+		out = append([]Range{{r.Last - k + 1, r.Last}}, out...)
+		n -= k
+	}
+	return out
 }

@@ -3,6 +3,8 @@ package shardmap
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/flintkv/flint/internal/slot"
@@ -93,12 +95,44 @@ func TestInvalid(t *testing.T) {
 			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
 		}
 	}
-	for _, b := range []string{`{"version":2,"epoch":1,"groups":[]}`, `{"version":1,"groups":[{"id":0}]}`, `[`, `{"version":1,"groups":[{"id":1,"slots":[[3,1]],"members":[{"id":1,"addr":"a:1"}]}]}`} {
+	for _, b := range []string{`{"version":3,"epoch":1,"groups":[]}`, `{"version":1,"groups":[{"id":0}]}`, `[`, `{"version":1,"groups":[{"id":1,"slots":[[3,1]],"members":[{"id":1,"addr":"a:1"}]}]}`} {
 		if _, err := Decode([]byte(b)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Decode(%s) = %v, want ErrInvalid", b, err)
 		}
 	}
 	if _, err := Even(nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Even(nil) = %v", err)
+	}
+}
+
+// TestMoves checks a map with a move: its encoding (version 2, and 1
+// once the move is gone), and the checks of a move's owner.
+func TestMoves(t *testing.T) {
+	m, err := Even([][]Member{{{1, "127.0.0.1:1"}}, {{1, "127.0.0.1:2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Range{100, 199}
+	moving, err := m.WithMoves([]Move{{Slots: r, From: 1, To: 2}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := moving.WithMoves([]Move{{Slots: r, From: 1, To: 2, Done: true}}, map[Range]uint64{r: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Range{{0, 99}, {200, 8191}}; done.Epoch != 3 || !slices.Equal(done.Group(1).Slots, want) || done.Owner(150).ID != 2 {
+		t.Fatalf("after the move: epoch %d, group 1 owns %v, want 3 and %v", done.Epoch, done.Group(1).Slots, want)
+	}
+	back, err := Decode(done.Encode())
+	if err != nil || !slices.Equal(back.Moves, done.Moves) || !strings.Contains(string(done.Encode()), `"version":2`) {
+		t.Fatalf("Decode(Encode) = %+v, %v", back, err)
+	}
+	finished, _ := done.WithMoves(nil, nil)
+	if !strings.Contains(string(finished.Encode()), `"version":1`) {
+		t.Fatalf("a map without moves encodes as %s, want version 1", finished.Encode())
+	}
+	if _, err := moving.WithMoves([]Move{{Slots: r, From: 1, To: 2, Done: true}}, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a done move whose slots are still the source's: %v, want ErrInvalid", err)
 	}
 }

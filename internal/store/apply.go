@@ -67,6 +67,12 @@ func (s *Store) Apply(entry []byte) (Result, error) {
 
 // apply applies a decoded entry that is not a session op.
 func (s *Store) apply(e entry) Result {
+	switch {
+	case e.op.slotOp():
+		return s.applySlotOp(e)
+	case s.refused(e):
+		return Result{Err: ErrSlotMoving}
+	}
 	switch e.op {
 	case OpSet:
 		return s.set(e.args[0], e.args[1], e.flags)

@@ -240,7 +240,7 @@ var errSeqAtEnd = fmt.Errorf("%w: an OpSeq ends the batch, but must be followed 
 // entry number i of its batch, may not follow one with op prev: what
 // follows an OpSeq must be an entry it can wrap, a write on keys.
 func checkWrap(prev, op Op, i int) error {
-	if prev == OpSeq && (op.session() || op == OpExec || op == OpRead) {
+	if prev == OpSeq && (op.session() || op.slotOp() || op == OpExec || op == OpRead) {
 		return fmt.Errorf("%w: entry %d of batch follows an OpSeq, which can wrap only a write on keys", ErrBadEntry, i)
 	}
 	return nil

@@ -41,6 +41,7 @@ const (
 	OpDeadline  Op = 34 // args: key; reads its deadline, inside an OpExec (TTL and the like)
 
 	// Ops 40 to 69 are the keyspace and string ops of keyspace.go.
+	// Slot-move ops, 70 to 76: see slotmove.go.
 )
 
 // session reports whether op is a session op, which works on the session
@@ -145,6 +146,9 @@ func (e entry) keys() (keys [][]byte, stride int) {
 	if keyspaceOp(e.op) {
 		return e.keyspaceKeys(), 1
 	}
+	if e.op.slotOp() {
+		return nil, 1
+	}
 	return e.args[:1], 1
 }
 
@@ -180,7 +184,7 @@ func (e entry) check() error {
 	case OpExec:
 		return checkExec(e.args)
 	default:
-		ok = keyspaceOp(e.op) && e.keyspaceCheck()
+		ok = keyspaceOp(e.op) && e.keyspaceCheck() || e.op.slotOp() && e.checkSlotOp()
 	}
 	if !ok {
 		return fmt.Errorf("%w: op %d with %d arguments", ErrBadEntry, e.op, n)

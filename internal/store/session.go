@@ -15,7 +15,7 @@ var (
 	ErrSessionExpired = errors.New("store: session expired or unknown; open a new session")
 	ErrStaleSequence  = errors.New("store: sequence number acknowledged already, or its reply no longer kept; the write's outcome is unknown")
 	ErrNoStamp        = errors.New("store: session command applied without a log stamp; sessions need the replicated log")
-	ErrTooManyOpens   = errors.New("store: too many sessions opened in one log entry; retry")
+	ErrTooManyOpens   = errors.New("store: too many sessions opened in one log entry, or ever; retry")
 )
 
 // Stamp says which log entry a batch is in: the entry's raft index, and
@@ -51,11 +51,24 @@ const (
 const expireStep = 64
 
 // openBits is how many low bits of a client id count the sessions opened
-// in one log entry; the entry's index is in the bits above them.
+// in one log entry, in a store that is not a sharded group's (Options.Group
+// 0); the entry's index is in the bits above them.
 const openBits = 16
 
-// sessionLimits are the bounds on a session table, from Options.
+// groupBits is how many low bits of a client id hold the id of the group
+// that opened the session, in a sharded group's store (Options.Group, at
+// most maxGroup); the bits above them count the sessions the group opened.
+// A session carried to another group with a slot move keeps its id, which
+// no session that group opens can have.
+const groupBits = 16
+
+// maxGroup is the largest group id a store may have (Options.Group).
+const maxGroup = 1<<groupBits - 1
+
+// sessionLimits are the bounds on a session table, from Options, and the
+// id of its group, in the low groupBits of the ids it issues.
 type sessionLimits struct {
+	group    uint64
 	ttl      uint64 // idle time after which a session expires, in nanoseconds
 	sessions int    // most sessions
 	results  int    // most kept results a session
@@ -69,6 +82,7 @@ type sessionLimits struct {
 // for want of memory once it is the only one.
 func limitsOf(opt Options) sessionLimits {
 	l := sessionLimits{
+		group:    opt.Group,
 		ttl:      uint64(orDefault(opt.SessionTTL, defaultSessionTTL)),
 		sessions: orDefault(opt.MaxSessions, defaultMaxSessions),
 		results:  orDefault(opt.MaxSessionResults, defaultSessionResults),
@@ -93,9 +107,10 @@ type sessionTable struct {
 	// clock is the session clock: the largest Stamp.Time seen. Invariant:
 	// it never decreases, and no session's active exceeds it.
 	clock int64
-	// lastID is the last client id issued, 0 if none. Invariant: no
-	// session's id exceeds it. Ids only grow, so an id is never issued
-	// twice.
+	// lastID is the last client id this group issued, 0 if none.
+	// Invariant: no session this group opened has an id above it. Ids
+	// only grow, so an id is never issued twice. Sessions that slot moves
+	// brought from other groups (importSessions) have ids of those groups.
 	lastID uint64
 	byID   map[uint64]*session
 	// head and tail end the list of the sessions from the least to the
@@ -182,6 +197,9 @@ func (s *Store) applyWrapped(e entry, w *wrap) Result {
 		return d.res
 	}
 	res := s.apply(e)
+	if res.Err == ErrSlotMoving { // not applied: a retry where the slot went may apply it
+		return res
+	}
 	s.sessions.Lock()
 	defer s.sessions.Unlock()
 	s.sessions.t.keep(d.id, d.seq, res)
@@ -211,18 +229,19 @@ func (t *sessionTable) expired(ss *session) bool {
 	return uint64(t.clock)-uint64(ss.active) > t.lim.ttl // exact: clock >= active
 }
 
-// open opens a session in the log entry at index. Its client id is index
-// in the bits above openBits and, below them, how many sessions that entry
-// opened before it: unique, and the same on every replica. It is refused
-// once an entry has opened 1<<openBits sessions, at an index below that
-// of an earlier open (stamps out of order), and from index 1<<47,
-// some four years of a million entries a second, since ids must fit in
-// Result.Int. Opening a session past MaxSessions evicts the least recently
-// active one.
+// open opens a session in the log entry at index (see openAt and
+// openInGroup). Opening a session past MaxSessions evicts the least
+// recently active one.
 func (t *sessionTable) open(index uint64) Result {
-	id := max(index<<openBits, t.lastID+1) // lastID+1 in the same entry
-	if id>>openBits != index || id > math.MaxInt64 {
-		return Result{Err: ErrTooManyOpens}
+	var id uint64
+	var err error
+	if t.lim.group == 0 {
+		id, err = t.idAt(index)
+	} else {
+		id, err = t.idInGroup()
+	}
+	if err != nil {
+		return Result{Err: err}
 	}
 	for len(t.byID) >= t.lim.sessions {
 		t.remove(t.head)
@@ -234,6 +253,36 @@ func (t *sessionTable) open(index uint64) Result {
 	t.pushBack(ss)
 	t.evict(ss)
 	return Result{Done: true, Int: int64(id)}
+}
+
+// idAt returns the client id of a session opened in the log entry at
+// index, in a store that is not a sharded group's: index in the bits
+// above openBits and, below them, how many sessions that entry opened
+// before it; unique, and the same on every replica. It is refused once an
+// entry has opened 1<<openBits sessions, at an index below that of an
+// earlier open (stamps out of order), and from index 1<<47, some four
+// years of a million entries a second, since ids must fit in Result.Int.
+func (t *sessionTable) idAt(index uint64) (uint64, error) {
+	id := max(index<<openBits, t.lastID+1) // lastID+1 in the same entry
+	if id>>openBits != index || id > math.MaxInt64 {
+		return 0, ErrTooManyOpens
+	}
+	return id, nil
+}
+
+// idInGroup returns the client id of a session opened in a sharded
+// group's store: the count of the sessions the group opened, this one
+// included, above groupBits, and the group's id below them; unique in the
+// cluster, and the same on every replica. The count goes on from the last
+// id issued, so a store that issued ids by index before it was given a
+// group issues none twice. It is refused once the count would pass
+// 2^47-1, since ids must fit in Result.Int.
+func (t *sessionTable) idInGroup() (uint64, error) {
+	count := t.lastID>>groupBits + 1
+	if count > math.MaxInt64>>groupBits {
+		return 0, ErrTooManyOpens
+	}
+	return count<<groupBits | t.lim.group, nil
 }
 
 // close closes session id, and reports in Done whether it was open.

@@ -9,7 +9,7 @@ import (
 
 // SessionsVersion is the version of the session table encoding that
 // Sessions writes.
-const SessionsVersion = 1
+const SessionsVersion = 2
 
 // ErrBadSessions means an encoded session table could not be decoded: it
 // is damaged, or from an unknown version.
@@ -43,11 +43,17 @@ var ErrBadSessions = errors.New("store: malformed session table")
 //
 // flags has resultDone, resultFound and resultVal (Val is not nil, maybe
 // empty); err is 0 for none, else the place of Result.Err in resultErrs;
-// int is Result.Int. Nothing follows the last session. RestoreSessions
-// refuses a table that breaks the invariants of sessionTable and session:
-// ids are not 0, unique, and at most last id; active times at most the
-// clock and in order; seqs ascending, at least their session's floor and
-// below 2^64-1.
+// int is Result.Int. In version 2 the slot-move records follow the last
+// session (see appendMoves); in version 1 nothing does, and there are
+// none. RestoreSessions refuses a table that breaks the invariants of
+// sessionTable and session: ids are not 0, unique, and, those the group
+// issued (whose low 16 bits are its id; all, in a store of group 0), at
+// most last id; active times at most the clock and in order; seqs
+// ascending, at least their session's floor and below 2^64-1; slot-move
+// records in order, disjoint, and of known phases.
+//
+// ExportSessions encodes some of the sessions the same way, with no
+// records, for OpSessionsImport: the ids there may be above last id.
 
 // The flags of a kept result.
 const (
@@ -66,7 +72,8 @@ var resultErrs = [...]error{nil, ErrNotInteger, ErrOverflow, ErrTooLarge}
 func (s *Store) Sessions() []byte {
 	s.sessions.Lock()
 	defer s.sessions.Unlock()
-	return s.sessions.t.appendTo(nil)
+	t := &s.sessions.t
+	return appendMoves(t.appendTo(nil, t.head, len(t.byID), (*session).nextOne), s.SlotMoves())
 }
 
 // RestoreSessions replaces the session table with b, one that Sessions
@@ -77,21 +84,24 @@ func (s *Store) Sessions() []byte {
 func (s *Store) RestoreSessions(b []byte) error {
 	s.sessions.Lock()
 	defer s.sessions.Unlock()
-	t, err := decodeTable(b, s.sessions.t.lim)
+	t, ms, err := decodeTable(b, s.sessions.t.lim, false)
 	if err != nil {
 		return err
 	}
 	s.sessions.t = t
+	s.moves.p.Store(&ms)
 	return nil
 }
 
-// appendTo appends the table's encoding to b.
-func (t *sessionTable) appendTo(b []byte) []byte {
+// appendTo appends to b the encoding of the table with its n sessions from
+// first on, each after the one next returns (nil after the last), from
+// the least to the most recently active; without the slot-move records.
+func (t *sessionTable) appendTo(b []byte, first *session, n int, next func(*session) *session) []byte {
 	b = append(b, SessionsVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(t.clock))
 	b = binary.BigEndian.AppendUint64(b, t.lastID)
-	b = binary.AppendUvarint(b, uint64(len(t.byID)))
-	for ss := t.head; ss != nil; ss = ss.next {
+	b = binary.AppendUvarint(b, uint64(n))
+	for ss := first; ss != nil; ss = next(ss) {
 		b = binary.BigEndian.AppendUint64(b, ss.id)
 		b = binary.BigEndian.AppendUint64(b, uint64(ss.active))
 		b = binary.AppendUvarint(b, ss.floor)
@@ -135,12 +145,13 @@ func errCode(err error) byte {
 	panic(fmt.Sprintf("store: a session kept a result with error %v, which resultErrs lacks", err))
 }
 
-// decodeTable decodes a session table that appendTo encoded, with bounds
-// lim.
-func decodeTable(b []byte, lim sessionLimits) (sessionTable, error) {
+// decodeTable decodes a session table of version 1 or 2 (Sessions, or
+// ExportSessions if exported), with bounds lim, and its slot-move records.
+func decodeTable(b []byte, lim sessionLimits, exported bool) (sessionTable, []SlotMove, error) {
 	d := decoder{b: b, size: len(b)}
-	if v := d.byte(); d.err == nil && v != SessionsVersion {
-		return sessionTable{}, fmt.Errorf("%w: version %d, not %d", ErrBadSessions, v, SessionsVersion)
+	v := d.byte()
+	if d.err == nil && v != 1 && v != SessionsVersion {
+		return sessionTable{}, nil, fmt.Errorf("%w: version %d, not 1 or %d", ErrBadSessions, v, SessionsVersion)
 	}
 	t := newSessionTable(lim)
 	t.clock = int64(d.uint64())
@@ -148,20 +159,25 @@ func decodeTable(b []byte, lim sessionLimits) (sessionTable, error) {
 	n := d.uvarint()
 	for i := uint64(0); i < n && d.err == nil; i++ { // each session takes bytes: the loop ends with b
 		if ss := d.session(); d.err == nil {
-			d.err = t.admit(ss)
+			d.err = t.admit(ss, exported)
 		}
+	}
+	var ms []SlotMove
+	if v == SessionsVersion {
+		ms = d.moves()
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("bytes after the last session: %d", len(d.b))
 	}
-	return t, d.err
+	return t, ms, d.err
 }
 
 // admit adds ss to t as its most recently active session, or returns an
-// error wrapping ErrBadSessions if that would break t's invariants.
-func (t *sessionTable) admit(ss *session) error {
+// error wrapping ErrBadSessions if that would break t's invariants; of an
+// exported table, whose ids may be above its last id.
+func (t *sessionTable) admit(ss *session, exported bool) error {
 	switch {
-	case ss.id == 0 || ss.id > t.lastID:
+	case ss.id == 0 || !exported && t.issued(ss.id) && ss.id > t.lastID:
 		return fmt.Errorf("%w: client id %d is 0 or above the last one issued, %d", ErrBadSessions, ss.id, t.lastID)
 	case t.byID[ss.id] != nil:
 		return fmt.Errorf("%w: client id %d is there twice", ErrBadSessions, ss.id)

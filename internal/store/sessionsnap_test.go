@@ -98,7 +98,7 @@ func TestRestoreSessionsRefuses(t *testing.T) {
 		b    []byte
 	}{
 		{"empty", nil},
-		{"version", edit(0, 2)},
+		{"version", edit(0, 3)},
 		{"trailing", append(append([]byte(nil), good...), 0)},
 		{"count too high", edit(17, 3)},
 		{"count too low", edit(17, 1)},

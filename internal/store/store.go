@@ -112,6 +112,10 @@ type Options struct {
 	// sessions are evicted. Default 256 MiB, and at least what one session
 	// may hold.
 	MaxSessionMemory int64
+	// Group is the id of the group the store is in (0 for a store that
+	// is not sharded), at most 65535: it is in the client ids the store
+	// issues, which makes them unique in the cluster (see OpSessionOpen).
+	Group uint64
 
 	fresh    int // items an index gathers before sorting them; default defaultFresh (tests set less)
 	hashBits int // tests only: keep this many low bits of each hash (0: all), so that keys clash; at most 9 (see table)
@@ -152,6 +156,7 @@ type Store struct {
 		sync.Mutex
 		t sessionTable
 	}
+	moves moves // slot-move records: see slotmove.go
 }
 
 // stripe owns the keys that hash to it.
@@ -301,6 +306,7 @@ func New(opt Options) *Store {
 	if opt.scanSegments <= 0 {
 		opt.scanSegments = scanSegments
 	}
+	opt.Group &= maxGroup
 	n := 1 << bits.Len(uint(opt.Stripes-1))
 	s := &Store{seed: maphash.MakeSeed(), hashMask: math.MaxUint64, mask: uint64(n - 1), maxValue: opt.MaxValue, stripes: make([]stripe, n), fresh: opt.fresh, scanSegments: opt.scanSegments}
 	if opt.hashBits > 0 {

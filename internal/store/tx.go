@@ -127,6 +127,11 @@ func (s *Store) exec(e entry, at Stamp) Result {
 	for i, b := range raw {
 		ents[i], _ = decodeEntry(b, nil) // checked by checkExec
 	}
+	for _, se := range ents {
+		if s.refused(se) { // a slot of it is moving: all or nothing (see slotmove.go)
+			return Result{Err: ErrSlotMoving}
+		}
+	}
 	ls := s.txLocks(ents)
 	done := s.markBusy(ls)
 	defer s.clearBusy(ls, done)

@@ -1,0 +1,56 @@
+package clusterctl
+
+import (
+	"testing"
+
+	"github.com/flintkv/flint/internal/shardmap"
+)
+
+// TestNextRebalance checks the steps of a rebalance of three groups that
+// own 4096, 8192 and 4096 slots: from the group over its share to the one
+// most under its, until each has its share, the first the one more.
+func TestNextRebalance(t *testing.T) {
+	one := []shardmap.Member{{ID: 1, Addr: "127.0.0.1:1"}}
+	m, err := shardmap.New(1, []shardmap.Group{
+		{ID: 1, Slots: []shardmap.Range{{First: 0, Last: 4095}}, Members: one},
+		{ID: 2, Slots: []shardmap.Range{{First: 8192, Last: 16383}}, Members: one},
+		{ID: 3, Slots: []shardmap.Range{{First: 4096, Last: 8191}}, Members: one},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps [][3]int
+	for range 5 {
+		from, to, n := nextRebalance(m)
+		if n == 0 {
+			break
+		}
+		steps = append(steps, [3]int{int(from), int(to), n})
+		r := m.Group(from).Top(n)
+		if m, err = m.WithMoves(nil, map[shardmap.Range]uint64{r[len(r)-1]: to}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][3]int{{2, 1, 1366}, {2, 3, 1365}}
+	if len(steps) != len(want) || steps[0] != want[0] || steps[1] != want[1] {
+		t.Fatalf("steps %v, want %v", steps, want)
+	}
+	for id, n := range map[uint64]int{1: 5462, 2: 5461, 3: 5461} {
+		if got := m.Group(id).Count(); got != n {
+			t.Errorf("group %d owns %d slots, want %d", id, got, n)
+		}
+	}
+}
+
+// TestPlanMoves checks that a range is cut into one move per owner.
+func TestPlanMoves(t *testing.T) {
+	m, err := shardmap.Even([][]shardmap.Member{{{ID: 1, Addr: "a:1"}}, {{ID: 1, Addr: "a:2"}}, {{ID: 1, Addr: "a:3"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := planMoves(m, 5000, 11000, 2)
+	want := []shardmap.Move{{Slots: shardmap.Range{First: 5000, Last: 5460}, From: 1, To: 2}, {Slots: shardmap.Range{First: 10923, Last: 11000}, From: 3, To: 2}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("planMoves = %+v, want %+v", got, want)
+	}
+}
