@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,8 +69,19 @@ func newGroup(t *testing.T, n int) *group {
 }
 
 // add gives the group one more member's addresses and data directory,
-// and returns its index; it is not started.
-func (g *group) add() int { return g.addAt(proctest.FreeAddr(g.t), proctest.FreeAddr(g.t)) }
+// and returns its index; it is not started. The addresses differ from
+// every other member's: FreeAddr alone may give a port twice while the
+// members given it are not listening yet.
+func (g *group) add() int {
+	var two []string
+	for len(two) < 2 {
+		a := proctest.FreeAddr(g.t)
+		if !slices.Contains(g.addrs, a) && !slices.Contains(g.peers, a) && !slices.Contains(two, a) {
+			two = append(two, a)
+		}
+	}
+	return g.addAt(two[0], two[1])
+}
 
 // addAt is add with the member's client and peer addresses given.
 func (g *group) addAt(addr, peer string) int {
