@@ -128,8 +128,10 @@
 //     knows whether the write may apply twice, decides.
 //   - MULTI, EXEC, DISCARD, WATCH and UNWATCH change nothing themselves: a
 //     Batch that holds a transaction is sent again when its other commands
-//     may be, so a transaction whose writes go in a session (FLINT.SEQ
-//     inside MULTI) takes effect once. A transaction on one connection
+//     may be. With sessions a transaction that writes, held whole by one
+//     Batch, is one write of its session (see Sessions): it takes effect
+//     once, and a resend gets the reply of that one application, its
+//     reads' included. A transaction on one connection
 //     needs all of its commands to go to one member: in a sharded map, its
 //     keys must share a slot, and a Batch sends MULTI and the EXEC or
 //     DISCARD that ends it, which have no key, to the member of its first
@@ -157,6 +159,13 @@
 // a kept reply only once no call can send its write again. A call that
 // ends, by its context or otherwise, gives its numbers up. Reads and other
 // commands go as they are.
+//
+// A transaction that a Batch holds whole, from MULTI to the EXEC that ends
+// it, and that holds a write, is one write: its commands go as they are,
+// and its EXEC as FLINT.SEQ <client id> <seq> <lowest unacknowledged> EXEC,
+// in the session of its first key's range. The server keeps EXEC's reply,
+// so a resend is answered with the reply of the transaction's one
+// application, and not with reads run again after its writes.
 //
 // Each group of a cluster keeps its own sessions, so in a sharded map the
 // Client has one session per slot range: it opens it by sending

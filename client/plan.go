@@ -105,15 +105,15 @@ func plan(t *table, req request) planned {
 	return pl
 }
 
-// routeTx routes each MULTI of req, and the EXEC or DISCARD that ends it,
-// which have no key, by the slot of the first command between them that
+// routeTx routes each MULTI of req, and the EXEC (in FLINT.SEQ or not) or
+// DISCARD that ends it, which have no key, by the slot of the first command between them that
 // has one (slots holds each command's), so that the whole transaction goes
 // to one member, on one connection. A transaction with no key goes
 // anywhere, as it is.
 func routeTx(req request, slots []int) {
 	multi, s := -1, -1 // the open MULTI, and its slot once known
 	for i := range slots {
-		switch commandName(req.command(i)) {
+		switch txName(req.command(i)) {
 		case "MULTI":
 			multi, s = i, -1
 		case "EXEC", "DISCARD":

@@ -100,8 +100,9 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestPlanTx: MULTI and EXEC (or DISCARD), which have no key, go with
-// the transaction's keyed commands, to their slot's member.
+// TestPlanTx: MULTI and EXEC (or DISCARD, or EXEC in FLINT.SEQ), which
+// have no key, go with the transaction's keyed commands, to their slot's
+// member.
 func TestPlanTx(t *testing.T) {
 	c := &Client{opts: options{poolSize: 1}}
 	c.mu.byAddr = map[string]*pool{}
@@ -111,13 +112,14 @@ func TestPlanTx(t *testing.T) {
 	for _, cmd := range [][]any{
 		{"PING"}, {"MULTI"}, {"PING"}, {"SET", "{t}1", "v"}, {"GET", "x"}, {"EXEC"},
 		{"multi"}, {"GET", "{u}1"}, {"discard"}, {"MULTI"}, {"EXEC"}, {"EXEC"},
+		{"MULTI"}, {"SET", "{u}2", "v"}, {"FLINT.SEQ", 1, 2, 1, "EXEC"},
 	} {
 		req.cmd, _ = encAny(req.cmd, cmd)
 		req.ends = append(req.ends, len(req.cmd))
 	}
 	pl := plan(tb, req)
 	s := func(k string) int { return keyslot.Of([]byte(k)) }
-	want := []int{-1, s("t"), -1, s("t"), s("x"), s("t"), s("u"), s("u"), s("u"), -1, -1, -1}
+	want := []int{-1, s("t"), -1, s("t"), s("x"), s("t"), s("u"), s("u"), s("u"), -1, -1, -1, s("u"), s("u"), s("u")}
 	for i, w := range want {
 		if got := pl.parts.slot(i); got != w {
 			args, _ := parseArgs(pl.parts.command(i))

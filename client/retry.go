@@ -114,7 +114,9 @@ func settled(req request, replies []Value) bool {
 // refusal (a command the server did not run, which may be sent again, there
 // or elsewhere); busy too for a write in a session (FLINT.SEQ) whose
 // outcome the server could not learn (UNKNOWN), since its session makes a
-// resend take effect once; else accepted, a final reply.
+// resend take effect once; else accepted, a final reply. An UNKNOWN EXEC
+// is final, in a session or not: sent alone, without its MULTI, it would
+// not run.
 func classify(v Value, cmd []byte) refusal {
 	if !v.IsError() {
 		return accepted
@@ -122,7 +124,7 @@ func classify(v Value, cmd []byte) refusal {
 	if r := refusalOf(v.Str); r != accepted {
 		return r
 	}
-	if strings.HasPrefix(string(v.Str), "UNKNOWN ") && commandName(cmd) == "FLINT.SEQ" {
+	if strings.HasPrefix(string(v.Str), "UNKNOWN ") && commandName(cmd) == "FLINT.SEQ" && txName(cmd) != "EXEC" {
 		return busy
 	}
 	return accepted
@@ -367,20 +369,63 @@ var readOnly = map[string]bool{
 var sessionCommands = map[string]bool{"FLINT.SEQ": true, "FLINT.SESSION": true}
 
 // txCommands may be sent again too: they change nothing themselves. A
-// transaction sent again on a new connection is queued anew, and what EXEC
-// applies is its queued commands, each judged on its own: writes in
-// FLINT.SEQ apply once, and a write outside a session stops the resend.
+// transaction sent again on a new connection is queued anew; one whose
+// EXEC goes in FLINT.SEQ is one write of its session, which the server
+// applies once, so its queued commands may be sent again too. Otherwise a
+// write queued outside a session stops the resend.
 var txCommands = map[string]bool{"MULTI": true, "EXEC": true, "DISCARD": true, "WATCH": true, "UNWATCH": true}
 
-// reads reports whether every one of cmds is a read, a session command or
-// a transaction command, so that it may be sent again whatever its outcome.
+// reads reports whether every one of cmds is a read, a session command, a
+// transaction command, or queued in a transaction that is one session
+// write, so that it may be sent again whatever its outcome.
 func (rt *retrier) reads(cmds []int) bool {
+	var ends []int // txEnds(rt.req), once needed
 	for _, i := range cmds {
-		if name := commandName(rt.req.command(i)); !readOnly[name] && !sessionCommands[name] && !txCommands[name] {
+		name := commandName(rt.req.command(i))
+		if readOnly[name] || sessionCommands[name] || txCommands[name] {
+			continue
+		}
+		if ends == nil {
+			ends = txEnds(rt.req)
+		}
+		if e := ends[i]; e < 0 || commandName(rt.req.command(e)) != "FLINT.SEQ" {
 			return false
 		}
 	}
 	return true
+}
+
+// txEnds returns, for each command of req, the index of the EXEC that
+// ends the transaction it is queued in, if req holds that transaction
+// whole, MULTI to EXEC; else -1. An EXEC's own is its index; a MULTI's,
+// and those of a transaction that DISCARD ends, -1.
+func txEnds(req request) []int {
+	ends := make([]int, req.len())
+	multi := -1 // the open MULTI
+	for i := range ends {
+		ends[i] = -1
+		switch txName(req.command(i)) {
+		case "MULTI":
+			multi = i
+		case "DISCARD":
+			multi = -1
+		case "EXEC":
+			for j := multi + 1; multi >= 0 && j <= i; j++ {
+				ends[j] = i
+			}
+			multi = -1
+		}
+	}
+	return ends
+}
+
+// txName is commandName, but "EXEC" for EXEC in FLINT.SEQ.
+func txName(cmd []byte) string {
+	args, _, err := protocol.NewParser(protocol.DefaultLimits).Next(cmd, nil)
+	if err == nil && len(args) == 5 && strings.EqualFold(string(args[0]), "FLINT.SEQ") && strings.EqualFold(string(args[4]), "EXEC") {
+		return "EXEC"
+	}
+	return commandName(cmd)
 }
 
 // readOnly reports whether every one of cmds is a read: one whose outcome

@@ -104,9 +104,10 @@ func (s *session) done(first uint64, n int) {
 }
 
 // call runs req as exec does, in the Client's sessions if it has them:
-// each write goes in FLINT.SEQ with a number of its own in the session of
-// its slot's range, which a resend keeps, so that the server applies it
-// once however often it is sent.
+// each write (a whole transaction counting as one, see sessionWrites)
+// goes in FLINT.SEQ with a number of its own in the session of its slot's
+// range, which a resend keeps, so that the server applies it once however
+// often it is sent.
 func (c *Client) call(ctx context.Context, req request) ([]Value, error) {
 	return c.callIn(ctx, req, false)
 }
@@ -161,14 +162,36 @@ func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value
 // sessionWrites returns the writes of req with the sessions they go in,
 // opening those that are not open, or nil if req has no write or the
 // server has no sessions.
+//
+// A transaction that req holds whole, MULTI to EXEC, and that writes is
+// one write: its commands go as they are, and its EXEC in FLINT.SEQ, in
+// the session of its first key's slot (where routeTx sends it), so that a
+// resent transaction is answered with the reply of its one application,
+// its reads' included.
 func (c *Client) sessionWrites(ctx context.Context, req request) ([]sessionWrite, error) {
 	var ws []sessionWrite
+	ends := txEnds(req)
+	txSlot, txWrites := -1, false // of the transaction under way
 	for i := range req.len() {
 		cmd := req.command(i)
-		if _, _, name := splitCommand(cmd); !sessionWrites[name] {
+		_, _, name := splitCommand(cmd)
+		slot := slotOfCommand(cmd)
+		switch {
+		case name == "MULTI":
+			txSlot, txWrites = -1, false
+			continue
+		case ends[i] == i && txWrites: // the EXEC of a transaction that writes
+			slot = txSlot
+		case ends[i] >= 0: // queued, or the EXEC of one that only reads
+			if txSlot < 0 {
+				txSlot = slot
+			}
+			txWrites = txWrites || sessionWrites[name]
+			continue
+		case !sessionWrites[name]:
 			continue
 		}
-		s, err := c.session(ctx, slotOfCommand(cmd))
+		s, err := c.session(ctx, slot)
 		if err != nil || s == nil {
 			return nil, err
 		}

@@ -238,7 +238,6 @@ func (r *run) workload(ctx context.Context, nem *nemesis) error {
 	var wg sync.WaitGroup
 	for c, s := range callers {
 		gen := newGenerator(r.cfg.Seed, c, r.layout.groups[c%r.cfg.Clients], r.cfg.Mix)
-		gen.writeOnlyTx = r.cfg.Sessions
 		if c >= r.cfg.Clients {
 			gen = newGenerator(r.cfg.Seed, c, r.layout.groups[c%r.cfg.Clients], Mix{kindGet: 1})
 		}

@@ -23,11 +23,6 @@ type generator struct {
 	// seen is the value this client last saw in each key, so that CAS
 	// names a value it may find.
 	seen map[string]string
-	// writeOnlyTx: transactions hold no GET. A client that writes in a
-	// session sends a transaction of unknown outcome again, and its reads
-	// then run again after its writes took effect the first time
-	// (docs/TRANSACTIONS.md), so its reply need not be one atomic run's.
-	writeOnlyTx bool
 }
 
 func newGenerator(seed uint64, client int, groups []group, mix Mix) *generator {
@@ -94,7 +89,7 @@ func (g *generator) multi(grp group) []string {
 	for i := range n {
 		key := grp.keys[g.rng.IntN(len(grp.keys))]
 		switch d := g.rng.IntN(10); {
-		case d < 4 && (wrote || i < n-1) && !g.writeOnlyTx:
+		case d < 4 && (wrote || i < n-1):
 			cmd = append(cmd, "GET", key)
 		case d < 8:
 			cmd, wrote = append(cmd, "SET", key, g.value()), true

@@ -168,7 +168,7 @@ func (c *conn) dispatch(args [][]byte) {
 		c.errSubscribed(cmd, args)
 		c.count(cmd).rejected++
 		c.refuseInMulti()
-	case c.inMulti(cmd):
+	case c.inMulti(cmd, args):
 		c.queue(cmd, args)
 	case cmd.reply != nil && c.batch.Len() > 0 && !c.srv.paused.Load():
 		c.deferRead(cmd, args)

@@ -125,7 +125,7 @@ var oldDocs = map[string]commandDoc{
 	"randomkey": {summary: "Returns a random key name from the database.", since: "1.0.0", group: "generic", complexity: "O(1)", tips: "nondeterministic_output"},
 
 	"flint.session": {summary: "Opens a client session, whose writes take effect once (Flint's own).", since: "0.1.0", group: "server", complexity: "O(1)"},
-	"flint.seq":     {summary: "Runs a write command in a client session (Flint's own).", since: "0.1.0", group: "server", complexity: "That of the command it runs", keys: "RW update"},
+	"flint.seq":     {summary: "Runs a write command, or EXEC, in a client session (Flint's own).", since: "0.1.0", group: "server", complexity: "That of the command it runs", keys: "RW update"},
 	"flint.member":  {summary: "Adds, removes or hands leadership to a member of the group (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(1)"},
 	"flint.map":     {summary: "Returns the cluster map (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of groups"},
 	"flint.mapset":  {summary: "Makes a map of the next epoch the cluster map, at a manager (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of groups"},

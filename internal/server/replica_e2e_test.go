@@ -89,6 +89,43 @@ func TestSessions(t *testing.T) {
 	}
 }
 
+// TestSessionTx sends a transaction as one write of a session, MULTI, its
+// commands, then FLINT.SEQ ... EXEC: sent again, it is answered with the
+// reply of its one application, its read's included, and applies nothing.
+// FLINT.SEQ EXEC runs at once inside MULTI, and an unknown session refuses
+// the transaction.
+func TestSessionTx(t *testing.T) {
+	c := startReplica(t)
+	ctx := context.Background()
+	id, err := c.Do(ctx, "flint.session").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, "k0", "c0", 0)
+	tx := func(client, seq int64) string {
+		p := c.Pipeline()
+		p.Do(ctx, "multi")
+		p.Do(ctx, "get", "k0")
+		p.Do(ctx, "set", "k1", "v")
+		p.Do(ctx, "set", "k0", seq) // a value of each send, if it applied
+		exec := p.Do(ctx, "flint.seq", client, 1, 1, "exec")
+		p.Exec(ctx)
+		return fmt.Sprint(exec.Val(), exec.Err())
+	}
+	const want = "[c0 OK OK] <nil>"
+	for send := range int64(3) {
+		if got := tx(id, send); got != want {
+			t.Fatalf("send %d: EXEC = %s, want %s", send+1, got, want)
+		}
+	}
+	if v, err := c.Get(ctx, "k0").Result(); err != nil || v != "0" {
+		t.Fatalf("k0 = %q (%v), want 0: the transaction applied once", v, err)
+	}
+	if got := tx(12345, 9); !strings.Contains(got, "SESSIONEXPIRED") {
+		t.Fatalf("a transaction in an unknown session: EXEC = %s, want SESSIONEXPIRED", got)
+	}
+}
+
 // startReplica serves a replica of one voter on an in-memory filesystem,
 // and returns a client of it; both end with the test.
 func startReplica(t *testing.T) *redis.Client {

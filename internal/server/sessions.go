@@ -22,11 +22,16 @@ import (
 // and the client opens a new one. Sessions are in the replicated state, so
 // a retry through another member, after a failover, takes effect once too.
 // Writes outside FLINT.SEQ take effect once per send, as in Redis.
+//
+// A transaction is one write of its session: the client sends MULTI, its
+// commands as they are, and FLINT.SEQ <client id> <seq> <lowest> EXEC,
+// whose OpSeq wraps the transaction's OpExec. A resent transaction is then
+// answered with the reply of its one application, reads included.
 
 // sessionCmd is FLINT.SESSION: open a session.
 func (c *conn) sessionCmd([][]byte) { c.write(store.OpSessionOpen, 0, replyInt) }
 
-// seqCmd is FLINT.SEQ: run a write command in a session.
+// seqCmd is FLINT.SEQ: run a write command, or EXEC, in a session.
 func (c *conn) seqCmd(args [][]byte) {
 	var seq [3][]byte
 	for i := range seq {
@@ -40,14 +45,14 @@ func (c *conn) seqCmd(args [][]byte) {
 	inner := args[4:]
 	cmd := commands[strings.ToLower(string(inner[0]))]
 	switch {
-	case cmd == nil || !cmd.write || strings.HasPrefix(cmd.name, "flint."): // FLINT.SEQ, SESSION, SLOTS, MAPSET
-		c.err("ERR FLINT.SEQ runs a write command, such as SET, INCR or DEL")
+	case cmd == nil || (!cmd.write && cmd.name != "exec") || strings.HasPrefix(cmd.name, "flint."): // FLINT.SEQ, SESSION, SLOTS, MAPSET
+		c.err("ERR FLINT.SEQ runs a write command, such as SET, INCR or DEL, or EXEC")
 	case (cmd.arity > 0 && len(inner) != cmd.arity) || (cmd.arity < 0 && len(inner) < -cmd.arity):
 		c.errArity(cmd.name)
 	default:
 		c.seq = seq[:]
 		cmd.run(c, inner)
-		c.seq = nil // the command refused its arguments, writing nothing
+		c.seq = nil // the command refused its arguments, writing nothing, or was EXEC
 	}
 }
 
@@ -58,4 +63,10 @@ func seqSize(seq [][]byte) int {
 		return 0
 	}
 	return store.AddSize(seq...)
+}
+
+// seqExec reports whether args are FLINT.SEQ wrapping EXEC, which runs at
+// once inside MULTI.
+func seqExec(args [][]byte) bool {
+	return len(args) == 5 && strings.EqualFold(string(args[0]), "flint.seq") && strings.EqualFold(string(args[4]), "exec")
 }

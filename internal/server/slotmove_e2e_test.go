@@ -61,7 +61,7 @@ func TestSlotMoveRouting(t *testing.T) {
 		{[]string{"FLINT.SLOTS", "LEAVE", "5", "4", "3"}, "(error) ERR slots must be 0 to 16383, first at most last, and groups and epochs integers"},
 		{[]string{"FLINT.SLOTS", "LEAVE", "1", "2"}, "(error) ERR wrong number of arguments for 'flint.slots|leave' command"},
 		{[]string{"FLINT.SLOTS", "FOO"}, "(error) ERR unknown subcommand 'FOO'. Try LEAVE, GONE, DROP, IMPORT, OPEN, STAY, SESSIONS-IMPORT, EXPORT, SESSIONS or STATUS."},
-		{[]string{"FLINT.SEQ", "1", "1", "1", "FLINT.SLOTS", "LEAVE", "1", "2", "3"}, "(error) ERR FLINT.SEQ runs a write command, such as SET, INCR or DEL"},
+		{[]string{"FLINT.SEQ", "1", "1", "1", "FLINT.SLOTS", "LEAVE", "1", "2", "3"}, "(error) ERR FLINT.SEQ runs a write command, such as SET, INCR or DEL, or EXEC"},
 		{[]string{"FLINT.MAPSET", "{}"}, "(error) ERR FLINT.MAPSET is for the managers of a sharded cluster"},
 	} {
 		if got := c.do(tc.cmd...).String(); got != tc.want {

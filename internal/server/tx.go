@@ -96,14 +96,14 @@ type watch struct {
 	pos uint64
 }
 
-// inMulti reports whether cmd is to be queued: the connection is in MULTI,
-// and cmd is not one that runs at once there.
-func (c *conn) inMulti(cmd *command) bool {
+// inMulti reports whether cmd, with args, is to be queued: the connection
+// is in MULTI, and cmd is not one that runs at once there.
+func (c *conn) inMulti(cmd *command, args [][]byte) bool {
 	switch cmd.name {
 	case "multi", "exec", "discard", "watch", "quit":
 		return false
 	}
-	return c.tx.on
+	return c.tx.on && !seqExec(args)
 }
 
 // refuseInMulti marks the transaction, if the connection is in MULTI, after
@@ -251,6 +251,8 @@ func (c *conn) execCmd([][]byte) {
 		c.err("CROSSSLOT Keys in request don't hash to the same slot")
 		return
 	}
+	seq := c.seq // FLINT.SEQ EXEC: the transaction is one write of the session
+	c.seq = nil  // not its commands'
 	var tx store.Tx
 	items := c.buildTx(&tx)
 	replies, slot := c.tx.replies, c.tx.slot
@@ -261,11 +263,20 @@ func (c *conn) execCmd([][]byte) {
 	}
 	var res store.Result
 	var b store.Batch
+	if seq != nil {
+		b.Add(store.OpSeq, 0, seq...)
+	}
 	b.Add(store.OpExec, 0, tx.Args()...)
-	err := c.srv.kv.Apply(c.srv.ctx, b.Bytes(), func(_ int, r store.Result) { res = r })
+	err := c.srv.kv.Apply(c.srv.ctx, b.Bytes(), func(i int, r store.Result) {
+		if i == b.Len()-1 {
+			res = r
+		}
+	})
 	switch {
 	case err != nil:
 		c.err(c.refusedAt(err, int32(slot), errorReply(err)))
+	case res.Err != nil: // its session refused it
+		c.err(errorReply(res.Err))
 	case !res.Done:
 		c.out = protocol.AppendNullArray(c.out, c.proto)
 	default:

@@ -132,7 +132,7 @@ func (s *Store) ApplyBatchAt(batch []byte, at Stamp, fn func(i int, res Result))
 func (s *Store) applyAt(e entry, at Stamp, w *wrap) Result {
 	switch {
 	case w.on:
-		return s.applyWrapped(e, w)
+		return s.applyWrapped(e, at, w)
 	case e.op.session():
 		return s.applySession(e, at, w)
 	case e.op == OpExec:
@@ -238,10 +238,11 @@ var errSeqAtEnd = fmt.Errorf("%w: an OpSeq ends the batch, but must be followed 
 
 // checkWrap returns an error wrapping ErrBadEntry if an entry with op,
 // entry number i of its batch, may not follow one with op prev: what
-// follows an OpSeq must be an entry it can wrap, a write on keys.
+// follows an OpSeq must be an entry it can wrap, a write on keys or an
+// OpExec.
 func checkWrap(prev, op Op, i int) error {
-	if prev == OpSeq && (op.session() || op.slotOp() || op == OpExec || op == OpRead) {
-		return fmt.Errorf("%w: entry %d of batch follows an OpSeq, which can wrap only a write on keys", ErrBadEntry, i)
+	if prev == OpSeq && (op.session() || op.slotOp() || op == OpRead) {
+		return fmt.Errorf("%w: entry %d of batch follows an OpSeq, which can wrap only a write on keys or an OpExec", ErrBadEntry, i)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ type sessionLimits struct {
 	ttl      uint64 // idle time after which a session expires, in nanoseconds
 	sessions int    // most sessions
 	results  int    // most kept results a session
-	bytes    int    // most bytes of values a session's kept results hold
+	bytes    int    // most bytes a session's kept results hold, as keptSize counts them
 	memory   int64  // most memory of the whole table, as mem estimates it
 }
 
@@ -132,13 +132,13 @@ type session struct {
 	// results, which holds no other, in ascending seq.
 	floor      uint64
 	results    []kept
-	bytes      int      // the sum of len(Val) over results
+	bytes      int      // the sum of keptSize over results
 	prev, next *session // neighbours in the table's list
 }
 
 // kept is the result of the write that a session applied under seq. Its
-// Val is a copy of its own, never modified: the answers to retries share
-// it.
+// Val and Sub, and theirs, are copies of its own, never modified: the
+// answers to retries share them.
 type kept struct {
 	seq uint64
 	res Result
@@ -188,15 +188,20 @@ func (s *Store) applySession(e entry, at Stamp, w *wrap) Result {
 	return res
 }
 
-// applyWrapped applies e, the entry an OpSeq wraps, as w says, and clears
-// w.
-func (s *Store) applyWrapped(e entry, w *wrap) Result {
+// applyWrapped applies e, the entry an OpSeq wraps in a batch stamped at,
+// as w says, and clears w.
+func (s *Store) applyWrapped(e entry, at Stamp, w *wrap) Result {
 	d := *w
 	*w = wrap{}
 	if !d.apply {
 		return d.res
 	}
-	res := s.apply(e)
+	var res Result
+	if e.op == OpExec {
+		res = s.exec(e, at)
+	} else {
+		res = s.apply(e)
+	}
 	if res.Err == ErrSlotMoving { // not applied: a retry where the slot went may apply it
 		return res
 	}
@@ -329,14 +334,40 @@ func (t *sessionTable) keep(id, seq uint64, res Result) {
 	if found {
 		return
 	}
-	res.Val = bytes.Clone(res.Val) // nil stays nil
+	res = cloneResult(res)
+	n := keptSize(res)
 	ss.results = slices.Insert(ss.results, i, kept{seq: seq, res: res})
-	ss.bytes += len(res.Val)
-	t.mem += resultCost + int64(len(res.Val))
+	ss.bytes += n
+	t.mem += resultCost + int64(n)
 	for len(ss.results) > t.lim.results || ss.bytes > t.lim.bytes {
 		t.dropOldest(ss)
 	}
 	t.evict(ss)
+}
+
+// cloneResult returns a copy of res whose Val and Sub, and theirs, are
+// its own.
+func cloneResult(res Result) Result {
+	res.Val = bytes.Clone(res.Val) // nil stays nil
+	if res.Sub != nil {
+		sub := make([]Result, len(res.Sub))
+		for i, r := range res.Sub {
+			sub[i] = cloneResult(r)
+		}
+		res.Sub = sub
+	}
+	return res
+}
+
+// keptSize is what a kept result counts for in a session's bytes and the
+// table's memory beyond resultCost: its Val, and its sub-results' (an
+// OpExec's, and theirs), each sub-result also counting resultCost.
+func keptSize(res Result) int {
+	n := len(res.Val)
+	for _, r := range res.Sub {
+		n += resultCost + keptSize(r)
+	}
+	return n
 }
 
 // live returns session id, or nil if it is unknown or has expired; an
@@ -379,7 +410,7 @@ func (t *sessionTable) dropOldest(ss *session) {
 func (t *sessionTable) drop(ss *session, n int) {
 	b := 0
 	for _, k := range ss.results[:n] {
-		b += len(k.res.Val)
+		b += keptSize(k.res)
 	}
 	ss.bytes -= b
 	t.mem -= int64(n*resultCost + b)

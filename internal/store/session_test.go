@@ -572,7 +572,7 @@ func checkSessions(tb testing.TB, t *sessionTable) {
 			if k.seq < ss.floor || (j > 0 && k.seq <= ss.results[j-1].seq) {
 				tb.Fatalf("client %x: seq %d below the floor, %d, or out of order", ss.id, k.seq, ss.floor)
 			}
-			b += len(k.res.Val)
+			b += keptSize(k.res)
 		}
 		if b != ss.bytes {
 			tb.Fatalf("client %x: bytes %d, want %d", ss.id, ss.bytes, b)

@@ -9,7 +9,7 @@ import (
 
 // SessionsVersion is the version of the session table encoding that
 // Sessions writes.
-const SessionsVersion = 2
+const SessionsVersion = 3
 
 // ErrBadSessions means an encoded session table could not be decoded: it
 // is damaged, or from an unknown version.
@@ -36,21 +36,32 @@ var ErrBadSessions = errors.New("store: malformed session table")
 // with active, the clock when it was last used, an int64. Its kept results
 // come in ascending seq, each:
 //
-//	+-------------+-------+-----+-----+-------------------------------+
-//	| seq uvarint | flags | err | int | val len uvarint, val          |
-//	+-------------+-------+-----+-----+-------------------------------+
-//	                1 B     1 B   8 B   only if flags has resultVal
+//	+-------------+--------+
+//	| seq uvarint | result |
+//	+-------------+--------+
 //
-// flags has resultDone, resultFound and resultVal (Val is not nil, maybe
-// empty); err is 0 for none, else the place of Result.Err in resultErrs;
-// int is Result.Int. In version 2 the slot-move records follow the last
+// and each result:
+//
+//	+-------+-----+-----+----------------------+----------------------------+
+//	| flags | err | int | val len uvarint, val | sub uvarint, sub x result  |
+//	+-------+-----+-----+----------------------+----------------------------+
+//	  1 B     1 B   8 B   if flags has          if flags has resultSub
+//	                      resultVal
+//
+// flags has resultDone, resultFound, resultVal (Val is not nil, maybe
+// empty) and resultSub (Sub is not nil: an OpExec's, whose results may
+// have Subs of their own, an OpRead's; at most maxSubDepth levels); err is
+// 0 for none, else the place of Result.Err in resultErrs; int is
+// Result.Int. From version 2 on, the slot-move records follow the last
 // session (see appendMoves); in version 1 nothing does, and there are
-// none. RestoreSessions refuses a table that breaks the invariants of
-// sessionTable and session: ids are not 0, unique, and, those the group
-// issued (whose low 16 bits are its id; all, in a store of group 0), at
-// most last id; active times at most the clock and in order; seqs
-// ascending, at least their session's floor and below 2^64-1; slot-move
-// records in order, disjoint, and of known phases.
+// none. Versions 1 and 2 kept only single writes' results: they are
+// version 3 with no resultSub and the errors of resultErrs up to
+// ErrTooLarge. RestoreSessions reads all three, and refuses a table that
+// breaks the invariants of sessionTable and session: ids are not 0,
+// unique, and, those the group issued (whose low 16 bits are its id; all,
+// in a store of group 0), at most last id; active times at most the clock
+// and in order; seqs ascending, at least their session's floor and below
+// 2^64-1; slot-move records in order, disjoint, and of known phases.
 //
 // ExportSessions encodes some of the sessions the same way, with no
 // records, for OpSessionsImport: the ids there may be above last id.
@@ -60,11 +71,18 @@ const (
 	resultDone  = 1 << 0
 	resultFound = 1 << 1
 	resultVal   = 1 << 2
+	resultSub   = 1 << 3
 )
 
+// maxSubDepth is how deep sub-results nest in a kept result: an OpExec's
+// results, and those of its OpReads and OpDeadlines.
+const maxSubDepth = 2
+
 // resultErrs are the errors a kept result may hold: the ones writes fail
-// with. An error's code in the encoding is its place here.
-var resultErrs = [...]error{nil, ErrNotInteger, ErrOverflow, ErrTooLarge}
+// with, and a transaction's entries (a nested OpSeq's session errors). An
+// error's code in the encoding is its place here: new ones go at the end.
+var resultErrs = [...]error{nil, ErrNotInteger, ErrOverflow, ErrTooLarge,
+	ErrNoSuchKey, ErrNotFloat, ErrNaN, ErrSessionExpired, ErrStaleSequence, ErrNoStamp}
 
 // Sessions returns the session table, encoded as drawn above, in a new
 // slice. It may be called from any goroutine; to be consistent with a
@@ -115,22 +133,35 @@ func (t *sessionTable) appendTo(b []byte, first *session, n int, next func(*sess
 
 // appendKept appends the encoding of k to b.
 func appendKept(b []byte, k kept) []byte {
+	return appendResult(binary.AppendUvarint(b, k.seq), k.res)
+}
+
+// appendResult appends the encoding of a kept result, res, to b.
+func appendResult(b []byte, res Result) []byte {
 	var flags byte
-	if k.res.Done {
+	if res.Done {
 		flags |= resultDone
 	}
-	if k.res.Found {
+	if res.Found {
 		flags |= resultFound
 	}
-	if k.res.Val != nil {
+	if res.Val != nil {
 		flags |= resultVal
 	}
-	b = binary.AppendUvarint(b, k.seq)
-	b = append(b, flags, errCode(k.res.Err))
-	b = binary.BigEndian.AppendUint64(b, uint64(k.res.Int))
-	if k.res.Val != nil {
-		b = binary.AppendUvarint(b, uint64(len(k.res.Val)))
-		b = append(b, k.res.Val...)
+	if res.Sub != nil {
+		flags |= resultSub
+	}
+	b = append(b, flags, errCode(res.Err))
+	b = binary.BigEndian.AppendUint64(b, uint64(res.Int))
+	if res.Val != nil {
+		b = binary.AppendUvarint(b, uint64(len(res.Val)))
+		b = append(b, res.Val...)
+	}
+	if res.Sub != nil {
+		b = binary.AppendUvarint(b, uint64(len(res.Sub)))
+		for _, r := range res.Sub {
+			b = appendResult(b, r)
+		}
 	}
 	return b
 }
@@ -145,13 +176,13 @@ func errCode(err error) byte {
 	panic(fmt.Sprintf("store: a session kept a result with error %v, which resultErrs lacks", err))
 }
 
-// decodeTable decodes a session table of version 1 or 2 (Sessions, or
+// decodeTable decodes a session table of version 1, 2 or 3 (Sessions, or
 // ExportSessions if exported), with bounds lim, and its slot-move records.
 func decodeTable(b []byte, lim sessionLimits, exported bool) (sessionTable, []SlotMove, error) {
 	d := decoder{b: b, size: len(b)}
 	v := d.byte()
-	if d.err == nil && v != 1 && v != SessionsVersion {
-		return sessionTable{}, nil, fmt.Errorf("%w: version %d, not 1 or %d", ErrBadSessions, v, SessionsVersion)
+	if d.err == nil && (v < 1 || v > SessionsVersion) {
+		return sessionTable{}, nil, fmt.Errorf("%w: version %d, not 1 to %d", ErrBadSessions, v, SessionsVersion)
 	}
 	t := newSessionTable(lim)
 	t.clock = int64(d.uint64())
@@ -163,7 +194,7 @@ func decodeTable(b []byte, lim sessionLimits, exported bool) (sessionTable, []Sl
 		}
 	}
 	var ms []SlotMove
-	if v == SessionsVersion {
+	if v >= 2 {
 		ms = d.moves()
 	}
 	if d.err == nil && len(d.b) != 0 {
@@ -262,23 +293,40 @@ func (d *decoder) session() *session {
 			d.fail("client %d: seq %d is out of order", ss.id, k.seq)
 		}
 		ss.results = append(ss.results, k)
-		ss.bytes += len(k.res.Val)
+		ss.bytes += keptSize(k.res)
 	}
 	return ss
 }
 
 // kept decodes one kept result.
 func (d *decoder) kept() kept {
-	k := kept{seq: d.uvarint()}
+	seq := d.uvarint()
+	return kept{seq: seq, res: d.result(0)}
+}
+
+// result decodes a kept result, or a sub-result at depth.
+func (d *decoder) result(depth int) Result {
+	var res Result
 	flags, code := d.byte(), d.byte()
-	k.res.Int = int64(d.uint64())
-	if flags&^(resultDone|resultFound|resultVal) != 0 || int(code) >= len(resultErrs) {
+	res.Int = int64(d.uint64())
+	if flags&^(resultDone|resultFound|resultVal|resultSub) != 0 || int(code) >= len(resultErrs) {
 		d.fail("result flags %#x or error code %d unknown", flags, code)
-		return kept{}
+		return Result{}
 	}
-	k.res.Done, k.res.Found, k.res.Err = flags&resultDone != 0, flags&resultFound != 0, resultErrs[code]
+	if flags&resultSub != 0 && depth == maxSubDepth {
+		d.fail("sub-results nested deeper than %d", maxSubDepth)
+		return Result{}
+	}
+	res.Done, res.Found, res.Err = flags&resultDone != 0, flags&resultFound != 0, resultErrs[code]
 	if flags&resultVal != 0 {
-		k.res.Val = d.bytes(d.uvarint())
+		res.Val = d.bytes(d.uvarint())
 	}
-	return k
+	if flags&resultSub != 0 {
+		n := d.uvarint()
+		res.Sub = []Result{}
+		for i := uint64(0); i < n && d.err == nil; i++ { // each takes bytes: the loop ends with b
+			res.Sub = append(res.Sub, d.result(depth+1))
+		}
+	}
+	return res
 }

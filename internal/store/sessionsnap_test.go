@@ -98,7 +98,7 @@ func TestRestoreSessionsRefuses(t *testing.T) {
 		b    []byte
 	}{
 		{"empty", nil},
-		{"version", edit(0, 3)},
+		{"version", edit(0, SessionsVersion+1)},
 		{"trailing", append(append([]byte(nil), good...), 0)},
 		{"count too high", edit(17, 3)},
 		{"count too low", edit(17, 1)},
@@ -109,7 +109,7 @@ func TestRestoreSessionsRefuses(t *testing.T) {
 		{"active out of order", edit(s2+8, u64(4)...)},
 		{"floor past a seq", edit(s2+16, 4)},
 		{"seqs out of order", edit(s2+18+11+1+1, 3)},
-		{"flags", edit(s2+18+1, 8)},
+		{"flags", edit(s2+18+1, 16)},
 		{"error code", edit(s2+18+2, byte(len(resultErrs)))},
 		{"value overruns", edit(s2+18+11, 100)},
 	} {
@@ -124,6 +124,17 @@ func TestRestoreSessionsRefuses(t *testing.T) {
 				t.Fatal("a refused table changed the store's")
 			}
 		})
+	}
+	// Version 2 is version 3 without sub-results, and version 1 is version
+	// 2 without the slot-move records (good has none: their count, 0, is
+	// its last byte).
+	v2 := New(Options{})
+	if err := v2.RestoreSessions(edit(0, 2)); err != nil || !bytes.Equal(v2.Sessions(), good) {
+		t.Fatalf("a version 2 table: %v, or it changed", err)
+	}
+	v1 := New(Options{})
+	if err := v1.RestoreSessions(edit(0, 1)[:len(good)-1]); err != nil || !bytes.Equal(v1.Sessions(), good) {
+		t.Fatalf("a version 1 table: %v, or it changed", err)
 	}
 	for n := range len(good) {
 		if err := New(Options{}).RestoreSessions(good[:n]); !errors.Is(err, ErrBadSessions) {

@@ -30,7 +30,10 @@
 // and the lowest seq whose reply the client has not received yet (lowest
 // unacknowledged). The OpSeq first raises the session's floor to lowest
 // unacknowledged, dropping the results kept below it, then judges the
-// write that follows it, which it wraps:
+// write that follows it, which it wraps (a write on keys, or an OpExec: a
+// whole transaction is one write of its session, and its kept result holds
+// its entries' results, Sub, so that a retried transaction gets the reply
+// of its one application, its reads' included):
 //
 //   - the session is unknown, or has expired: the write is not applied, and
 //     the results of both entries carry ErrSessionExpired;
@@ -106,7 +109,7 @@ type Options struct {
 	SessionTTL        time.Duration // a session idle longer than this, by the session clock, expires; default 10 minutes
 	MaxSessions       int           // most sessions; opening one more first evicts the least recently active; default 100,000
 	MaxSessionResults int           // most results a session keeps; past it the lowest seq's is dropped; default 1,024
-	MaxSessionBytes   int           // most bytes of values a session's kept results hold, dropped as above; default 1 MiB
+	MaxSessionBytes   int           // most bytes of values a session's kept results hold (a transaction's sub-results count too), dropped as above; default 1 MiB
 	// MaxSessionMemory bounds the memory of the whole table, values and an
 	// estimate of the overheads; past it the least recently active
 	// sessions are evicted. Default 256 MiB, and at least what one session
