@@ -31,7 +31,13 @@ commands:
                                 add a data group, running already, and move half of a group's
                                 slots to it (a split)
   rebalance                     move slots until every data group owns as many as the others
-                                (move-slots, add-group and rebalance take the managers as --addr)
+  add-node --group G --id N --node host:port@peerport
+                                add a node, running already (flint serve --join), to data group G,
+                                and to the cluster map
+  remove-node --node host:port  remove a node from its data group (a leader hands over first),
+                                and from the cluster map
+                                (move-slots, add-group, rebalance, add-node and remove-node take
+                                the managers as --addr)
 
 status, add, remove and transfer reach the group through any of its members
 (--addr), and find its leader themselves. Run 'flint cluster <command> --help'
@@ -55,6 +61,10 @@ func clusterCmd(args []string) int {
 		return addGroupCmd(args[1:])
 	case "rebalance":
 		return rebalanceCmd(args[1:])
+	case "add-node":
+		return addNodeCmd(args[1:])
+	case "remove-node":
+		return removeNodeCmd(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(os.Stderr, clusterUsage)
 		return 2

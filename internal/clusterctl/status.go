@@ -127,19 +127,7 @@ func fromNodes(nodes string) Status {
 // match index, lag, member, voter).
 func (st *Status) fromLeader(info map[string]string) {
 	st.Leader, st.Term, st.Commit = atoi(info["flint_member"]), atoi(info["flint_term"]), atoi(info["flint_commit_index"])
-	seen := map[uint64]map[string]string{}
-	for i := 0; ; i++ {
-		line, ok := info[fmt.Sprint("slave", i)]
-		if !ok {
-			break
-		}
-		f := map[string]string{}
-		for _, kv := range strings.Split(line, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			f[k] = v
-		}
-		seen[atoi(f["member"])] = f
-	}
+	seen := followers(info)
 	for i := range st.Members {
 		m := &st.Members[i]
 		if m.ID == st.Leader {
@@ -147,6 +135,24 @@ func (st *Status) fromLeader(info map[string]string) {
 		} else if f, ok := seen[m.ID]; ok {
 			m.Voter, m.Match, m.Lag, m.Lost = f["voter"] == "1", atoi(f["offset"]), atoi(f["lag"]), f["lost"] == "1"
 		}
+	}
+}
+
+// followers returns the fields of each slaveN line of a leader's INFO
+// replication, by member id.
+func followers(info map[string]string) map[uint64]map[string]string {
+	seen := map[uint64]map[string]string{}
+	for i := 0; ; i++ {
+		line, ok := info[fmt.Sprint("slave", i)]
+		if !ok {
+			return seen
+		}
+		f := map[string]string{}
+		for _, kv := range strings.Split(line, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f[k] = v
+		}
+		seen[atoi(f["member"])] = f
 	}
 }
 

@@ -378,6 +378,18 @@ func (m *Map) WithGroup(g Group) (*Map, error) {
 	return New(m.Epoch+1, append(slices.Clone(m.Groups), g), m.Moves...)
 }
 
+// WithMembers returns a copy of m at the next epoch in which group id has
+// members, once validated as New does; it fails if m has no group id.
+func (m *Map) WithMembers(id uint64, members []Member) (*Map, error) {
+	groups := slices.Clone(m.Groups)
+	i := slices.IndexFunc(groups, func(g Group) bool { return g.ID == id })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: no group %d", ErrInvalid, id)
+	}
+	groups[i].Members = slices.Clone(members)
+	return New(m.Epoch+1, groups, m.Moves...)
+}
+
 // Count returns how many slots g owns.
 func (g *Group) Count() int {
 	n := 0

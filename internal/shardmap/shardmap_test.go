@@ -136,3 +136,27 @@ func TestMoves(t *testing.T) {
 		t.Fatalf("a done move whose slots are still the source's: %v, want ErrInvalid", err)
 	}
 }
+
+// TestWithMembers replaces a group's members at the next epoch, leaving
+// the original map and the other groups as they were, and refuses an
+// unknown group and a group left with no members.
+func TestWithMembers(t *testing.T) {
+	m, _ := Even([][]Member{members("a:1", "a:2"), members("b:1")})
+	three := append(members("a:1", "a:2"), Member{ID: 5, Addr: "a:5"})
+	n, err := m.WithMembers(1, three)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Epoch != 2 || !slices.Equal(n.Groups[0].Members, three) || !slices.Equal(n.Groups[1].Members, members("b:1")) ||
+		n.Owner(0).ID != 1 || len(m.Groups[0].Members) != 2 {
+		t.Fatalf("after WithMembers: %+v (before: %+v)", n.Groups, m.Groups)
+	}
+	for _, bad := range []struct {
+		id uint64
+		ms []Member
+	}{{3, three}, {1, nil}, {1, []Member{{ID: 1, Addr: "garbage"}}}} {
+		if _, err := m.WithMembers(bad.id, bad.ms); !errors.Is(err, ErrInvalid) {
+			t.Errorf("WithMembers(%d, %v) = %v, want ErrInvalid", bad.id, bad.ms, err)
+		}
+	}
+}
