@@ -31,7 +31,7 @@ func checkCmd(args []string) int {
 	fs.BoolVar(&cfg.Conflict, "conflict", false, "all clients share one key set (default: each has its own)")
 	fs.DurationVar(&cfg.Duration, "duration", check.DefaultDuration, "how long the workload runs (no limit if --ops is given without it)")
 	fs.IntVar(&cfg.Ops, "ops", 0, "operations to record in all (0: no limit)")
-	mix := fs.String("mix", check.DefaultMix, "weights of the commands: get,set,swap,cas,del,incr,mset,mget,range,multi (a transaction; multi=0 leaves them out); or seeds ("+check.SeedsMix+")")
+	mix := fs.String("mix", check.DefaultMix, "weights of the commands: get,set,swap,cas,del,incr,mset,mget,range,multi (a transaction; multi=0 leaves them out),\nexpire,persist,ttl (EXPIRE k 1000000, PERSIST k, TTL k); or seeds ("+check.SeedsMix+")")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", check.DefaultOpTimeout, "an operation without a reply by then has an unknown outcome")
 	nemesis := fs.String("nemesis", "none", "faults to inject, comma-separated: none, kill (kill -9 and restart), pause (SIGSTOP/SIGCONT);\nwith --nodes 3 or more also kill-leader, partition (halves, the leader alone, a bridge,\none-way), membership (remove a member, add a new one), wipe (a member loses its data and\nrejoins as a new member); with --groups 2 or more also move-slots (a random range of slots moves\nto a random group, online) and split (a new group takes half of a group's slots, online)")
 	fs.DurationVar(&cfg.NemesisInterval, "nemesis-interval", check.DefaultNemesisInterval, "average time between faults")

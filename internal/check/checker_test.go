@@ -95,6 +95,21 @@ func TestCheck(t *testing.T) {
 		{"transaction write lost", newTestHistory("a", "b").
 			op(0, 0, 1, "MULTI SET a 1 GET b DEL b SET b 2 EXEC", arr(ok, nilReply, intReply(0), ok)).
 			final(5, "a", one).final(5, "b", nilReply), Fail, nil, 1},
+		{"deadlines", newTestHistory("a").
+			op(0, 0, 1, "SET a 1", ok).op(0, 2, 3, "EXPIRE a 1000000", intReply(1)).op(1, 2, 5, "TTL a", intReply(-1)).
+			op(1, 6, 7, "TTL a", intReply(999_999)).op(0, 8, 9, "SET a 2", ok).op(1, 10, 11, "PERSIST a", intReply(0)).
+			op(1, 12, 13, "TTL a", intReply(-1)).op(0, 14, 15, "DEL a", intReply(1)).op(1, 16, 17, "TTL a", intReply(-2)).
+			final(18, "a", nilReply), Pass, nil, 0},
+		{"deadline lost", newTestHistory("a").
+			op(0, 0, 1, "SET a 1", ok).op(0, 2, 3, "EXPIRE a 1000000", intReply(1)).op(1, 4, 5, "TTL a", intReply(-1)),
+			Fail, []string{"SET a 1", "EXPIRE a 1000000", "TTL a"}, 0},
+		{"deadline kept by SET", newTestHistory("a").
+			op(0, 0, 1, "SET a 1", ok).op(0, 2, 3, "EXPIRE a 1000000", intReply(1)).op(0, 4, 5, "SET a 2", ok).
+			op(1, 6, 7, "PERSIST a", intReply(1)),
+			Fail, []string{"SET a 2", "PERSIST a"}, 0},
+		{"deadline of unknown outcome", newTestHistory("a").
+			op(0, 0, 1, "SET a 1", ok).lost(0, 2, 3, "EXPIRE a 1000000").op(1, 4, 5, "TTL a", intReply(999_999)).
+			op(1, 6, 7, "PERSIST a", intReply(1)).op(1, 8, 9, "TTL a", intReply(-1)).final(10, "a", one), Pass, nil, 0},
 		{"unknown write applied", newTestHistory("a").
 			lost(0, 0, 1, "SET a 1").op(1, 5, 6, "GET a", one), Pass, nil, 0},
 		{"unknown write not applied", newTestHistory("a").

@@ -25,6 +25,13 @@ const (
 	// on one connection. Its reply is EXEC's. It is one atomic operation
 	// on its keys.
 	kindMulti
+	// EXPIRE k s gives k a deadline s seconds on (s at least minExpire, at
+	// most maxTTL, so that none passes during a run), PERSIST k takes it
+	// away, and TTL k tells whether k has one: their replies do not
+	// depend on timing.
+	kindExpire
+	kindPersist
+	kindTTL
 	// PUT and DELETE are the line client's (package lineclient), as a
 	// history recorded from its output holds them: each answers found or
 	// not_found, whether the key had a value. PUT k v sets k to v (it is
@@ -40,18 +47,20 @@ const (
 const numMixKinds = kindPut
 
 // kindNames are the commands' names, lower case, as --mix spells them.
-var kindNames = [numKinds]string{"get", "set", "swap", "cas", "del", "incr", "mset", "mget", "range", "multi", "put", "delete"}
+var kindNames = [numKinds]string{"get", "set", "swap", "cas", "del", "incr", "mset", "mget", "range", "multi", "expire", "persist", "ttl", "put", "delete"}
 
 func (k kind) String() string { return kindNames[k] }
 
 // isRead reports whether commands of kind k never change the store.
-func (k kind) isRead() bool { return k == kindGet || k == kindMGet || k == kindRange }
+func (k kind) isRead() bool {
+	return k == kindGet || k == kindMGet || k == kindRange || k == kindTTL
+}
 
 // command is one recorded command, parsed.
 type command struct {
 	kind kind
-	// keys are the keys named: one for GET, SET, SWAP, CAS, INCR, PUT and
-	// DELETE, one or more for DEL, MGET and MSET, and start and end for
+	// keys are the keys named: one for GET, SET, SWAP, CAS, INCR, EXPIRE,
+	// PERSIST, TTL, PUT and DELETE, one or more for DEL, MGET and MSET, and start and end for
 	// RANGE.
 	keys []string
 	// vals are SET's, SWAP's and PUT's value, CAS's expected and new
@@ -83,7 +92,7 @@ func parseCommand(argv []string) (command, error) {
 		}
 	}
 	switch c.kind {
-	case kindGet, kindIncr, kindDelete:
+	case kindGet, kindIncr, kindPersist, kindTTL, kindDelete:
 		if len(args) != 1 {
 			return bad()
 		}
@@ -110,6 +119,14 @@ func parseCommand(argv []string) (command, error) {
 		for i := 0; i < len(args); i += 2 {
 			c.keys, c.vals = append(c.keys, args[i]), append(c.vals, args[i+1])
 		}
+	case kindExpire:
+		if len(args) != 2 {
+			return bad()
+		}
+		if n, err := strconv.ParseInt(args[1], 10, 64); err != nil || n < minExpire || n > maxTTL {
+			return bad()
+		}
+		c.keys = args[:1]
 	case kindMulti:
 		subs, ok := splitMulti(argv)
 		if !ok {

@@ -92,7 +92,7 @@ const (
 	DefaultOpTimeout       = time.Second
 	DefaultNemesisInterval = 2 * time.Second
 	DefaultCheckTimeout    = 5 * time.Minute
-	DefaultMix             = "get=25,set=15,swap=12,cas=10,del=8,incr=8,mset=6,mget=6,range=10,multi=8"
+	DefaultMix             = "get=25,set=15,swap=12,cas=10,del=8,incr=8,mset=6,mget=6,range=10,multi=8,expire=4,persist=3,ttl=5"
 	// SeedsMix is the fuzzer mix of the reports Flint started from
 	// (their MadKV-style test harness): 20% put, 20% swap, 30% get, 20% scan, 10% delete.
 	SeedsMix = "set=20,swap=20,get=30,range=20,del=10"

@@ -106,7 +106,18 @@
 //	 "cmd": ["MULTI", "SET", "t9f0c/g0/k1", "c1-4", "GET", "t9f0c/g0/k0", "EXEC"],
 //	 "reply": ["OK", null]}
 //
-// Version 1 histories without transactions read as before. A history
+// and EXPIRE k s (s from 86400 to 1000000, seconds: no deadline passes
+// during a run), PERSIST k and TTL k, whose replies are integers; the model
+// checks TTL's by class only: -2 (no key), -1 (no deadline) or from 1 to
+// 1000000 (a deadline):
+//
+//	{"client": 0, "call": 9100, "return": 9400,
+//	 "cmd": ["EXPIRE", "t9f0c/g0/k1", "1000000"], "reply": 1}
+//
+// Version 1 histories without transactions or expiry commands read as
+// before; expiry commands came with no change of version, as the
+// transactions did (an older checker refuses them as commands it does not
+// know). A history
 // recorded from the line client's output (package lineclient; the harness
 // tests of cmd/flint write one) holds its commands the same way: SWAP k v
 // and GET k, whose replies are the old value or null; and its own PUT k v

@@ -39,7 +39,7 @@ func TestCorrectServer(t *testing.T) {
 			if res.Verdict != Pass || res.Err != nil {
 				t.Fatalf("%s (%v), want PASS", res.Verdict, res.Err)
 			}
-			assertTransactions(t, res, tc.cfg)
+			assertApplied(t, res, tc.cfg)
 			if len(tc.cfg.Nemesis) > 0 {
 				kinds := faultKinds(res.history)
 				if len(kinds) < 3 || kinds[len(kinds)-1] != "final-kill" {
@@ -122,7 +122,7 @@ func TestReplicatedGroup(t *testing.T) {
 			tc.cfg.OpTimeout = 500 * time.Millisecond
 			res := runCheck(t, bin, "", tc.cfg)
 			assertPassWithFaults(t, res, tc.want)
-			assertTransactions(t, res, tc.cfg)
+			assertApplied(t, res, tc.cfg)
 			t.Logf("faults: %q", faultKinds(res.history))
 		})
 	}
@@ -153,7 +153,7 @@ func TestShardedCluster(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCheck(t, bin, "", tc.cfg)
 			assertPassWithFaults(t, res, tc.want)
-			assertTransactions(t, res, tc.cfg)
+			assertApplied(t, res, tc.cfg)
 			for _, o := range res.history.Ops {
 				if o.Reply.kind == replyErr && strings.HasPrefix(o.Reply.str, "CROSSSLOT") {
 					t.Errorf("%q: %s", o.Cmd, o.Reply.str)
@@ -311,21 +311,33 @@ func assertPassWithFaults(t *testing.T, res *Result, want []string) {
 	}
 }
 
-// assertTransactions checks that a run whose mix (the default if none)
-// has MULTI applied some: EXEC replied one reply per queued command.
-func assertTransactions(t *testing.T, res *Result, cfg Config) {
+// assertApplied checks that a run whose mix (the default if none) has
+// MULTI applied some (EXEC replied one reply per queued command) and
+// EXPIRE set some deadline (replied 1). It logs how many TTLs saw one,
+// which a slow run may have none of.
+func assertApplied(t *testing.T, res *Result, cfg Config) {
 	t.Helper()
-	if cfg.Mix != (Mix{}) && cfg.Mix[kindMulti] == 0 {
-		return
+	mix := cfg.Mix
+	if mix == (Mix{}) {
+		mix, _ = ParseMix(DefaultMix)
 	}
-	applied := 0
+	applied, expired, deadlines := 0, 0, 0
 	for _, o := range res.history.Ops {
 		if subs, ok := splitMulti(o.Cmd); ok && o.Reply.kind == replyArr && len(o.Reply.elems) == len(subs) {
 			applied++
 		}
+		switch k := kindNamed(o.Cmd[0]); {
+		case k == kindExpire && o.Reply.equal(intReply(1)):
+			expired++
+		case k == kindTTL && o.Reply.kind == replyInt && o.Reply.num > 0:
+			deadlines++
+		}
 	}
-	if applied == 0 {
+	if mix[kindMulti] > 0 && applied == 0 {
 		t.Errorf("no transaction applied")
 	}
-	t.Logf("%d transactions applied", applied)
+	if mix[kindExpire] > 0 && expired == 0 {
+		t.Errorf("no EXPIRE set a deadline")
+	}
+	t.Logf("%d transactions applied, %d EXPIREs set a deadline, %d TTLs saw one", applied, expired, deadlines)
 }

@@ -44,7 +44,7 @@ func findLostWrites(h *history) []lostWrite {
 		if !ok {
 			continue
 		}
-		if got, ok := observe(unknownKey, f.Reply); ok && got != want {
+		if got, ok := observe(unknownKey, f.Reply); ok && !got.sameValue(want) {
 			lost = append(lost, lostWrite{key: key, write: w, want: want, final: fi})
 		}
 	}
@@ -77,6 +77,9 @@ func lastWrite(h *history, cmds []command, writes []int, key string) (index int,
 // effect returns what write c with reply r left in key, whether it changed
 // the key, and whether the reply tells (known).
 func effect(r reply, c command, key string) (after cell, changed, known bool) {
+	if c.kind == kindExpire || c.kind == kindPersist { // they change deadlines only
+		return cell{}, false, true
+	}
 	if unknownOutcome(c, r) {
 		return cell{}, true, false
 	}
@@ -86,17 +89,17 @@ func effect(r reply, c command, key string) (after cell, changed, known bool) {
 		if c.get { // the old value decides NX and XX
 			set = !(c.nx && r.kind == replyStr) && !(c.xx && r.kind == replyNil)
 		}
-		return cell{c.vals[0], present}, set, true
+		return value(c.vals[0]), set, true
 	case kindSwap, kindPut:
-		return cell{c.vals[0], present}, true, true
+		return value(c.vals[0]), true, true
 	case kindCAS:
-		return cell{c.vals[1], present}, r.equal(intReply(1)), true
+		return value(c.vals[1]), r.equal(intReply(1)), true
 	case kindDel, kindDelete:
 		return cell{}, true, true
 	case kindIncr:
-		return cell{strconv.FormatInt(r.num, 10), present}, r.kind == replyInt, true
+		return value(strconv.FormatInt(r.num, 10)), r.kind == replyInt, true
 	case kindMSet:
-		return cell{c.vals[slices.Index(c.keys, key)], present}, true, true
+		return value(c.vals[slices.Index(c.keys, key)]), true, true
 	case kindMulti: // the last queued write of key decides
 		if len(r.elems) != len(c.subs) {
 			return cell{}, true, false // a reply the model rejects

@@ -11,11 +11,26 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// cell is the model's state of one key.
+// cell is the model's state of one key. Its zero value is an absent key.
+// Invariant: only a present cell has a deadline other than noDeadline, so
+// that equal states are equal cells.
 type cell struct {
 	val   string // when present
 	state cellState
+	// deadline is whether the key has one, when present. The model never
+	// lets one pass: the workload's EXPIRE is far longer than any run, so
+	// replies do not depend on timing (keys vanishing is checked by the
+	// store's TestExpiryModel and the replica's TestClusterExpiry).
+	deadline deadlineState
 }
+
+// value returns the cell of a key that holds v, with no deadline: what
+// SET, GETSET, SWAP, CAS and MSET leave, as in Redis.
+func value(v string) cell { return cell{val: v, state: present} }
+
+// sameValue reports whether c and d hold the same value or none,
+// whatever their deadlines.
+func (c cell) sameValue(d cell) bool { return c.state == d.state && c.val == d.val }
 
 type cellState uint8
 
@@ -29,6 +44,25 @@ const (
 )
 
 var unknownKey = cell{state: unknownCell}
+
+type deadlineState uint8
+
+const (
+	noDeadline deadlineState = iota
+	hasDeadline
+	// unknownDeadline: a present key, known from a reply that showed its
+	// value but not whether it has a deadline (only in windows that start
+	// with unknown cells).
+	unknownDeadline
+)
+
+// maxTTL is the largest EXPIRE the history format takes, in seconds, and
+// so the largest TTL a key may have; minExpire the smallest, longer than
+// any run, so that no key expires during one.
+const (
+	maxTTL    = 1_000_000
+	minExpire = 86_400
+)
 
 // input is a command bound to the cells of the part of the history it is
 // checked in. The model's state is a []cell, one per key of the part.
@@ -76,6 +110,7 @@ func newModel(describe func([]cell) string, n int, unknownStart bool) porcupine.
 			h.SetSeed(stateSeed)
 			for _, c := range state.([]cell) {
 				h.WriteByte(byte(c.state))
+				h.WriteByte(byte(c.deadline))
 				h.WriteString(c.val)
 			}
 			return h.Sum64()
@@ -109,7 +144,7 @@ func step(s []cell, in *input, out *reply) (bool, []cell) {
 		return stepSet(s, in, *out)
 	case kindSwap:
 		_, ok := observe(s[in.cells[0]], *out)
-		return ok, with(s, in.cells[0], cell{in.vals[0], present})
+		return ok, with(s, in.cells[0], value(in.vals[0]))
 	case kindCAS:
 		return stepCAS(s, in, *out)
 	case kindDel:
@@ -126,11 +161,17 @@ func step(s []cell, in *input, out *reply) (bool, []cell) {
 	case kindRange:
 		return stepRange(s, in, *out)
 	case kindPut:
-		return stepFound(s, in, *out, cell{in.vals[0], present})
+		return stepFound(s, in, *out, value(in.vals[0]))
 	case kindDelete:
 		return stepFound(s, in, *out, cell{})
 	case kindMulti:
 		return stepMulti(s, in, *out)
+	case kindExpire:
+		return stepExpire(s, in, *out)
+	case kindPersist:
+		return stepPersist(s, in, *out)
+	case kindTTL:
+		return stepTTL(s, in, *out)
 	}
 	return false, s
 }
@@ -162,18 +203,29 @@ func with(s []cell, i int, c cell) []cell {
 }
 
 // observe checks a reply that shows a key's value (nil or a string)
-// against the key's cell, and returns the cell as the reply shows it.
+// against the key's cell, and returns the cell as the reply shows it; a
+// present key keeps its deadline, which the reply does not show.
 func observe(c cell, r reply) (cell, bool) {
-	var seen cell
-	switch r.kind {
-	case replyNil:
-		seen = cell{}
-	case replyStr:
-		seen = cell{r.str, present}
-	default:
+	switch {
+	case r.kind == replyNil:
+		return cell{}, c.state != present
+	case r.kind != replyStr:
 		return c, false
+	case c.state == unknownCell:
+		return cell{val: r.str, state: present, deadline: unknownDeadline}, true
 	}
-	return seen, c.state == unknownCell || c == seen
+	return c, c.state == present && c.val == r.str
+}
+
+// withDeadline returns s with key i's deadline set to d if the key is
+// present; an absent or unknown key has none to set.
+func withDeadline(s []cell, i int, d deadlineState) []cell {
+	c := s[i]
+	if c.state != present {
+		return s
+	}
+	c.deadline = d
+	return with(s, i, c)
 }
 
 // blind applies in without knowing its reply.
@@ -186,17 +238,17 @@ func blind(s []cell, in *input) []cell {
 		case (in.nx || in.xx) && c.state == unknownCell:
 			return s // set or not: unknown either way
 		}
-		return with(s, in.cells[0], cell{in.vals[0], present})
+		return with(s, in.cells[0], value(in.vals[0]))
 	case kindSwap, kindPut:
-		return with(s, in.cells[0], cell{in.vals[0], present})
+		return with(s, in.cells[0], value(in.vals[0]))
 	case kindDelete:
 		return with(s, in.cells[0], cell{})
 	case kindCAS:
 		switch c := s[in.cells[0]]; {
 		case c.state == unknownCell:
 			return s
-		case c == cell{in.vals[0], present}:
-			return with(s, in.cells[0], cell{in.vals[1], present})
+		case c.sameValue(value(in.vals[0])):
+			return with(s, in.cells[0], value(in.vals[1]))
 		}
 		return s
 	case kindDel:
@@ -213,7 +265,7 @@ func blind(s []cell, in *input) []cell {
 		return with(s, in.cells[0], next)
 	case kindMSet:
 		for j, i := range in.cells {
-			s = with(s, i, cell{in.vals[j], present})
+			s = with(s, i, value(in.vals[j]))
 		}
 		return s
 	case kindMulti: // all of it: it is atomic
@@ -221,6 +273,10 @@ func blind(s []cell, in *input) []cell {
 			s = blind(s, sub)
 		}
 		return s
+	case kindExpire:
+		return withDeadline(s, in.cells[0], hasDeadline)
+	case kindPersist:
+		return withDeadline(s, in.cells[0], noDeadline)
 	}
 	return s // reads change nothing
 }
@@ -235,12 +291,12 @@ func stepSet(s []cell, in *input, out reply) (bool, []cell) {
 		case notSet(in, old):
 			return true, with(s, i, old)
 		}
-		return true, with(s, i, cell{in.vals[0], present})
+		return true, with(s, i, value(in.vals[0]))
 	}
 	old := s[i]
 	switch {
 	case out.equal(okReply):
-		return !notSet(in, old), with(s, i, cell{in.vals[0], present})
+		return !notSet(in, old), with(s, i, value(in.vals[0]))
 	case out.kind == replyNil && in.nx: // the key was there
 		return old.state != absent, s
 	case out.kind == replyNil && in.xx: // the key was not there
@@ -274,14 +330,14 @@ func stepFound(s []cell, in *input, out reply, after cell) (bool, []cell) {
 
 func stepCAS(s []cell, in *input, out reply) (bool, []cell) {
 	i := in.cells[0]
-	c, expected := s[i], cell{in.vals[0], present}
+	c, expected := s[i], value(in.vals[0])
 	switch {
 	case out.kind != replyInt || out.num < 0 || out.num > 1:
 		return false, s
 	case out.num == 1:
-		return c.state == unknownCell || c == expected, with(s, i, cell{in.vals[1], present})
+		return c.state == unknownCell || c.sameValue(expected), with(s, i, value(in.vals[1]))
 	}
-	return c != expected, s
+	return !c.sameValue(expected), s
 }
 
 func stepDel(s []cell, in *input, out reply) (bool, []cell) {
@@ -306,7 +362,7 @@ func stepIncr(s []cell, in *input, out reply) (bool, []cell) {
 	if c.state == unknownCell {
 		switch {
 		case out.kind == replyInt:
-			return true, with(s, i, cell{strconv.FormatInt(out.num, 10), present})
+			return true, with(s, i, cell{val: strconv.FormatInt(out.num, 10), state: present, deadline: unknownDeadline})
 		case out.equal(errReply(errNotInteger)), out.equal(errReply(errOverflow)):
 			return true, s
 		}
@@ -318,7 +374,7 @@ func stepIncr(s []cell, in *input, out reply) (bool, []cell) {
 
 // incr returns INCR's reply on a known cell and the cell after it, as
 // Redis defines it: a missing key counts as 0; a value that is not a
-// canonical base-10 int64 is an error.
+// canonical base-10 int64 is an error. INCR keeps the key's deadline.
 func incr(c cell) (reply, cell) {
 	var n int64
 	if c.state == present {
@@ -331,7 +387,54 @@ func incr(c cell) (reply, cell) {
 	if n == math.MaxInt64 {
 		return errReply(errOverflow), c
 	}
-	return intReply(n + 1), cell{strconv.FormatInt(n+1, 10), present}
+	return intReply(n + 1), cell{val: strconv.FormatInt(n+1, 10), state: present, deadline: c.deadline}
+}
+
+// stepExpire checks EXPIRE's reply: 1 if the key is there (it then has a
+// deadline), 0 if not.
+func stepExpire(s []cell, in *input, out reply) (bool, []cell) {
+	i := in.cells[0]
+	switch {
+	case out.equal(intReply(1)):
+		return s[i].state != absent, withDeadline(s, i, hasDeadline)
+	case out.equal(intReply(0)):
+		return s[i].state != present, with(s, i, cell{})
+	}
+	return false, s
+}
+
+// stepPersist checks PERSIST's reply: 1 if the key had a deadline, which
+// it then lost, 0 if it had none or is not there.
+func stepPersist(s []cell, in *input, out reply) (bool, []cell) {
+	i := in.cells[0]
+	c := s[i]
+	switch {
+	case out.equal(intReply(1)):
+		return c.state == unknownCell || c.state == present && c.deadline != noDeadline, withDeadline(s, i, noDeadline)
+	case out.equal(intReply(0)):
+		return c.state != present || c.deadline != hasDeadline, withDeadline(s, i, noDeadline)
+	}
+	return false, s
+}
+
+// stepTTL checks TTL's reply by its class only: -2 if the key is not
+// there, -1 if it has no deadline, else the seconds left, which the model
+// does not know but are at most maxTTL (and more than 0: no deadline
+// passes during a run).
+func stepTTL(s []cell, in *input, out reply) (bool, []cell) {
+	i := in.cells[0]
+	c := s[i]
+	switch {
+	case out.kind != replyInt:
+		return false, s
+	case out.num == -2:
+		return c.state != present, with(s, i, cell{})
+	case out.num == -1:
+		return c.state == unknownCell || c.state == present && c.deadline != hasDeadline, withDeadline(s, i, noDeadline)
+	case 0 < out.num && out.num <= maxTTL:
+		return c.state == unknownCell || c.state == present && c.deadline != noDeadline, withDeadline(s, i, hasDeadline)
+	}
+	return false, s
 }
 
 func stepMGet(s []cell, in *input, out reply) (bool, []cell) {
@@ -381,7 +484,8 @@ func stepRange(s []cell, in *input, out reply) (bool, []cell) {
 }
 
 // describeCells formats a state for the visualization: each key by the
-// part of its name after prefix, = its value, nil or ?.
+// part of its name after prefix, = its value, nil or ?, and " ttl" if it
+// has a deadline (" ttl?" if that is unknown).
 func describeCells(keys []string, prefix string) func([]cell) string {
 	return func(s []cell) string {
 		var b strings.Builder
@@ -394,7 +498,7 @@ func describeCells(keys []string, prefix string) func([]cell) string {
 			case absent:
 				b.WriteString("=nil")
 			case present:
-				b.WriteString("=" + strconv.Quote(c.val))
+				b.WriteString("=" + strconv.Quote(c.val) + [...]string{"", " ttl", " ttl?"}[c.deadline])
 			default:
 				b.WriteString("=?")
 			}

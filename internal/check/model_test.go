@@ -9,8 +9,9 @@ import (
 // testKeys are the keys of the model tests, sorted.
 var testKeys = []string{"a", "b", "c", "n"}
 
-// cells parses a state written as "a=x b=nil c=?": every key of testKeys,
-// absent unless given.
+// cells parses a state written as "a=x b=nil c=? d=y+ttl e=z+ttl?": every
+// key of testKeys, absent unless given; +ttl is a deadline, +ttl? an
+// unknown one.
 func cells(t *testing.T, s string) []cell {
 	t.Helper()
 	st := make([]cell, len(testKeys))
@@ -23,7 +24,9 @@ func cells(t *testing.T, s string) []cell {
 		case "?":
 			st[i] = unknownKey
 		default:
-			st[i] = cell{v, present}
+			v, dl, _ := strings.Cut(v, "+")
+			st[i] = value(v)
+			st[i].deadline = map[string]deadlineState{"": noDeadline, "ttl": hasDeadline, "ttl?": unknownDeadline}[dl]
 		}
 	}
 	return st
@@ -67,7 +70,7 @@ func TestStep(t *testing.T) {
 		{"a=x", "GET a", strReply("x"), true, "a=x"},
 		{"a=x", "GET a", nilReply, false, ""},
 		{"", "GET a", nilReply, true, ""},
-		{"a=?", "GET a", strReply("y"), true, "a=y"},
+		{"a=?", "GET a", strReply("y"), true, "a=y+ttl?"},
 		{"a=?", "GET a", nilReply, true, "a=nil"},
 		{"a=x", "GET a", intReply(1), false, ""},
 
@@ -111,13 +114,13 @@ func TestStep(t *testing.T) {
 		{"n=x", "INCR n", errReply(errNotInteger), true, "n=x"},
 		{"n=07", "INCR n", errReply(errNotInteger), true, "n=07"},
 		{"n=9223372036854775807", "INCR n", errReply(errOverflow), true, "n=9223372036854775807"},
-		{"n=?", "INCR n", intReply(5), true, "n=5"},
+		{"n=?", "INCR n", intReply(5), true, "n=5+ttl?"},
 		{"n=?", "INCR n", errReply(errNotInteger), true, "n=?"},
 
 		{"a=x", "MSET a 1 b 2", okReply, true, "a=1 b=2"},
 		{"a=x", "MGET a b", arr(strReply("x"), nilReply), true, "a=x"},
 		{"a=x", "MGET a b", arr(strReply("x")), false, ""},
-		{"a=? b=?", "MGET a b", arr(strReply("x"), nilReply), true, "a=x b=nil"},
+		{"a=? b=?", "MGET a b", arr(strReply("x"), nilReply), true, "a=x+ttl? b=nil"},
 
 		{"a=1 c=3", "RANGE a c", arr(strReply("a"), strReply("1"), strReply("c"), strReply("3")), true, "a=1 c=3"},
 		{"a=1 c=3", "RANGE a c", arr(strReply("c"), strReply("3")), false, ""},
@@ -125,8 +128,8 @@ func TestStep(t *testing.T) {
 		{"a=1 c=3", "RANGE a c LIMIT 2", arr(strReply("a"), strReply("1")), false, ""},
 		{"a=1 c=3", "RANGE b c", arr(strReply("c"), strReply("3")), true, "a=1 c=3"},
 		{"a=1", "RANGE a c", arr(strReply("a"), strReply("1"), strReply("zz"), strReply("9")), false, ""},
-		{"a=? b=? c=?", "RANGE a c", arr(strReply("b"), strReply("2")), true, "a=nil b=2 c=nil"},
-		{"a=? b=? c=?", "RANGE a c LIMIT 1", arr(strReply("b"), strReply("2")), true, "a=nil b=2 c=?"},
+		{"a=? b=? c=?", "RANGE a c", arr(strReply("b"), strReply("2")), true, "a=nil b=2+ttl? c=nil"},
+		{"a=? b=? c=?", "RANGE a c LIMIT 1", arr(strReply("b"), strReply("2")), true, "a=nil b=2+ttl? c=?"},
 
 		// The line client's PUT and DELETE answer whether the key had a
 		// value, and nothing else.
@@ -155,6 +158,54 @@ func TestStep(t *testing.T) {
 		{"n=x", "MULTI INCR n SET a 1 EXEC", arr(errReply(errNotInteger), okReply), true, "n=x a=1"},
 		{"a=x", "MULTI SET a 1 DEL a EXEC", errReply("EXECABORT Transaction discarded because of previous errors."), false, ""},
 
+		// Expiry: EXPIRE is far longer than any run, so TTL tells only
+		// whether the key is there and has a deadline. SET, SWAP, CAS and
+		// MSET clear a deadline; INCR keeps it; DEL takes it with the key.
+		{"a=x", "EXPIRE a 1000000", intReply(1), true, "a=x+ttl"},
+		{"", "EXPIRE a 1000000", intReply(1), false, ""},
+		{"", "EXPIRE a 1000000", intReply(0), true, ""},
+		{"a=x", "EXPIRE a 1000000", intReply(0), false, ""},
+		{"a=?", "EXPIRE a 1000000", intReply(0), true, ""},
+		{"a=?", "EXPIRE a 1000000", intReply(1), true, "a=?"},
+		{"a=x", "EXPIRE a 1000000", okReply, false, ""},
+		{"a=x+ttl", "PERSIST a", intReply(1), true, "a=x"},
+		{"a=x", "PERSIST a", intReply(1), false, ""},
+		{"a=x", "PERSIST a", intReply(0), true, "a=x"},
+		{"a=x+ttl", "PERSIST a", intReply(0), false, ""},
+		{"", "PERSIST a", intReply(0), true, ""},
+		{"", "PERSIST a", intReply(1), false, ""},
+		{"a=x+ttl?", "PERSIST a", intReply(1), true, "a=x"},
+		{"a=x+ttl?", "PERSIST a", intReply(0), true, "a=x"},
+		{"", "TTL a", intReply(-2), true, ""},
+		{"a=x", "TTL a", intReply(-2), false, ""},
+		{"a=x", "TTL a", intReply(-1), true, "a=x"},
+		{"a=x+ttl", "TTL a", intReply(-1), false, ""},
+		{"a=x+ttl", "TTL a", intReply(999_998), true, "a=x+ttl"},
+		{"a=x+ttl", "TTL a", intReply(1_000_000), true, "a=x+ttl"},
+		{"a=x+ttl", "TTL a", intReply(1_000_001), false, ""},
+		{"a=x+ttl", "TTL a", intReply(0), false, ""},
+		{"a=x", "TTL a", intReply(5), false, ""},
+		{"", "TTL a", intReply(-1), false, ""},
+		{"a=?", "TTL a", intReply(-2), true, ""},
+		{"a=?", "TTL a", intReply(7), true, "a=?"},
+		{"a=x+ttl?", "TTL a", intReply(7), true, "a=x+ttl"},
+		{"a=x+ttl?", "TTL a", intReply(-1), true, "a=x"},
+		{"a=x+ttl", "TTL a", strReply("7"), false, ""},
+		{"a=x+ttl", "SET a v", okReply, true, "a=v"},
+		{"a=x+ttl", "SET a v NX", nilReply, true, "a=x+ttl"},
+		{"a=x+ttl", "SET a v GET", strReply("x"), true, "a=v"},
+		{"a=x+ttl", "SET a v NX GET", strReply("x"), true, "a=x+ttl"},
+		{"a=x+ttl", "SWAP a v", strReply("x"), true, "a=v"},
+		{"a=x+ttl", "CAS a x y", intReply(1), true, "a=y"},
+		{"a=x+ttl", "CAS a z y", intReply(0), true, "a=x+ttl"},
+		{"a=x+ttl", "MSET a 1 b 2", okReply, true, "a=1 b=2"},
+		{"a=x+ttl", "DEL a", intReply(1), true, ""},
+		{"n=1+ttl", "INCR n", intReply(2), true, "n=2+ttl"},
+		{"n=?", "INCR n", intReply(2), true, "n=2+ttl?"},
+		{"a=x+ttl", "GET a", strReply("x"), true, "a=x+ttl"},
+		{"a=?", "GET a", strReply("x"), true, "a=x+ttl?"},
+		{"a=x+ttl", "MULTI SET a v GET a EXEC", arr(okReply, strReply("v")), true, "a=v"},
+
 		// Unknown outcomes: applied as they would be, unknown where that
 		// depends on an unknown value.
 		{"a=x", "SET a v", none, true, "a=v"},
@@ -168,6 +219,9 @@ func TestStep(t *testing.T) {
 		{"a=?", "PUT a v", none, true, "a=v"},
 		{"a=x", "DELETE a", none, true, ""},
 		{"a=x n=?", "MULTI SET a 1 INCR n DEL b EXEC", none, true, "a=1 n=?"},
+		{"a=x", "EXPIRE a 1000000", none, true, "a=x+ttl"},
+		{"", "EXPIRE a 1000000", none, true, ""},
+		{"a=x+ttl", "PERSIST a", none, true, "a=x"},
 	} {
 		before := cells(t, tc.state)
 		ok, after := step(before, testInput(t, tc.cmd), &tc.out)

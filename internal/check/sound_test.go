@@ -90,7 +90,7 @@ func linearizableHistory(rng *rand.Rand, clients, keys int, conflict bool, shard
 	for c := range gens {
 		gens[c] = newGenerator(rng.Uint64(), c, l.groups[c], mix)
 	}
-	st := refStore{}
+	st := refStore{vals: map[string]string{}, deadlines: map[string]bool{}}
 	type pending struct {
 		op
 		applied bool
@@ -144,12 +144,27 @@ func lineForm(rng *rand.Rand, cmd []string) []string {
 }
 
 // refStore is a sequential store of the workload's commands, written from
-// Redis's documentation rather than from the model.
-type refStore map[string]string
+// Redis's documentation rather than from the model: values, and which keys
+// have a deadline (none passes).
+type refStore struct {
+	vals      map[string]string
+	deadlines map[string]bool
+}
+
+// set sets k to v, which clears its deadline.
+func (s refStore) set(k, v string) {
+	s.vals[k] = v
+	delete(s.deadlines, k)
+}
+
+func (s refStore) del(k string) {
+	delete(s.vals, k)
+	delete(s.deadlines, k)
+}
 
 func (s refStore) do(cmd []string) reply {
 	get := func(k string) reply {
-		if v, ok := s[k]; ok {
+		if v, ok := s.vals[k]; ok {
 			return strReply(v)
 		}
 		return nilReply
@@ -159,11 +174,11 @@ func (s refStore) do(cmd []string) reply {
 		return get(cmd[1])
 	case "SET":
 		old := get(cmd[1])
-		_, exists := s[cmd[1]]
+		_, exists := s.vals[cmd[1]]
 		opts := cmd[3:]
 		set := !(slices.Contains(opts, "NX") && exists) && !(slices.Contains(opts, "XX") && !exists)
 		if set {
-			s[cmd[1]] = cmd[2]
+			s.set(cmd[1], cmd[2])
 		}
 		switch {
 		case slices.Contains(opts, "GET"):
@@ -173,11 +188,11 @@ func (s refStore) do(cmd []string) reply {
 		}
 		return nilReply
 	case "PUT", "DELETE":
-		_, found := s[cmd[1]]
+		_, found := s.vals[cmd[1]]
 		if cmd[0] == "PUT" {
-			s[cmd[1]] = cmd[2]
+			s.set(cmd[1], cmd[2])
 		} else {
-			delete(s, cmd[1])
+			s.del(cmd[1])
 		}
 		if found {
 			return strReply("found")
@@ -185,36 +200,36 @@ func (s refStore) do(cmd []string) reply {
 		return strReply("not_found")
 	case "SWAP":
 		old := get(cmd[1])
-		s[cmd[1]] = cmd[2]
+		s.set(cmd[1], cmd[2])
 		return old
 	case "CAS":
-		if v, ok := s[cmd[1]]; ok && v == cmd[2] {
-			s[cmd[1]] = cmd[3]
+		if v, ok := s.vals[cmd[1]]; ok && v == cmd[2] {
+			s.set(cmd[1], cmd[3])
 			return intReply(1)
 		}
 		return intReply(0)
 	case "DEL":
 		n := 0
 		for _, k := range cmd[1:] {
-			if _, ok := s[k]; ok {
-				delete(s, k)
+			if _, ok := s.vals[k]; ok {
+				s.del(k)
 				n++
 			}
 		}
 		return intReply(int64(n))
 	case "INCR":
-		n, err := strconv.ParseInt(s[cmd[1]], 10, 64)
-		if _, ok := s[cmd[1]]; !ok {
+		n, err := strconv.ParseInt(s.vals[cmd[1]], 10, 64)
+		if _, ok := s.vals[cmd[1]]; !ok {
 			n, err = 0, nil
 		}
 		if err != nil {
 			return errReply(errNotInteger)
 		}
-		s[cmd[1]] = strconv.FormatInt(n+1, 10)
+		s.vals[cmd[1]] = strconv.FormatInt(n+1, 10) // INCR keeps a deadline
 		return intReply(n + 1)
 	case "MSET":
 		for i := 1; i < len(cmd); i += 2 {
-			s[cmd[i]] = cmd[i+1]
+			s.set(cmd[i], cmd[i+1])
 		}
 		return okReply
 	case "MGET":
@@ -230,9 +245,25 @@ func (s refStore) do(cmd []string) reply {
 			r.elems = append(r.elems, s.do(sub))
 		}
 		return r
+	case "EXPIRE", "PERSIST":
+		_, exists := s.vals[cmd[1]]
+		had := s.deadlines[cmd[1]]
+		s.deadlines[cmd[1]] = exists && cmd[0] == "EXPIRE"
+		if exists && (cmd[0] == "EXPIRE" || had) {
+			return intReply(1)
+		}
+		return intReply(0)
+	case "TTL":
+		switch _, exists := s.vals[cmd[1]]; {
+		case !exists:
+			return intReply(-2)
+		case !s.deadlines[cmd[1]]:
+			return intReply(-1)
+		}
+		return intReply(maxTTL - 1)
 	case "RANGE":
 		var keys []string
-		for k := range s {
+		for k := range s.vals {
 			if cmd[1] <= k && k <= cmd[2] {
 				keys = append(keys, k)
 			}
@@ -244,7 +275,7 @@ func (s refStore) do(cmd []string) reply {
 		}
 		r := reply{kind: replyArr, elems: []reply{}}
 		for _, k := range keys {
-			r.elems = append(r.elems, strReply(k), strReply(s[k]))
+			r.elems = append(r.elems, strReply(k), strReply(s.vals[k]))
 		}
 		return r
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 )
 
 // generator draws one client's commands. Each client has its own, seeded
@@ -43,7 +44,7 @@ func newGenerator(seed uint64, client int, groups []group, mix Mix) *generator {
 func (g *generator) next() []string {
 	grp := g.groups[g.rng.IntN(len(g.groups))]
 	key := grp.keys[g.rng.IntN(len(grp.keys))]
-	switch g.pick() {
+	switch k := g.pick(); k {
 	case kindGet:
 		if g.mix[kindIncr] > 0 && g.rng.IntN(5) == 0 {
 			key = grp.counter
@@ -73,6 +74,14 @@ func (g *generator) next() []string {
 		return append([]string{"MGET"}, g.someKeys(grp, 2+g.rng.IntN(3))...)
 	case kindMulti:
 		return g.multi(grp)
+	case kindExpire, kindPersist, kindTTL:
+		if g.mix[kindIncr] > 0 && g.rng.IntN(5) == 0 {
+			key = grp.counter // INCR keeps a deadline
+		}
+		if k == kindExpire {
+			return []string{"EXPIRE", key, strconv.Itoa(maxTTL)}
+		}
+		return []string{strings.ToUpper(k.String()), key}
 	default:
 		return g.rangeCmd(grp)
 	}
