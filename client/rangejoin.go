@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flintkv/flint/internal/backoff"
 	"github.com/flintkv/flint/internal/protocol"
 	keyslot "github.com/flintkv/flint/internal/slot"
 )
@@ -146,10 +147,13 @@ func (c *Client) recheckRanges(ctx context.Context, t *table, pl planned, at ori
 
 // rangeAgain runs the RANGE cmd in the Client's current map until its
 // masters' maps, asked once every part has answered, match the one it was
-// planned in, waiting refreshInterval between tries, or until ctx is done.
+// planned in, or until ctx is done. It waits before each try, from
+// refreshInterval on, doubling up to a second: the members learn the map
+// every 250 ms.
 func (c *Client) rangeAgain(ctx context.Context, cmd []byte) (Value, error) {
+	wait := backoff.New(refreshInterval, time.Second)
 	for {
-		if err := sleepCtx(ctx, refreshInterval); err != nil {
+		if err := wait.Wait(ctx); err != nil {
 			return Value{}, err
 		}
 		t := c.table.Load()
@@ -195,18 +199,6 @@ func (c *Client) mapsMatch(ctx context.Context, t *table, at origin, sp splitCmd
 		}
 	}
 	return true, nil
-}
-
-// sleepCtx waits d, or until ctx is done, and returns ctx's error then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // sameRoutes reports whether a and b give the same slots to the same
