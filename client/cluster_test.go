@@ -229,15 +229,7 @@ func TestClusterRange(t *testing.T) {
 	cl := resptest.StartCluster(t, 3)
 	c := newClient(t, cl.Servers[2].Addr)
 	ctx := ctxT(t)
-	var all []client.KV
-	b := c.Batch()
-	for i := range 100 {
-		kv := client.KV{Key: fmt.Sprintf("key%03d", i), Value: []byte(fmt.Sprint(i))}
-		all = append(all, kv)
-		b.Set(kv.Key, kv.Value)
-	}
-	_, err := b.Exec(ctx)
-	must(t, err)
+	all := setKeys(t, c, 100)
 	stale := all[17].Key
 	cl.Put((cl.Shard(stale)+1)%3, stale, "stale")
 	for _, tc := range []struct {
@@ -257,6 +249,7 @@ func TestClusterRange(t *testing.T) {
 			t.Fatalf("Range(%q, %q, %d) = %v, %v;\nwant %v", tc.start, tc.end, tc.limit, got, err, tc.want)
 		}
 	}
+	b := c.Batch()
 	b.Range("key000", "key999", 5)
 	b.Do("RANGE", "key090", "key999")
 	replies, err := b.Exec(ctx)
@@ -270,6 +263,60 @@ func TestClusterRange(t *testing.T) {
 			t.Errorf("shard %d got %d RANGEs, want 8 (every one)", s, n)
 		}
 	}
+}
+
+// TestClusterRangeAfterSplit moves slots with keys to a shard the
+// Client's map does not name, as a split moves them to a new group, with
+// no MOVED to tell the Client: its RANGE still returns every key, since it
+// finds the map changed when it checks the members' maps after the
+// fan-out, and runs the RANGE again in the new one.
+func TestClusterRangeAfterSplit(t *testing.T) {
+	cl := resptest.StartCluster(t, 3)
+	cl.Move(2*16384/3, 16383, 1) // shard 2 starts with no slots: a new group
+	c := newClient(t, cl.Servers[0].Addr)
+	ctx := ctxT(t)
+	all := setKeys(t, c, 100)
+	cl.Move(2*16384/3, 16383, 2) // the split
+	moved := 0
+	for _, kv := range all {
+		if cl.Shard(kv.Key) == 2 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved to shard 2; the test needs some")
+	}
+	got, err := c.Range(ctx, "", "\xff", 0)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(all) {
+		t.Fatalf("Range after the split = %v, %v;\nwant %v", got, err, all)
+	}
+	b := c.Batch()
+	b.Set("key000", []byte("new"))
+	b.Range("key000", "key999", 0)
+	replies, err := b.Exec(ctx)
+	must(t, err)
+	if got := replies[1]; len(got.Elems) != 2*len(all) || string(got.Elems[1].Str) != "new" {
+		t.Fatalf("RANGE in a batch after the split = %v; want the %d keys, key000 new", got, len(all))
+	}
+	if n := cl.Count(2, "RANGE"); n != 2 {
+		t.Errorf("shard 2 got %d RANGEs, want 2 (each after the Client learned the split)", n)
+	}
+}
+
+// setKeys sets key000, key001, ... to 0, 1, ..., n of them, and returns
+// them in order.
+func setKeys(t *testing.T, c *client.Client, n int) []client.KV {
+	t.Helper()
+	var all []client.KV
+	b := c.Batch()
+	for i := range n {
+		kv := client.KV{Key: fmt.Sprintf("key%03d", i), Value: []byte(fmt.Sprint(i))}
+		all = append(all, kv)
+		b.Set(kv.Key, kv.Value)
+	}
+	_, err := b.Exec(ctxT(t))
+	must(t, err)
+	return all
 }
 
 // TestClusterShardDown stops one shard: calls on its keys wait, and so

@@ -62,7 +62,12 @@
 //     its slot moves, is taken once, from the master the map names for its
 //     slot. Each pair is as linearizable as a GET's; the range as a whole
 //     is not read at one instant. A group with no leader, or whose master
-//     is down, makes RANGE wait and retry, as any call to it does.
+//     is down, makes RANGE wait and retry, as any call to it does. Once
+//     every part has answered, the Client asks each master that answered
+//     for CLUSTER SLOTS: if one gives a map other than the one the RANGE
+//     was planned in (a slot moved, to a group the map may not name yet),
+//     the Client learns it and runs the RANGE again, backing off from 100 ms
+//     to 1 s, until the maps match (see docs/SHARDING.md, "RANGE across groups").
 //   - A member that does not serve a command's slot answers MOVED <slot>
 //     <host:port>: the call is sent there at once. The map learns it: the
 //     slot's whole range moves there if the address is one of the range's

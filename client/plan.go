@@ -35,7 +35,8 @@ func (c *Client) execResent(ctx context.Context, req request) ([]Value, bool, er
 	if err != nil || pl.splits == nil {
 		return replies, resent, err
 	}
-	return c.join(pl, replies, at), resent, nil
+	out := c.join(pl, replies, at)
+	return out, resent, c.recheckRanges(ctx, t, pl, at, out)
 }
 
 // planned is how a request goes out in a sharded map: its commands as parts,

@@ -2,10 +2,13 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/flintkv/flint/internal/backoff"
 	"github.com/flintkv/flint/internal/protocol"
 	keyslot "github.com/flintkv/flint/internal/slot"
 )
@@ -37,7 +40,7 @@ func splitRange(t *table, a [][]byte, parts *request) joiner {
 			parts.add(cmd, t.ranges[i].first)
 		}
 	}
-	j := rangeJoin{}
+	j := rangeJoin{cmd: cmd}
 	if len(a) == 5 {
 		j.limit, _ = strconv.Atoi(string(a[4]))
 		j.limited = true
@@ -54,6 +57,7 @@ func splitRange(t *table, a [][]byte, parts *request) joiner {
 // key that two groups hold (while a slot moves between them) is taken
 // once, from the member the map names for its slot if that one gave it.
 type rangeJoin struct {
+	cmd     []byte // the RANGE, as each part sends it
 	limit   int
 	limited bool
 }
@@ -111,4 +115,96 @@ func dedup(c *Client, pairs []pair, at []*pool) []pair {
 		i = k
 	}
 	return out
+}
+
+// recheckRanges makes each RANGE of out, the replies of pl planned in t's
+// map and answered by at, complete: one whose masters' maps no longer
+// match t's is run again (see rangeAgain). A RANGE planned in a stale map
+// leaves out a group the map does not name yet, such as a new group of a
+// split that the Client reached only through ASK, and whose members'
+// maps now name it.
+func (c *Client) recheckRanges(ctx context.Context, t *table, pl planned, at origin, out []Value) error {
+	shift := 0 // how many more parts than replies the splits before have
+	for _, sp := range pl.splits {
+		i := sp.first - shift
+		shift += sp.n - 1
+		j, ok := sp.j.(rangeJoin)
+		if !ok || out[i].IsError() {
+			continue
+		}
+		same, err := c.mapsMatch(ctx, t, at, sp)
+		if err != nil {
+			return err
+		}
+		if !same {
+			if out[i], err = c.rangeAgain(ctx, j.cmd); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rangeAgain runs the RANGE cmd in the Client's current map until its
+// masters' maps, asked once every part has answered, match the one it was
+// planned in, or until ctx is done. It waits before each try, from
+// refreshInterval on, doubling up to a second: the members learn the map
+// every 250 ms.
+func (c *Client) rangeAgain(ctx context.Context, cmd []byte) (Value, error) {
+	wait := backoff.New(refreshInterval, time.Second)
+	for {
+		if err := wait.Wait(ctx); err != nil {
+			return Value{}, err
+		}
+		t := c.table.Load()
+		pl := plan(t, request{cmd: cmd})
+		replies, at, _, err := c.send(ctx, pl.parts)
+		if err != nil {
+			return Value{}, err
+		}
+		v := c.join(pl, replies, at)[0]
+		if v.IsError() || pl.splits == nil {
+			return v, nil
+		}
+		if same, err := c.mapsMatch(ctx, t, at, pl.splits[0]); err != nil || same {
+			return v, err
+		}
+	}
+}
+
+// mapsMatch asks each member that answered a part of sp for CLUSTER SLOTS
+// and reports whether all of them route the slots as t does. One that
+// does not has its map learned.
+//
+// Why this makes a RANGE complete (see docs/SHARDING.md, "RANGE during
+// a move"): a member answers RANGE only while it holds every key of the
+// slots its own map gives it, and its map only moves forward; so if, after
+// it answered, its map is t's, the slots t gives it were all in its reply.
+func (c *Client) mapsMatch(ctx context.Context, t *table, at origin, sp splitCmd) (bool, error) {
+	var asked []*pool
+	for i := sp.first; i < sp.first+sp.n; i++ {
+		p := at.of(i)
+		if p == nil || slices.Contains(asked, p) {
+			continue
+		}
+		asked = append(asked, p)
+		replies, err := p.send(ctx, appendArgs(nil, "CLUSTER", "SLOTS"), 1)
+		if err != nil {
+			return false, err
+		}
+		r, addrs, ok := parseSlots(replies[0], p.addr)
+		if ok && !sameRoutes(r, t.ranges) {
+			c.learn(r, addrs)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// sameRoutes reports whether a and b give the same slots to the same
+// masters.
+func sameRoutes(a, b routes) bool {
+	return slices.EqualFunc(a, b, func(x, y slotRange) bool {
+		return x.first == y.first && x.last == y.last && x.addr == y.addr
+	})
 }

@@ -102,11 +102,12 @@ func (c *conn) rangeCmd(args [][]byte) {
 	if !ok {
 		return
 	}
-	if ms := s.SlotMoves(); c.srv.sharded != nil && len(ms) > 0 && c.rangeMoving(s, ms, args, limit) {
-		return
-	}
 	if limit > 0 && limit <= shortRange {
 		c.pairs = s.RangeN(args[1], args[2], limit, c.pairs[:0])
+		if c.rangeMoving(s) {
+			clear(c.pairs)
+			return
+		}
 		c.out = protocol.AppendArray(c.out, 2*len(c.pairs))
 		for i, p := range c.pairs {
 			c.bulkString(p.Key)
@@ -116,6 +117,9 @@ func (c *conn) rangeCmd(args [][]byte) {
 		return
 	}
 	snap := s.Snapshot()
+	if c.rangeMoving(s) {
+		return
+	}
 	n := snap.Count(args[1], args[2], limit)
 	c.out = protocol.AppendArray(c.out, 2*n)
 	snap.Range(args[1], args[2], n, func(k string, v []byte) bool {

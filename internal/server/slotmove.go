@@ -95,37 +95,32 @@ func (c *conn) movingLookup(s *store.Store, keys [][]byte) bool {
 	return ok && m.Phase != store.Open && m.Phase != store.Leaving
 }
 
-// rangeMoving replies to RANGE, and reports true, while a slot moves to
-// or from this group, as ms, its records read before its pairs, say: with
-// -TRYAGAIN while one is Importing (the keys are in neither group's
-// reply for certain until it is Open), and else leaving out the keys of
-// slots that are Gone from here, whose target answers for them. Once no
-// record is Importing or Gone, it replies nothing and reports false.
-func (c *conn) rangeMoving(s *store.Store, ms []store.SlotMove, args [][]byte, limit int) bool {
-	gone := false
+// rangeMoving answers a RANGE -TRYAGAIN, and reports true, unless this
+// member holds every key of the slots its map gives its group, as the
+// records of s, read after the RANGE's pairs, say: not while a slot is
+// Importing here (its keys are not all here yet), Gone from here (its keys
+// are at the target, which the map may not name yet), or Dropped at a map
+// epoch later than this member's map (its keys were deleted here, and the
+// map it would give a client names this group for them). A client that
+// checks, after RANGE, that the member's map is the one it planned in
+// then knows it had every key (see docs/SHARDING.md, "RANGE across
+// groups").
+func (c *conn) rangeMoving(s *store.Store) bool {
+	ms := s.SlotMoves()
+	if c.srv.sharded == nil || len(ms) == 0 {
+		return false
+	}
+	var epoch uint64
+	if sh := c.srv.sharded.Shards(); sh != nil && sh.Map != nil {
+		epoch = sh.Map.Epoch
+	}
 	for _, m := range ms {
-		if m.Phase == store.Importing {
+		if m.Phase == store.Importing || m.Phase == store.Gone || m.Phase == store.Dropped && epoch < m.Epoch {
 			c.err(tryAgain)
 			return true
 		}
-		gone = gone || m.Phase == store.Gone
 	}
-	if !gone {
-		return false
-	}
-	var pairs []store.Pair
-	s.Snapshot().Range(args[1], args[2], 0, func(k string, v []byte) bool {
-		if m, ok := store.SlotMoveIn(ms, slot.Of([]byte(k))); !ok || m.Phase != store.Gone {
-			pairs = append(pairs, store.Pair{Key: k, Val: v})
-		}
-		return limit == 0 || len(pairs) < limit
-	})
-	c.out = protocol.AppendArray(c.out, 2*len(pairs))
-	for _, p := range pairs {
-		c.bulkString(p.Key)
-		c.writeLarge(p.Val)
-	}
-	return true
+	return false
 }
 
 // slotsCmd is FLINT.SLOTS, the steps of a slot move that a data group

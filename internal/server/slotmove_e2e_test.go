@@ -11,8 +11,9 @@ import (
 // TestSlotMoveRouting takes a data node of group 2 (newFakeShard) through
 // both sides of a slot move with FLINT.SLOTS, and checks how it answers
 // each phase: as the source of slot 7365 ("c") going to group 3, reads
-// served and writes TRYAGAIN while it leaves, then ASK to group 3 and the
-// keys left out of RANGE once it is gone; as the target of slot 3300 ("b")
+// and RANGE served and writes TRYAGAIN while it leaves, then ASK to group
+// 3, and RANGE TRYAGAIN once it is gone and, after the drop, while the
+// node's map is older than the drop's; as the target of slot 3300 ("b")
 // coming from group 1, MOVED to the source while it imports, TRYAGAIN
 // after ASKING and for RANGE, then served once it is open.
 func TestSlotMoveRouting(t *testing.T) {
@@ -36,12 +37,15 @@ func TestSlotMoveRouting(t *testing.T) {
 		{[]string{"FLINT.SLOTS", "STATUS"}, `[[7365 7365 "leaving" 3 0]]`},
 		{[]string{"FLINT.SLOTS", "EXPORT", "7365", "7365", "", "1"}, `["c" ["c" "1" "0"]]`},
 		{[]string{"FLINT.SLOTS", "EXPORT", "7365", "7365", "c", "1"}, `["" ["{c}x" "2" "0"]]`},
+		{[]string{"RANGE", "a", "z"}, `["c" "1" "g" "3" "k" "4"]`},
 		{[]string{"FLINT.SLOTS", "GONE", "7365", "7365", "3"}, "1"},
 		{[]string{"GET", "c"}, "(error) ASK 7365 127.0.0.1:7301"},
 		{[]string{"SET", "c", "2"}, "(error) ASK 7365 127.0.0.1:7301"},
-		{[]string{"RANGE", "a", "z"}, `["g" "3" "k" "4"]`},
+		{[]string{"RANGE", "a", "z"}, try},
+		{[]string{"RANGE", "a", "z", "LIMIT", "1"}, try},
 		{[]string{"FLINT.SLOTS", "DROP", "7365", "7365", "3", "2"}, "1"},
 		{[]string{"DBSIZE"}, "2"},
+		{[]string{"RANGE", "a", "z"}, try},                        // the map, of epoch 1, still gives this group slot 7365
 		{[]string{"GET", "c"}, "(error) ASK 7365 127.0.0.1:7301"}, // the map, of epoch 1, is older than the drop
 
 		{[]string{"GET", "b"}, "(error) MOVED 3300 127.0.0.1:7102"},
