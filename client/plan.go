@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -13,8 +14,24 @@ import (
 // exec runs req's commands and returns their replies, error replies
 // included (see send).
 func (c *Client) exec(ctx context.Context, req request) ([]Value, error) {
-	replies, _, err := c.execResent(ctx, req)
+	replies, resent, err := c.execResent(ctx, req)
+	if err == nil && resent {
+		err = abortedAfterResend(req, replies)
+	}
 	return replies, err
+}
+
+// abortedAfterResend returns an error wrapping ErrUnknownOutcome if a
+// transaction that req holds whole was refused (EXECABORT) in a call that
+// sent a write again: the refusal tells only of the last attempt, and an
+// earlier one may have applied the transaction.
+func abortedAfterResend(req request, replies []Value) error {
+	for i, end := range txEnds(req) {
+		if end == i && i < len(replies) && replies[i].IsError() && bytes.HasPrefix(replies[i].Str, []byte("EXECABORT")) {
+			return fmt.Errorf("%w: the transaction was refused (%s) after an earlier attempt that may have applied it", ErrUnknownOutcome, replies[i].Str)
+		}
+	}
+	return nil
 }
 
 // execResent is exec that also reports, as send does, whether a write was

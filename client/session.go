@@ -137,6 +137,9 @@ func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value
 	done := issue(ws)
 	replies, resent, err := c.execResent(ctx, wrap(req, ws))
 	done()
+	if err == nil && resent {
+		err = abortedAfterResend(req, replies)
+	}
 	if err != nil {
 		return nil, err
 	}
