@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"math/big"
 	"testing"
 )
@@ -79,7 +80,13 @@ func (m *bitModel) bitfieldModel(op BitfieldOp) *big.Int {
 		case OverflowFail:
 			return nil
 		case OverflowSat:
-			if next.Cmp(lo) < 0 {
+			// Redis (checkSignedBitfieldOverflow) computes hi-value in
+			// 64 bits, and a SET of a value so far below lo that this
+			// wraps saturates to hi: BITFIELD k OVERFLOW SAT SET i61 96
+			// -8646911284551364656 writes 2^60-1.
+			wraps := op.Kind == BitfieldSet && op.Signed && op.Bits < 64 &&
+				new(big.Int).Sub(hi, next).Cmp(big.NewInt(math.MaxInt64)) > 0
+			if next.Cmp(lo) < 0 && !wraps {
 				next = lo
 			} else {
 				next = hi
