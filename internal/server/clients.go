@@ -93,7 +93,7 @@ func (c *conn) clientList(args [][]byte) {
 			c.err(fmt.Sprintf("ERR Unknown client type '%s'", truncate(args[3])))
 			return
 		}
-		match = func(*conn) bool { return typ == "normal" }
+		match = func(o *conn) bool { return o.typeName() == typ }
 	case len(args) >= 4 && strings.EqualFold(string(args[2]), "id"):
 		ids := map[int64]bool{}
 		for _, a := range args[3:] {
@@ -121,7 +121,8 @@ func (c *conn) clientList(args [][]byte) {
 }
 
 // clientType returns the canonical name of a client type as CLIENT LIST
-// and KILL take it. Every Flint client is of type normal.
+// and KILL take it. A Flint client is of type pubsub while it has
+// subscriptions, else normal (see typeName).
 func clientType(b []byte) (string, bool) {
 	switch t := strings.ToLower(string(b)); t {
 	case "normal", "master", "pubsub":
@@ -130,6 +131,18 @@ func clientType(b []byte) (string, bool) {
 		return "replica", true
 	}
 	return "", false
+}
+
+// typeName is the connection's client type: pubsub while it has
+// subscriptions, as Redis has it, else normal. It may be called from any
+// goroutine.
+func (c *conn) typeName() string {
+	for k := range c.info.subs {
+		if c.info.subs[k].Load() > 0 {
+			return "pubsub"
+		}
+	}
+	return "normal"
 }
 
 // clients returns the open connections, in order of id.
@@ -195,7 +208,7 @@ func (c *conn) killFilter(args [][]byte) (func(*conn) bool, bool) {
 				c.err(fmt.Sprintf("ERR Unknown client type '%s'", truncate(args[i+1])))
 				return nil, false
 			}
-			tests = append(tests, func(*conn) bool { return typ == "normal" })
+			tests = append(tests, func(o *conn) bool { return o.typeName() == typ })
 		case "user":
 			if val != "default" {
 				c.err(fmt.Sprintf("ERR No such user '%s'", truncate(args[i+1])))
@@ -435,23 +448,38 @@ func (c *conn) publishInfo() {
 	c.info.obuf.Store(int64(cap(c.out)))
 	c.info.resp.Store(int32(c.proto))
 	c.info.readonly.Store(c.readonly)
+	for k := range c.info.subs {
+		c.info.subs[k].Store(int32(len(c.subs[k])))
+	}
+	multi := -1
+	if c.tx.on {
+		multi = len(c.tx.cmds)
+	}
+	c.info.multi.Store(int32(multi))
 }
 
 // describe renders the connection as one line of CLIENT LIST, with
 // Redis 7.2's fields in its order. It may be called from any goroutine.
-// Flint has no MULTI state, subscriptions or ACL users of its own here:
-// those fields show what Redis shows for a client without them.
+// Flint has no ACL users: user is always default.
 func (c *conn) describe(now time.Time) string {
 	idle := now.Sub(time.Unix(0, c.info.active.Load()))
+	subs := [kinds]int32{c.info.subs[channels].Load(), c.info.subs[patterns].Load(), c.info.subs[shards].Load()}
+	multi := c.info.multi.Load()
 	flags := ""
+	if subs != [kinds]int32{} {
+		flags += "P"
+	}
+	if multi >= 0 {
+		flags += "x"
+	}
+	if c.isKilled() {
+		flags += "A" // closing: killed, and not yet gone
+	}
 	if c.info.readonly.Load() {
 		flags += "r"
 	}
 	if c.info.noEvict.Load() {
 		flags += "e"
-	}
-	if c.isKilled() {
-		flags += "A" // closing: killed, and not yet gone
 	}
 	if flags == "" {
 		flags = "N"
@@ -465,11 +493,11 @@ func (c *conn) describe(now time.Time) string {
 	if omem > 0 {
 		events = "rw"
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 "+
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=%d "+
 		"qbuf=%d qbuf-free=%d argv-mem=0 multi-mem=0 rbs=%d rbp=%d obl=0 oll=0 omem=%d tot-mem=%d events=%s cmd=%s "+
 		"user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
 		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.info.fd, load(&c.info.name),
-		int64(now.Sub(c.info.created).Seconds()), int64(idle.Seconds()), flags,
+		int64(now.Sub(c.info.created).Seconds()), int64(idle.Seconds()), flags, subs[channels], subs[patterns], subs[shards], multi,
 		qbuf, rbs-qbuf, rbs, rbs, omem, rbs+obuf+omem, events, cmd,
 		c.info.resp.Load(), load(&c.info.libName), load(&c.info.libVer))
 }

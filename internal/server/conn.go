@@ -126,7 +126,9 @@ type conn struct {
 		qbuf, rbs, obuf atomic.Int64
 		resp            atomic.Int32
 		readonly        atomic.Bool
-		killed          chan struct{} // closed by CLIENT KILL
+		subs            [kinds]atomic.Int32 // subscriptions of each kind
+		multi           atomic.Int32        // commands queued in MULTI, or -1
+		killed          chan struct{}       // closed by CLIENT KILL
 		killOnce        sync.Once
 	}
 }

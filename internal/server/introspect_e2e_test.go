@@ -176,6 +176,23 @@ func TestClientList(t *testing.T) {
 	if normal, err := me.Do(c, "CLIENT", "LIST", "TYPE", "normal").Text(); err != nil || strings.Count(normal, "\n") != 2 {
 		t.Fatalf("CLIENT LIST TYPE normal = %q, %v", normal, err)
 	}
+	// A subscriber is of type pubsub, and one in MULTI shows its queue.
+	sub := dialRaw(t, srv.Addr)
+	sub.do("SUBSCRIBE", "a", "b")
+	sub.read() // b's confirmation
+	sub.do("PSUBSCRIBE", "p*")
+	tx := dialRaw(t, srv.Addr)
+	tx.do("MULTI")
+	tx.do("SET", "k", "v")
+	if ps, err := me.Do(c, "CLIENT", "LIST", "TYPE", "pubsub").Text(); err != nil || strings.Count(ps, "\n") != 1 ||
+		!strings.Contains(ps, " flags=P ") || !strings.Contains(ps, " sub=2 psub=1 ssub=0 multi=-1 ") {
+		t.Fatalf("CLIENT LIST TYPE pubsub = %q, %v", ps, err)
+	}
+	if all, err := me.Do(c, "CLIENT", "LIST").Text(); err != nil || !strings.Contains(all, " flags=x db=0 sub=0 psub=0 ssub=0 multi=1 ") {
+		t.Fatalf("CLIENT LIST shows no client in MULTI with one command queued:\n%s%v", all, err)
+	}
+	sub.Close()
+	tx.Close()
 	wantErr(t, me.Do(c, "CLIENT", "LIST", "TYPE", "bogus").Err(), "ERR Unknown client type 'bogus'")
 	wantErr(t, me.Do(c, "CLIENT", "LIST", "ID", "x").Err(), "ERR Invalid client ID")
 	wantErr(t, me.Do(c, "CLIENT", "LIST", "bogus").Err(), "ERR syntax error")
