@@ -50,8 +50,9 @@ func (c *ShardConfig) poll() time.Duration {
 
 // shardView holds the node's view of the cluster map (server.Sharded).
 type shardView struct {
-	group uint64
-	p     atomic.Pointer[server.Shards]
+	group    uint64
+	managers []string // a data node's managers' client addresses
+	p        atomic.Pointer[server.Shards]
 }
 
 // Shards implements server.Sharded.
@@ -74,7 +75,7 @@ func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[
 	if old != nil && old.Map != nil && old.Map.Epoch > m.Epoch {
 		return false
 	}
-	v.p.Store(&server.Shards{Map: m, Group: v.group, Leaders: leaders, Down: down})
+	v.p.Store(&server.Shards{Map: m, Group: v.group, Managers: v.managers, Leaders: leaders, Down: down})
 	return old == nil || old.Map == nil || old.Map.Epoch != m.Epoch
 }
 
@@ -294,7 +295,7 @@ func followLocal(ctx context.Context, cfg *ShardConfig, s *store.Store, v *shard
 // serveSolo serves rep as the one member of a data group of a sharded
 // cluster, following the managers' map.
 func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
-	v := &shardView{group: cfg.Shard.Group}
+	v := &shardView{group: cfg.Shard.Group, managers: cfg.Shard.Managers}
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go followManagers(fctx, cfg.Shard, v, cfg.Logger)

@@ -74,10 +74,13 @@ type Sharded interface {
 
 // Shards is a member's view of the cluster map at one moment: immutable.
 type Shards struct {
-	Map     *shardmap.Map               // nil until learned
-	Group   uint64                      // this member's group; 0 for the meta group, which owns no slots
-	Leaders map[uint64]uint64           // hints: each group's leader, as last learned, by member id
-	Down    map[shardmap.MemberKey]bool // the members that did not answer the managers' last poll
+	Map   *shardmap.Map // nil until learned
+	Group uint64        // this member's group; 0 for the meta group, which owns no slots
+	// Managers are the meta group's client addresses, as a data member
+	// was given them; a manager knows its own group's members instead.
+	Managers []string
+	Leaders  map[uint64]uint64           // hints: each group's leader, as last learned, by member id
+	Down     map[shardmap.MemberKey]bool // the members that did not answer the managers' last poll
 }
 
 // firstSlot returns the first slot of the member's group, or 0 if it has

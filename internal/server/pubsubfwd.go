@@ -21,10 +21,10 @@ import (
 //
 // The nodes are those of the node's group (its ClusterView) and, in a
 // sharded cluster, every member of every group of the cluster map it
-// knows, looked up again at most once per peerRefresh. A manager of a
-// sharded cluster forwards to the data nodes and its fellow managers; a
-// data node does not know the managers, so a message published on a data
-// node does not reach a subscriber connected to a manager.
+// knows, and the managers it was given (Shards.Managers), looked up again
+// at most once per peerRefresh. So a manager forwards to the data nodes and
+// its fellow managers, and a data node to the other data nodes and the
+// managers.
 //
 // Each node has a link: one connection (with AUTH first when this node
 // requires a password; the nodes of a cluster share it), one goroutine,
@@ -127,7 +127,8 @@ func (f *forwarder) stop() {
 }
 
 // peerAddrs returns the client addresses of the other nodes of the
-// server's cluster, and of the other members of its group.
+// server's cluster (its group's members, every data group's members in the
+// map, and the managers), and of the other members of its group.
 func (s *Server) peerAddrs() (all, group []string) {
 	v := s.cluster.ClusterView()
 	self, _ := v.member(v.Self)
@@ -142,6 +143,7 @@ func (s *Server) peerAddrs() (all, group []string) {
 	group = others(slices.Clone(addrs))
 	if s.sharded != nil {
 		if sh := s.sharded.Shards(); sh != nil && sh.Map != nil {
+			addrs = append(addrs, sh.Managers...)
 			for _, g := range sh.Map.Groups {
 				for _, m := range g.Members {
 					addrs = append(addrs, m.Addr)
