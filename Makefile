@@ -25,7 +25,7 @@ cluster: build
 	./$(BIN) cluster up --nodes 3 --dir ./cluster
 
 # The Redis programs that the tests drive besides go-redis: redis-cli,
-# redis-benchmark and redis-server (with apt-get) and redis-py (in
+# redis-benchmark, redis-server and redis-rb (with apt-get) and redis-py (in
 # bin/pyclients). Without them those tests skip, but not in CI, which
 # installs them first.
 clients:

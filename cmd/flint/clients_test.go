@@ -234,8 +234,9 @@ func admin(ctx context.Context, t *testing.T, addr string, args ...any) {
 // set, for want of a client it drives.
 func missingClient(t *testing.T, what string) {
 	t.Helper()
-	msg := what + "; `make clients` installs redis-cli (Debian's redis-tools, with apt-get) and redis-py " +
-		"(in bin/pyclients), or set FLINT_REDIS_CLI and FLINT_PYTHON to ones installed elsewhere"
+	msg := what + "; `make clients` installs redis-cli (Debian's redis-tools, with apt-get), redis-rb " +
+		"(Debian's ruby-redis) and redis-py (in bin/pyclients), or set FLINT_REDIS_CLI, FLINT_RUBY and " +
+		"FLINT_PYTHON to ones installed elsewhere"
 	if os.Getenv("FLINT_REQUIRE_CLIENTS") != "" {
 		t.Fatal(msg + " (FLINT_REQUIRE_CLIENTS is set: CI must install them)")
 	}
