@@ -131,10 +131,11 @@ func TestReplicatedGroup(t *testing.T) {
 // TestShardedCluster runs the check against sharded clusters of real
 // processes, a manager and three data groups, each fault striking one
 // group: groups of 3 members under leader kills and partitions, and data
-// nodes that are not replicated under kill -9 and restart and slot moves
-// (to the group struck), the clients writing in sessions. Each must pass with no acknowledged write lost,
-// and no command may be refused CROSSSLOT: the keys of a multi-key command
-// share a hash tag.
+// nodes that are not replicated under kill -9 and restart, slot moves (to
+// the group struck) and splits (a new group takes half the struck group's
+// slots), the clients writing in sessions. Each must pass with no
+// acknowledged write lost, and no command may be refused CROSSSLOT: the
+// keys of a multi-key command share a hash tag.
 func TestShardedCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs sharded clusters of flint serve for seconds")
@@ -147,8 +148,9 @@ func TestShardedCluster(t *testing.T) {
 	}{
 		{"3x3-kill-leader-partition", Config{Groups: 3, Nodes: 3, Duration: 6 * time.Second, OpTimeout: 500 * time.Millisecond,
 			Nemesis: []Fault{FaultKillLeader, FaultPartition}, NemesisInterval: time.Second}, []string{"(group "}},
-		{"3x1-kill-move-slots-sessions", Config{Groups: 3, Sessions: true, Duration: 4 * time.Second, OpTimeout: 300 * time.Millisecond,
-			Nemesis: []Fault{FaultKill, FaultMoveSlots}, NemesisInterval: 500 * time.Millisecond}, []string{"kill (group ", "move-slots "}},
+		{"3x1-kill-move-slots-split-sessions", Config{Groups: 3, Sessions: true, Duration: 4 * time.Second, OpTimeout: 300 * time.Millisecond,
+			Nemesis: []Fault{FaultKill, FaultMoveSlots, FaultSplit}, NemesisInterval: 500 * time.Millisecond},
+			[]string{"kill (group ", "move-slots ", "split: new group "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCheck(t, bin, "", tc.cfg)
