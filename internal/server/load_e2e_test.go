@@ -237,7 +237,10 @@ func (m model) step(rng *rand.Rand) ([]any, string) {
 // see a mix (MSET and MGET are atomic).
 func TestConcurrentClients(t *testing.T) {
 	srv := start(t, server.Config{})
-	c := ctx(t)
+	// The whole run, not one wait: ctx's liveness bound is too short
+	// for it under -race on a loaded machine.
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	const (
 		clients = 64
 		iters   = 60
