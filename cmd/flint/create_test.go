@@ -39,6 +39,9 @@ func TestClusterCreate(t *testing.T) {
 		t.Fatalf("SET at a data node before the cluster is created: %v, want CLUSTERDOWN", err)
 	}
 
+	if out, code := runFlint(t, flintBin, nil, "cluster", "status", "--addr", manager); code != 1 || !strings.Contains(out, "the managers hold no cluster map yet") {
+		t.Errorf("flint cluster status before create: exit %d:\n%s", code, out)
+	}
 	servers := strings.Join(data, ",")
 	for _, bad := range []struct {
 		want string
