@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flintkv/flint/internal/ask"
 )
 
 // TestClusterCreate starts a manager with no map and three data nodes,
@@ -88,7 +92,9 @@ func TestClusterCreate(t *testing.T) {
 
 // TestClusterCreateReplicated creates a cluster whose managers are a meta
 // group of three, started with no map, and whose one data group has three
-// members: each member's id in the map is its own.
+// members, with two creates run at once that list the members in
+// opposite orders: one wins and the other is refused. Each member's id in
+// the map is its own.
 func TestClusterCreateReplicated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -113,18 +119,46 @@ func TestClusterCreateReplicated(t *testing.T) {
 			"--initial-members", members(data, addrs[9:12]), "--dir", filepath.Join(t.TempDir(), fmt.Sprint("d", i)), "--huge-pages=false"))
 	}
 	p.start(ids...)
-	out := clusterChange(t, nil, "the cluster of 1 data groups was created", "create", "--addr", strings.Join(managers, ","),
-		"--servers", strings.Join(data, ","), "--replicas", "3", "--timeout", "1m")
-	ids = nil
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && slices.Contains(data, f[len(f)-2]) {
-			ids = append(ids, slices.Index(data, f[len(f)-2])+1, atoi(t, f[len(f)-3]))
-		}
+
+	reversed := slices.Clone(data)
+	slices.Reverse(reversed)
+	orders := []string{strings.Join(data, ","), strings.Join(reversed, ",")}
+	outs, codes := make([]string, 2), make([]int, 2)
+	var wg sync.WaitGroup
+	for i, servers := range orders {
+		wg.Go(func() {
+			c := exec.Command(flintBin, "cluster", "create", "--addr", strings.Join(managers, ","), "--servers", servers,
+				"--replicas", "3", "--timeout", "1m")
+			out, _ := c.CombinedOutput()
+			outs[i], codes[i] = string(out), c.ProcessState.ExitCode()
+		})
 	}
-	if want := []int{1, 1, 2, 2, 3, 3}; !slices.Equal(ids, want) {
-		t.Errorf("create's status gives the members (address index, member id) %v, want %v:\n%s", ids, want, out)
+	wg.Wait()
+	won := slices.Index(codes, 0)
+	if won < 0 || codes[1-won] != 1 || !containsAny(outs[1-won], "has a map already", "got a map meanwhile", "belongs to a cluster already") {
+		t.Fatalf("two creates at once: exits %v, want one 0 and one refused:\n%s\n%s", codes, outs[0], outs[1])
+	}
+	t.Logf("the create that won:\n%s\nthe other:\n%s", outs[won], outs[1-won])
+	m, _, _, err := ask.Map(ctx, managers[1], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mb := range m.Groups[0].Members {
+		if data[mb.ID-1] != mb.Addr {
+			t.Errorf("the map gives %s member id %d, not its own", mb.Addr, mb.ID)
+		}
+		got = append(got, mb.Addr)
+	}
+	if strings.Join(got, ",") != orders[won] {
+		t.Errorf("the managers' map lists the members %v, not as the create that won did (%s)", got, orders[won])
 	}
 	checkEveryGroup(ctx, t, managers[2], 1)
+}
+
+// containsAny reports whether s contains any of subs.
+func containsAny(s string, subs ...string) bool {
+	return slices.ContainsFunc(subs, func(sub string) bool { return strings.Contains(s, sub) })
 }
 
 // checkEveryGroup writes and reads, through a go-redis ClusterClient that

@@ -148,10 +148,11 @@ func (g *Group) setFirstMap(ctx context.Context, m *shardmap.Map) error {
 			if v.Int == 1 {
 				return nil
 			}
-			if cur, _, _, err := ask.Map(ctx, addr, g.cfg.Password); err == nil && string(cur.Encode()) == enc {
+			cur, _, _, err := ask.Map(ctx, addr, g.cfg.Password)
+			if err == nil && string(cur.Encode()) == enc {
 				return nil
 			}
-			return fmt.Errorf("clusterctl: the cluster got a map from elsewhere meanwhile (another flint cluster create?): this one was not written")
+			return fmt.Errorf("clusterctl: the cluster got a map meanwhile (from another flint cluster create, or a manager started with --servers): this one was not written")
 		}
 		if wait.Wait(ctx) != nil {
 			return fmt.Errorf("clusterctl: writing the cluster map: %w (last: %v)", ctx.Err(), replyErr(last))
