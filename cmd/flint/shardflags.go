@@ -24,7 +24,7 @@ type shardFlags struct {
 func (f *shardFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.group, "shard-group", 0, "make this node a member of data group N (from 1) of a sharded cluster, whose map it\nlearns from --managers")
 	fs.StringVar(&f.managers, "managers", "", "the client addresses of the sharded cluster's managers: host:port,...")
-	fs.BoolVar(&f.manager, "manager", false, "make this node a manager of a sharded cluster, holding its map: with --initial-members,\none of a replicated meta group; without, alone and in memory")
+	fs.BoolVar(&f.manager, "manager", false, "make this node a manager of a sharded cluster, holding its map (made from --servers, or\nwritten by flint cluster create): with --initial-members, one of a replicated meta group;\nwithout, alone and in memory")
 	fs.StringVar(&f.servers, "servers", "", "for a manager: the client addresses of every data group's members, group by group:\ngroup g's member r (from 0) is the (g-1)*replicas+r-th; the slots are split evenly among the groups\n(default: none, and no map until flint cluster create writes one)")
 	fs.IntVar(&f.replicas, "replicas", 1, "for a manager: how many members each data group has")
 	fs.DurationVar(&f.poll, "shard-poll", 250*time.Millisecond, "how often a data node asks the managers for the map, and a manager the groups for their leaders")
