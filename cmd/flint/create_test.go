@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,13 +195,4 @@ func infoCluster(ctx context.Context, t *testing.T, addr string) string {
 		t.Fatalf("INFO cluster at %s: %v", addr, err)
 	}
 	return info
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
