@@ -26,6 +26,9 @@ commands:
                                 caught up by the leader, then as a voter
   remove <id>                   remove a member, which stops serving (a leader hands over first)
   transfer <id>                 make a voter the leader
+  create --servers host:port,... [--replicas R]
+                                make a sharded cluster of managers and data nodes started
+                                without a map: write its first map, the slots split evenly
   move-slots --slots a-b --to G move slots to data group G of a sharded cluster while it serves
   add-group --group G --members 1=host:port,...
                                 add a data group, running already, and move half of a group's
@@ -36,8 +39,8 @@ commands:
                                 and to the cluster map
   remove-node --node host:port  remove a node from its data group (a leader hands over first),
                                 and from the cluster map
-                                (move-slots, add-group, rebalance, add-node and remove-node take
-                                the managers as --addr)
+                                (create, move-slots, add-group, rebalance, add-node and
+                                remove-node take the managers as --addr)
 
 status, add, remove and transfer reach the group through any of its members
 (--addr), and find its leader themselves. Run 'flint cluster <command> --help'
@@ -55,6 +58,8 @@ func clusterCmd(args []string) int {
 		return clusterUpCmd(args[1:])
 	case "status", "add", "remove", "transfer":
 		return clusterAdmin(args[0], args[1:])
+	case "create":
+		return createCmd(args[1:])
 	case "move-slots":
 		return moveSlotsCmd(args[1:])
 	case "add-group":

@@ -22,14 +22,16 @@ import (
 	"github.com/flintkv/flint/internal/slot"
 )
 
-// harnessProcs are a test's `flint harness` processes, by index, each
-// listening for clients on its address. Each can be killed with SIGKILL
-// and started again with the same arguments. Those still running when the
-// test ends are killed; if it failed, every process's logs are printed.
+// harnessProcs are a test's `flint harness` (or `flint serve`) processes,
+// by index, each listening for clients on its address. Each can be killed
+// with SIGKILL and started again with the same arguments. Those still
+// running when the test ends are killed; if it failed, every process's
+// logs are printed.
 type harnessProcs struct {
 	t     *testing.T
+	sub   string     // the flint command each runs: harness or serve
 	addrs []string   // where each listens for clients
-	args  [][]string // its `flint harness` arguments
+	args  [][]string // its `flint <sub>` arguments
 	// Of each one's last start: its command, its standard error, and a
 	// channel closed once it has exited and been reaped.
 	cmds   []*exec.Cmd
@@ -37,8 +39,11 @@ type harnessProcs struct {
 	exited []chan struct{}
 }
 
-func newHarnessProcs(t *testing.T) *harnessProcs {
-	h := &harnessProcs{t: t}
+func newHarnessProcs(t *testing.T) *harnessProcs { return newProcs(t, "harness") }
+
+// newProcs returns processes that run `flint sub`.
+func newProcs(t *testing.T, sub string) *harnessProcs {
+	h := &harnessProcs{t: t, sub: sub}
 	t.Cleanup(func() {
 		for i, c := range h.cmds {
 			if c == nil {
@@ -47,14 +52,14 @@ func newHarnessProcs(t *testing.T) *harnessProcs {
 			c.Process.Kill()
 			<-h.exited[i]
 			if t.Failed() {
-				t.Logf("process %d, flint harness %s, logs:\n%s", i, strings.Join(h.args[i], " "), h.logs[i])
+				t.Logf("process %d, flint %s %s, logs:\n%s", i, h.sub, strings.Join(h.args[i], " "), h.logs[i])
 			}
 		}
 	})
 	return h
 }
 
-// add registers a process, `flint harness args...` listening on addr, and
+// add registers a process, `flint <sub> args...` listening on addr, and
 // returns its index. It does not start it.
 func (h *harnessProcs) add(addr string, args ...string) int {
 	h.addrs, h.args = append(h.addrs, addr), append(h.args, args)
@@ -75,7 +80,7 @@ func (h *harnessProcs) start(ids ...int) {
 func (h *harnessProcs) tryStart(ids ...int) error {
 	for _, i := range ids {
 		h.logs[i] = &proctest.Buffer{}
-		c := exec.Command(flintBin, append([]string{"harness"}, h.args[i]...)...)
+		c := exec.Command(flintBin, append([]string{h.sub}, h.args[i]...)...)
 		c.Stderr = h.logs[i]
 		if err := c.Start(); err != nil {
 			return err
@@ -97,7 +102,7 @@ func (h *harnessProcs) await(i int) error {
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if h.down(i) {
-			return fmt.Errorf("process %d (flint harness %s) exited at startup:\n%s", i, strings.Join(h.args[i], " "), h.logs[i])
+			return fmt.Errorf("process %d (flint %s %s) exited at startup:\n%s", i, h.sub, strings.Join(h.args[i], " "), h.logs[i])
 		}
 		var conn net.Conn
 		if conn, err = net.Dial("tcp", h.addrs[i]); err != nil {
@@ -109,7 +114,7 @@ func (h *harnessProcs) await(i int) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("process %d (flint harness %s) does not listen on %s after 30 s (%v)", i, strings.Join(h.args[i], " "), h.addrs[i], err)
+	return fmt.Errorf("process %d (flint %s %s) does not listen on %s after 30 s (%v)", i, h.sub, strings.Join(h.args[i], " "), h.addrs[i], err)
 }
 
 // kill kills process i with SIGKILL and waits until it is gone.

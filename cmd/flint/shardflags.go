@@ -24,8 +24,8 @@ type shardFlags struct {
 func (f *shardFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.group, "shard-group", 0, "make this node a member of data group N (from 1) of a sharded cluster, whose map it\nlearns from --managers")
 	fs.StringVar(&f.managers, "managers", "", "the client addresses of the sharded cluster's managers: host:port,...")
-	fs.BoolVar(&f.manager, "manager", false, "make this node a manager of a sharded cluster, holding its map: with --initial-members,\none of a replicated meta group; without, alone and in memory")
-	fs.StringVar(&f.servers, "servers", "", "for a manager: the client addresses of every data group's members, group by group:\ngroup g's member r (from 0) is the (g-1)*replicas+r-th; the slots are split evenly among the groups")
+	fs.BoolVar(&f.manager, "manager", false, "make this node a manager of a sharded cluster, holding its map (made from --servers, or\nwritten by flint cluster create): with --initial-members, one of a replicated meta group;\nwithout, alone and in memory")
+	fs.StringVar(&f.servers, "servers", "", "for a manager: the client addresses of every data group's members, group by group:\ngroup g's member r (from 0) is the (g-1)*replicas+r-th; the slots are split evenly among the groups\n(default: none, and no map until flint cluster create writes one)")
 	fs.IntVar(&f.replicas, "replicas", 1, "for a manager: how many members each data group has")
 	fs.DurationVar(&f.poll, "shard-poll", 250*time.Millisecond, "how often a data node asks the managers for the map, and a manager the groups for their leaders")
 }
@@ -50,6 +50,9 @@ func (f *shardFlags) config(cluster *node.ClusterConfig, password string) (*node
 		}
 		return &node.ShardConfig{Group: f.group, Managers: managers, Password: password, Poll: f.poll}, nil
 	}
+	if f.servers == "" {
+		return &node.ShardConfig{Password: password, Poll: f.poll}, nil
+	}
 	m, err := evenMap(splitList(f.servers), f.replicas)
 	if err != nil {
 		return nil, err
@@ -61,22 +64,34 @@ func (f *shardFlags) config(cluster *node.ClusterConfig, password string) (*node
 // addresses are servers, replicas to a group, group by group, with the
 // slots split evenly among them. Member r of a group has id r+1.
 func evenMap(servers []string, replicas int) (*shardmap.Map, error) {
-	if replicas < 1 || len(servers) == 0 || len(servers)%replicas != 0 {
-		return nil, fmt.Errorf("--servers must list --replicas (%d) addresses for each data group, got %d", replicas, len(servers))
+	addrs, err := groupsOf(servers, replicas)
+	if err != nil {
+		return nil, err
 	}
-	var groups [][]shardmap.Member
-	for i := 0; i < len(servers); i += replicas {
-		var ms []shardmap.Member
-		for r, addr := range servers[i : i+replicas] {
-			ms = append(ms, shardmap.Member{ID: uint64(r + 1), Addr: addr})
+	groups := make([][]shardmap.Member, len(addrs))
+	for i, ga := range addrs {
+		for r, addr := range ga {
+			groups[i] = append(groups[i], shardmap.Member{ID: uint64(r + 1), Addr: addr})
 		}
-		groups = append(groups, ms)
 	}
 	m, err := shardmap.Even(groups)
 	if err != nil {
 		return nil, fmt.Errorf("--servers: %w", err)
 	}
 	return m, nil
+}
+
+// groupsOf splits servers, the client addresses of every data group's
+// members, group by group, into the groups of replicas members each.
+func groupsOf(servers []string, replicas int) ([][]string, error) {
+	if replicas < 1 || len(servers) == 0 || len(servers)%replicas != 0 {
+		return nil, fmt.Errorf("--servers must list --replicas (%d) addresses for each data group, got %d", replicas, len(servers))
+	}
+	var groups [][]string
+	for i := 0; i < len(servers); i += replicas {
+		groups = append(groups, servers[i:i+replicas])
+	}
+	return groups, nil
 }
 
 // splitList splits a comma-separated list, dropping empty elements.

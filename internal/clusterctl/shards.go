@@ -28,9 +28,14 @@ type Shards struct {
 // not sharded).
 var ErrNotManager = errors.New("clusterctl: the server at that address is not a manager of a sharded cluster")
 
+// ErrNoMap says that the manager asked holds no cluster map: it was
+// started without one, and no `flint cluster create` has written one yet.
+var ErrNoMap = errors.New("clusterctl: the managers hold no cluster map yet (flint cluster create writes the first)")
+
 // ShardStatus asks the first of Config.Addrs that answers, if it is a
 // manager (a node of a sharded cluster whose node id names no group), for
-// the cluster; else it fails with ErrNotManager.
+// the cluster; else it fails with ErrNotManager, or ErrNoMap if it is a
+// manager with no map.
 func (g *Group) ShardStatus(ctx context.Context) (Shards, error) {
 	var err error
 	for _, addr := range g.cfg.Addrs {
@@ -45,6 +50,9 @@ func (g *Group) ShardStatus(ctx context.Context) (Shards, error) {
 			return Shards{}, ErrNotManager
 		}
 		m, leaders, down, err := ask.Map(ctx, addr, g.cfg.Password)
+		if re := new(client.ReplyError); errors.As(err, &re) && strings.HasPrefix(re.Msg, "CLUSTERDOWN ") {
+			return Shards{}, ErrNoMap
+		}
 		if err != nil {
 			return Shards{}, fmt.Errorf("%w: %v", ErrNotManager, err)
 		}

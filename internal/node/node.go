@@ -150,7 +150,7 @@ func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
 	if cfg.Shard == nil {
 		return serve(ctx, server.New(cfg.Server, m), rep, cfg.ShutdownTimeout, cfg.Logger)
 	}
-	v := &shardView{group: cfg.Shard.Group, managers: cfg.Shard.Managers}
+	v := newShardView(cfg.Shard)
 	if cfg.Shard.Group == 0 {
 		go keepMap(fctx, cfg.Shard, rep, c.ID, v, cfg.Logger)
 		go pollLeaders(fctx, cfg.Shard, v)

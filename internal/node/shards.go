@@ -34,7 +34,10 @@ type ShardConfig struct {
 	// Managers are the client addresses of the meta group's members, for
 	// a data node.
 	Managers []string
-	// Map is, for a manager, the cluster map.
+	// Map is, for a manager, the cluster map it writes into its meta
+	// group if the group holds none; nil to wait for one written from
+	// outside (FLINT.MAPSET, as `flint cluster create` sends it). Data
+	// nodes answer CLUSTERDOWN until the meta group holds a map.
 	Map *shardmap.Map
 	// Password is what the node AUTHs with when it asks another.
 	Password string
@@ -49,10 +52,19 @@ func (c *ShardConfig) poll() time.Duration {
 }
 
 // shardView holds the node's view of the cluster map (server.Sharded).
+// It is never empty: before the node knows a map, it holds the node's
+// group and managers (which INFO shows), with no map.
 type shardView struct {
 	group    uint64
-	managers []string // a data node's managers' client addresses
+	managers []string // those a data node follows; nil at a manager
 	p        atomic.Pointer[server.Shards]
+}
+
+// newShardView returns the view of a node of cfg's, with no map yet.
+func newShardView(cfg *ShardConfig) *shardView {
+	v := &shardView{group: cfg.Group, managers: cfg.Managers}
+	v.p.Store(&server.Shards{Group: v.group, Managers: v.managers})
+	return v
 }
 
 // Shards implements server.Sharded.
@@ -75,7 +87,7 @@ func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[
 	if old != nil && old.Map != nil && old.Map.Epoch > m.Epoch {
 		return false
 	}
-	v.p.Store(&server.Shards{Map: m, Group: v.group, Managers: v.managers, Leaders: leaders, Down: down})
+	v.p.Store(&server.Shards{Map: m, Group: v.group, Leaders: leaders, Down: down, Managers: v.managers})
 	return old == nil || old.Map == nil || old.Map.Epoch != m.Epoch
 }
 
@@ -121,7 +133,7 @@ func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
 			return
 		}
 		sh := v.Shards()
-		if sh == nil || sh.Map == nil { // a replicated manager's, until it reads the map
+		if sh.Map == nil { // until the manager reads a map
 			continue
 		}
 		leaders, down := map[uint64]uint64{}, map[shardmap.MemberKey]bool{}
@@ -218,13 +230,16 @@ func (m metaLocal) ClusterView() server.ClusterView {
 const mapKey = server.MapKey
 
 // keepMap keeps a replicated manager's view the map its meta group holds,
-// until ctx ends: the leader writes the configured map under mapKey if the
-// group holds none (the first start), and every poll each member reads it
-// back through a read barrier (linearizably) and takes it if its epoch is
-// new. A map in the group that differs from the configured one wins, and
-// is logged: the group's is the cluster's.
+// until ctx ends: the leader writes the configured map, if any, under
+// mapKey if the group holds none (the first start), and every poll each
+// member reads it back through a read barrier (linearizably) and takes it
+// if its epoch is new. A map in the group that differs from the configured
+// one wins, and is logged: the group's is the cluster's.
 func keepMap(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, self uint64, v *shardView, log *slog.Logger) {
-	want := cfg.Map.Encode()
+	var want []byte
+	if cfg.Map != nil {
+		want = cfg.Map.Encode()
+	}
 	warned := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -233,7 +248,7 @@ func keepMap(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, self u
 		if err == nil {
 			got, ok := rep.Store().Get([]byte(mapKey))
 			switch {
-			case !ok && rep.Leader() == self:
+			case !ok && want != nil && rep.Leader() == self:
 				writeMap(ctx, rep, want, log)
 			case ok:
 				m, err := shardmap.Decode(got)
@@ -241,7 +256,7 @@ func keepMap(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, self u
 					log.Error("the meta group holds a map that does not decode", "err", err)
 					break
 				}
-				if string(got) != string(want) && !warned {
+				if want != nil && string(got) != string(want) && !warned {
 					log.Warn("the meta group holds a map other than the one this manager was started with; serving the group's",
 						"epoch", m.Epoch)
 					warned = true
@@ -269,18 +284,16 @@ func writeMap(ctx context.Context, rep *replica.Replica, enc []byte, log *slog.L
 }
 
 // leaders returns the view's leaders, or nil.
-func (v *shardView) leaders() map[uint64]uint64 {
-	if sh := v.Shards(); sh != nil {
-		return sh.Leaders
-	}
-	return nil
-}
+func (v *shardView) leaders() map[uint64]uint64 { return v.Shards().Leaders }
 
 // followLocal keeps an in-memory manager's view the map its store holds,
-// reading it every poll, until ctx ends.
+// once it holds one, reading it every poll, until ctx ends.
 func followLocal(ctx context.Context, cfg *ShardConfig, s *store.Store, v *shardView, log *slog.Logger) {
 	for sleep(ctx, cfg.poll()) {
-		got, _ := s.Get([]byte(mapKey))
+		got, ok := s.Get([]byte(mapKey))
+		if !ok {
+			continue
+		}
 		m, err := shardmap.Decode(got)
 		if err != nil {
 			log.Error("the manager's store holds a map that does not decode", "err", err)
@@ -295,7 +308,7 @@ func followLocal(ctx context.Context, cfg *ShardConfig, s *store.Store, v *shard
 // serveSolo serves rep as the one member of a data group of a sharded
 // cluster, following the managers' map.
 func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
-	v := &shardView{group: cfg.Shard.Group, managers: cfg.Shard.Managers}
+	v := newShardView(cfg.Shard)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go followManagers(fctx, cfg.Shard, v, cfg.Logger)
@@ -304,20 +317,23 @@ func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
 }
 
 // runMetaLocal runs a manager of one member that keeps nothing on disk:
-// its map is the one it was started with, and it serves no keys.
+// its map is the one it was started with, or the first one written to it
+// (FLINT.MAPSET), and it serves no keys.
 func runMetaLocal(ctx context.Context, cfg Config) error {
-	if cfg.Shard == nil || cfg.Shard.Group != 0 || cfg.Shard.Map == nil || cfg.Cluster != nil {
-		return errors.New("node: only a manager of one member, with a map, keeps nothing on disk")
+	if cfg.Shard == nil || cfg.Shard.Group != 0 || cfg.Cluster != nil {
+		return errors.New("node: only a manager of one member keeps nothing on disk")
 	}
-	v := &shardView{group: 0}
-	v.set(cfg.Shard.Map, nil)
+	v := newShardView(cfg.Shard)
 	s := store.New(store.Options{})
-	s.Put([]byte(mapKey), cfg.Shard.Map.Encode())
+	if cfg.Shard.Map != nil {
+		v.set(cfg.Shard.Map, nil)
+		s.Put([]byte(mapKey), cfg.Shard.Map.Encode())
+	}
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go pollLeaders(fctx, cfg.Shard, v)
 	go followLocal(fctx, cfg.Shard, s, v, cfg.Logger)
-	cfg.Logger.Info("a manager of a sharded cluster, in memory", "groups", len(cfg.Shard.Map.Groups))
+	cfg.Logger.Info("a manager of a sharded cluster, in memory", "map", cfg.Shard.Map != nil)
 	srv := server.New(cfg.Server, metaLocal{server.Local{S: s}, v, cfg.Server.Addr})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

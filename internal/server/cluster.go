@@ -74,13 +74,13 @@ type Sharded interface {
 
 // Shards is a member's view of the cluster map at one moment: immutable.
 type Shards struct {
-	Map   *shardmap.Map // nil until learned
-	Group uint64        // this member's group; 0 for the meta group, which owns no slots
-	// Managers are the meta group's client addresses, as a data member
-	// was given them; a manager knows its own group's members instead.
+	Map     *shardmap.Map               // nil until learned
+	Group   uint64                      // this member's group; 0 for the meta group, which owns no slots
+	Leaders map[uint64]uint64           // hints: each group's leader, as last learned, by member id
+	Down    map[shardmap.MemberKey]bool // the members that did not answer the managers' last poll
+	// Managers are the client addresses of the managers a data member
+	// follows, as it was started with; nil at a manager.
 	Managers []string
-	Leaders  map[uint64]uint64           // hints: each group's leader, as last learned, by member id
-	Down     map[shardmap.MemberKey]bool // the members that did not answer the managers' last poll
 }
 
 // firstSlot returns the first slot of the member's group, or 0 if it has
@@ -448,9 +448,25 @@ func (c *conn) mode() (mode, role string) {
 	return "cluster", "master"
 }
 
-// infoCluster is INFO's cluster section, which cluster clients read.
+// infoCluster is INFO's cluster section, which cluster clients read. A
+// node of a sharded cluster adds what `flint cluster create` checks before
+// it writes the first map: its group (0 at a manager), the managers a data
+// member follows, and the epoch of the map it holds (0 while it has none).
 func (c *conn) infoCluster(b *strings.Builder) {
 	fmt.Fprintf(b, "cluster_enabled:%d\r\n", b2i(c.srv.cluster != nil))
+	if c.srv.sharded == nil {
+		return
+	}
+	var group, epoch uint64
+	var managers []string
+	if sh := c.srv.sharded.Shards(); sh != nil {
+		group, managers = sh.Group, sh.Managers
+		if sh.Map != nil {
+			epoch = sh.Map.Epoch
+		}
+	}
+	fmt.Fprintf(b, "flint_shard_group:%d\r\nflint_shard_managers:%s\r\nflint_shard_epoch:%d\r\n",
+		group, strings.Join(managers, ","), epoch)
 }
 
 // infoReplication writes INFO's replication section: Redis's fields

@@ -222,6 +222,9 @@ func TestShardRouting(t *testing.T) {
 	if got := c.do("GET", "c").String(); got != "(error) CLUSTERDOWN The cluster is down" {
 		t.Errorf("GET before the map is known = %s", got)
 	}
+	if got := string(c.do("CLUSTER", "MYID").Str); !strings.HasPrefix(got, "000000000000000000000002") {
+		t.Errorf("CLUSTER MYID before the map is known = %s, want group 2's", got)
+	}
 }
 
 // TestShardTx: in a sharded cluster a transaction's keys must share a

@@ -318,8 +318,11 @@ const MapKey = "flint:map"
 // mapSetCmd is FLINT.MAPSET <map>, at a manager: make the encoded map the
 // cluster's, through the meta group's log, if its epoch is one more than
 // the current map's (read linearizably); 1 if it did, 0 if the map
-// changed meanwhile (read it again and retry). The managers' FLINT.MAP
-// and the data nodes follow it within their polls.
+// changed meanwhile (read it again and retry). While the meta group holds
+// no map (its managers were started without one), only a map of epoch 1
+// is taken, with SET NX: of two first maps written at once, one wins and
+// the other gets 0. The managers' FLINT.MAP and the data nodes follow it
+// within their polls.
 func (c *conn) mapSetCmd(args [][]byte) {
 	if sh := c.shards(); sh == nil || sh.Group != 0 {
 		c.err("ERR FLINT.MAPSET is for the managers of a sharded cluster")
@@ -335,7 +338,11 @@ func (c *conn) mapSetCmd(args [][]byte) {
 		return
 	}
 	cur, found := st.Get([]byte(MapKey))
-	if !found {
+	switch {
+	case !found && next.Epoch == 1:
+		c.write(store.OpSet, store.SetNX, replyBool, []byte(MapKey), args[1])
+		return
+	case !found:
 		c.err("CLUSTERDOWN The cluster map is not known here yet")
 		return
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/flintkv/flint/internal/server"
@@ -104,5 +105,40 @@ func TestMapSet(t *testing.T) {
 	}
 	if got, _ := st.Get([]byte(server.MapKey)); string(got) != string(next.Encode()) {
 		t.Errorf("the store holds %s, want the map of epoch 2", got)
+	}
+}
+
+// TestMapSetFirst: a manager started without a map (flint cluster create
+// writes it) takes only a map of epoch 1 as the first, once, and says in
+// INFO cluster that it holds none until then.
+func TestMapSetFirst(t *testing.T) {
+	f := newFakeShard(t)
+	f.mu.lead = 1
+	first := f.view.Map
+	f.view = &server.Shards{Group: 0}
+	st := store.New(store.Options{})
+	f.Local = server.Local{S: st}
+	c := dialRaw(t, servertest.StartBackend(t, server.Config{}, f).Addr)
+	if got := string(c.do("INFO", "cluster").Str); !strings.Contains(got, "flint_shard_group:0\r\nflint_shard_managers:\r\nflint_shard_epoch:0\r\n") {
+		t.Errorf("INFO cluster at a manager with no map = %q", got)
+	}
+	second, err := first.WithMoves(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		enc  string
+		want string
+	}{
+		{string(second.Encode()), "(error) CLUSTERDOWN The cluster map is not known here yet"},
+		{string(first.Encode()), "1"},
+		{string(first.Encode()), "0"},
+	} {
+		if got := c.do("FLINT.MAPSET", tc.enc).String(); got != tc.want {
+			t.Errorf("FLINT.MAPSET of epoch %.40s = %s, want %s", tc.enc, got, tc.want)
+		}
+	}
+	if got, _ := st.Get([]byte(server.MapKey)); string(got) != string(first.Encode()) {
+		t.Errorf("the store holds %s, want the map of epoch 1", got)
 	}
 }

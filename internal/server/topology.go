@@ -81,10 +81,14 @@ func groupTopology(v ClusterView) topology {
 }
 
 // shardedTopology is the topology of the map sh holds, v being what this
-// member knows of its own group. Before the map is known it has no shards.
+// member knows of its own group. Before the map is known it has no shards,
+// and the member's node id names its group if sh does.
 func shardedTopology(sh *Shards, v ClusterView) topology {
-	if sh == nil || sh.Map == nil {
+	if sh == nil {
 		return topology{myID: nodeID(0, v.Self)}
+	}
+	if sh.Map == nil {
+		return topology{myID: nodeID(sh.Group, v.Self)}
 	}
 	t := topology{myID: nodeID(sh.Group, v.Self), epoch: sh.Map.Epoch, ok: sh.Map.Covered() == slot.Count}
 	for _, g := range sh.Map.Groups {
