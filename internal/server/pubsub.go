@@ -206,8 +206,13 @@ func (c *conn) confirm(k kind, what string, name []byte) {
 }
 
 // sendLocked sends the replies so far, under hub.mu, so that no message is
-// delivered out of their order.
+// delivered out of their order. It first publishes the connection's
+// subscription counts, so that once a client has a confirmation, CLIENT
+// LIST on any connection shows the subscriptions it reports.
 func (c *conn) sendLocked() {
+	for k := range c.info.subs {
+		c.info.subs[k].Store(int32(len(c.subs[k])))
+	}
 	if c.send(c.out) != nil {
 		c.quit = true
 	}
