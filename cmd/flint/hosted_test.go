@@ -147,17 +147,7 @@ func restartNode(t *testing.T, args []string, secret string) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			c.Process.Kill()
-			<-done
-		}
-	})
+	t.Cleanup(func() { stopClusterUp(c) }) // as Ctrl-C stops a node
 }
 
 // hostedSecret returns the cluster secret in dir's cluster.json.
