@@ -162,3 +162,27 @@ func hostedSecret(t *testing.T, dir string) string {
 	}
 	return l.Secret
 }
+
+// TestServeRejectsBadHostFlags: a node hosting groups refuses, with exit
+// status 2 and the flag it faults, a list it cannot use.
+func TestServeRejectsBadHostFlags(t *testing.T) {
+	nodes := "1=127.0.0.1:17001,2=127.0.0.1:17002"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--id", "1", "--host-nodes", nodes}, "--host-nodes and --host-groups go together"},
+		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001"}, "needs --managers"},
+		{[]string{"--id", "1", "--host-nodes", "1=nohost", "--host-groups", "1:1=127.0.0.1:7001", "--managers", "m:1"}, "--host-nodes: bad peer address"},
+		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:3=127.0.0.1:7001", "--managers", "m:1"}, "--host-groups: bad member"},
+		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001;1:2=127.0.0.1:7002", "--managers", "m:1"}, "--host-groups: bad group"},
+		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001", "--managers", "m:1", "--shard-group", "1"}, "not --initial-members"},
+	} {
+		cmd := exec.Command(flintBin, append([]string{"serve"}, c.args...)...)
+		cmd.Env = append(os.Environ(), "FLINT_CLUSTER_SECRET=s")
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("serve %v: %v, want exit status 2 and %q:\n%s", c.args, err, c.want, out)
+		}
+	}
+}

@@ -76,6 +76,9 @@ func (r *hostRouter) SnapshotDone(to, group uint64, err error) {
 // transport and the log.
 func runHosted(ctx context.Context, cfg Config) error {
 	c, log := cfg.Cluster, cfg.Logger
+	if cfg.Replica.NoSync {
+		return errors.New("node: a node hosting groups fsyncs every write to its shared log: --fsync never is not supported")
+	}
 	lg, err := wal.OpenShared(vfs.OS, path.Join(cfg.Dir, "wal"), wal.Options{SegmentSize: cfg.Replica.SegmentSize,
 		Preallocate: cfg.Replica.Preallocate, Logger: log, WaitForSpace: waitForSpace(log, cfg.Dir, "start its log")})
 	if err != nil {
