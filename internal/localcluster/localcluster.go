@@ -341,6 +341,7 @@ func createHosted(cfg Config, name string) (layout, error) {
 	}
 	var l layout
 	var nodes []string
+	freePort := uniquePorts()
 	for i := range cfg.Nodes {
 		peer, err := freePort()
 		if err != nil {
@@ -360,6 +361,11 @@ func createHosted(cfg Config, name string) (layout, error) {
 		}
 		l.Hosted = append(l.Hosted, strings.Join(members, ","))
 	}
+	port, err := freePort()
+	if err != nil {
+		return l, err
+	}
+	l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
 	return l, l.save(cfg.Dir, name)
 }
 
@@ -393,6 +399,22 @@ func newMembers(n int) (string, error) {
 		members = append(members, fmt.Sprintf("%d=127.0.0.1:%d@%d", i+1, client, peer))
 	}
 	return strings.Join(members, ","), nil
+}
+
+// uniquePorts returns a freePort that never returns a port twice: the
+// kernel may hand out a port again once its listener is closed, and a
+// hosted cluster picks hundreds.
+func uniquePorts() func() (int, error) {
+	seen := map[int]bool{}
+	return func() (int, error) {
+		for {
+			p, err := freePort()
+			if err != nil || !seen[p] {
+				seen[p] = true
+				return p, err
+			}
+		}
+	}
 }
 
 // freePort returns a loopback port that was free a moment ago.
