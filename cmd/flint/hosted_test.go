@@ -41,7 +41,7 @@ func TestHostedCluster(t *testing.T) {
 	node2 := filepath.Join(dir, "n2")
 	args := killNode(t, node2)
 	w.await(100, "") // the other two nodes are a majority of every group
-	restartNode(t, args, hostedSecret(t, dir))
+	restartNode(t, args, readLayout(t, dir).Secret)
 	w.await(100, "")
 	served, _ := w.stop()
 
@@ -71,16 +71,8 @@ func TestHostedCluster(t *testing.T) {
 // node2Members returns a client of node 2's member of each group, in
 // READONLY mode, in the order of the groups in dir's cluster.json.
 func node2Members(t *testing.T, dir string) []*redis.Client {
-	var l struct{ Hosted []string }
-	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &l)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cs []*redis.Client
-	for _, g := range l.Hosted {
+	for _, g := range readLayout(t, dir).Hosted {
 		for _, m := range strings.Split(g, ",") {
 			if id, addr, _ := strings.Cut(m, "="); id == "2" {
 				c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1,
@@ -150,9 +142,14 @@ func restartNode(t *testing.T, args []string, secret string) {
 	t.Cleanup(func() { stopClusterUp(c) }) // as Ctrl-C stops a node
 }
 
-// hostedSecret returns the cluster secret in dir's cluster.json.
-func hostedSecret(t *testing.T, dir string) string {
-	var l struct{ Secret string }
+// hostedLayout is what the tests read of a hosted cluster's cluster.json.
+type hostedLayout struct {
+	Hosted []string // each group's members, id=client address
+	Secret string
+}
+
+func readLayout(t *testing.T, dir string) hostedLayout {
+	var l hostedLayout
 	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
 	if err == nil {
 		err = json.Unmarshal(b, &l)
@@ -160,7 +157,7 @@ func hostedSecret(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Secret
+	return l
 }
 
 // TestServeRejectsBadHostFlags: a node hosting groups refuses, with exit
