@@ -19,7 +19,9 @@ import (
 const clusterUsage = `usage: flint cluster <command> [flags] [arguments]
 
 commands:
-  up                            run a replicated group on this machine, each member a flint serve process
+  up                            run a replicated group on this machine, each member a flint serve process,
+                                or a sharded cluster of such groups (--groups), or of groups that
+                                --nodes processes host (--groups --hosted)
   status                        show each member: role, voter, match index and lag at the leader,
                                 and its own term, commit and applied indexes
   add <id> <host:port@peerport> add a new member, started with flint serve --join: as a learner,
@@ -85,11 +87,17 @@ func clusterUpCmd(args []string) int {
 	groups := fs.Int("groups", 0, "make a new sharded cluster of this many data groups of --nodes members each, every\nmember its own process, and a manager; 0: one group, not sharded")
 	dir := fs.String("dir", "./cluster", "the cluster's directory: cluster.json, and each member's data and log")
 	fsync := fs.String("fsync", "always", "each member's --fsync")
+	hosted := fs.Bool("hosted", false, "with --groups: run the data groups on --nodes processes (nodes), each hosting its members of\nseveral groups on one log, every member on its own client port, rather than a process per member")
+	rf := fs.Int("rf", 0, "with --hosted: the members of each data group, spread evenly over the nodes (default min(3, --nodes))")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, or with\n--groups a sharded cluster of such groups and its manager; prints each process's\nclient address, and stops them on Ctrl-C. Run again on the same --dir, it starts\nthe same cluster again.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, or with\n--groups a sharded cluster of such groups and its manager; with --hosted as well, --nodes\nprocesses host the groups' members, --rf to a group. Prints each process's client\naddress, and stops them on Ctrl-C. Run again on the same --dir, it starts the same\ncluster again.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
+		return 2
+	}
+	if *hosted && *groups < 1 || *rf != 0 && !*hosted {
+		fmt.Fprintln(os.Stderr, "flint cluster up: --hosted needs --groups, and --rf needs --hosted")
 		return 2
 	}
 	bin, err := os.Executable()
@@ -99,7 +107,7 @@ func clusterUpCmd(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = localcluster.Up(ctx, localcluster.Config{Bin: bin, Dir: *dir, Nodes: *nodes, Groups: *groups, Stdout: os.Stdout,
+	err = localcluster.Up(ctx, localcluster.Config{Bin: bin, Dir: *dir, Nodes: *nodes, Groups: *groups, Stdout: os.Stdout, Hosted: *hosted, RF: *rf,
 		Args: []string{"--fsync", *fsync}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flint cluster up: %v\n", err)

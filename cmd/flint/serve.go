@@ -52,8 +52,10 @@ func serve(args []string) int {
 	cf.register(fs)
 	var sf shardFlags
 	sf.register(fs)
+	var hf hostFlags
+	hf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol: a single node, or, with --id and\n--initial-members, a member of a replicated group; with --shard-group, a data node of a\nsharded cluster, and with --manager, one of its managers.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: flint serve [flags]\n\nRuns a Flint server speaking the Redis protocol: a single node, or, with --id and\n--initial-members, a member of a replicated group; with --shard-group, a data node of a\nsharded cluster, and with --manager, one of its managers; with --host-nodes and\n--host-groups, a node of a sharded cluster that hosts members of several data groups\n(each on its own client port) on one log.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
@@ -84,12 +86,15 @@ func serve(args []string) int {
 	if cfg.RequirePass == "" {
 		cfg.RequirePass = os.Getenv("FLINT_PASSWORD")
 	}
-	cluster, err := cf.config(fs, &cfg)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
-		return 2
+	var cluster *node.ClusterConfig
+	var shard *node.ShardConfig
+	var hosted []node.HostedGroup
+	var err error
+	if hf.on() {
+		cluster, hosted, shard, err = hf.config(&cf, &sf, cfg.RequirePass)
+	} else if cluster, err = cf.config(fs, &cfg); err == nil {
+		shard, err = sf.config(cluster, cfg.RequirePass)
 	}
-	shard, err := sf.config(cluster, cfg.RequirePass)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flint serve: %v\n", err)
 		return 2
@@ -97,7 +102,7 @@ func serve(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = node.Run(ctx, node.Config{Dir: *dir, Server: cfg, HugePages: *hugePages, Pprof: *pprofAddr,
-		ShutdownTimeout: *shutdownTimeout, Logger: cfg.Logger, Cluster: cluster, Shard: shard, Memory: sf.manager && cluster == nil,
+		ShutdownTimeout: *shutdownTimeout, Logger: cfg.Logger, Cluster: cluster, Shard: shard, Memory: sf.manager && cluster == nil, Hosted: hosted,
 		Replica: replica.Options{NoSync: *fsync == "never", Preallocate: true,
 			SnapshotEntries: *snapEntries, SnapshotBytes: *snapBytes, SegmentSize: *segBytes,
 			Store: store.Options{Stripes: *stripes, MaxValue: cfg.MaxBulk}}})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ func (f *shardFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.group, "shard-group", 0, "make this node a member of data group N (from 1) of a sharded cluster, whose map it\nlearns from --managers")
 	fs.StringVar(&f.managers, "managers", "", "the client addresses of the sharded cluster's managers: host:port,...")
 	fs.BoolVar(&f.manager, "manager", false, "make this node a manager of a sharded cluster, holding its map (made from --servers, or\nwritten by flint cluster create): with --initial-members, one of a replicated meta group;\nwithout, alone and in memory")
-	fs.StringVar(&f.servers, "servers", "", "for a manager: the client addresses of every data group's members, group by group:\ngroup g's member r (from 0) is the (g-1)*replicas+r-th; the slots are split evenly among the groups\n(default: none, and no map until flint cluster create writes one)")
+	fs.StringVar(&f.servers, "servers", "", "for a manager: the client addresses of every data group's members, group by group:\ngroup g's member r (from 0) is the (g-1)*replicas+r-th, with id r+1 or, as id=host:port, its own;\nthe slots are split evenly among the groups (default: none, and no map until flint cluster\ncreate writes one)")
 	fs.IntVar(&f.replicas, "replicas", 1, "for a manager: how many members each data group has")
 	fs.DurationVar(&f.poll, "shard-poll", 250*time.Millisecond, "how often a data node asks the managers for the map, and a manager the groups for their leaders")
 }
@@ -62,7 +63,9 @@ func (f *shardFlags) config(cluster *node.ClusterConfig, password string) (*node
 
 // evenMap returns the map of the data groups whose members' client
 // addresses are servers, replicas to a group, group by group, with the
-// slots split evenly among them. Member r of a group has id r+1.
+// slots split evenly among them. Member r of a group has id r+1, or the id
+// its entry names as id=host:port (a hosted group's members' ids are
+// their nodes').
 func evenMap(servers []string, replicas int) (*shardmap.Map, error) {
 	addrs, err := groupsOf(servers, replicas)
 	if err != nil {
@@ -71,7 +74,15 @@ func evenMap(servers []string, replicas int) (*shardmap.Map, error) {
 	groups := make([][]shardmap.Member, len(addrs))
 	for i, ga := range addrs {
 		for r, addr := range ga {
-			groups[i] = append(groups[i], shardmap.Member{ID: uint64(r + 1), Addr: addr})
+			m := shardmap.Member{ID: uint64(r + 1), Addr: addr}
+			if id, a, ok := strings.Cut(addr, "="); ok {
+				n, err := strconv.ParseUint(id, 10, 64)
+				if err != nil || n == 0 {
+					return nil, fmt.Errorf("--servers: bad member id in %q", addr)
+				}
+				m = shardmap.Member{ID: n, Addr: a}
+			}
+			groups[i] = append(groups[i], m)
 		}
 	}
 	m, err := shardmap.Even(groups)

@@ -15,9 +15,18 @@
 //	{"groups": ["1=127.0.0.1:7001@40001,...", ...], "manager": "127.0.0.1:7000", "secret": "<hex>"}
 //
 // and member i of group g has g<g>m<i> and g<g>m<i>.log; the manager,
-// which keeps the map in memory, manager.log. A later run on the same
-// directory starts the same cluster again, on the same addresses, from the
-// members' data.
+// which keeps the map in memory, manager.log.
+//
+// A hosted cluster (Config.Hosted) runs its data groups on fewer
+// processes: node i of "nodes" (its peer address) hosts, on one log, its
+// members of the groups of "hosted" (each group's members' node ids and
+// client addresses), each member on its own client port:
+//
+//	{"nodes": "1=127.0.0.1:40001,...", "hosted": ["1=127.0.0.1:7101,2=127.0.0.1:7102,3=...", ...],
+//	 "manager": "127.0.0.1:7000", "secret": "<hex>"}
+//
+// Node i has n<i> and n<i>.log. A later run on the same directory starts
+// the same cluster again, on the same addresses, from the members' data.
 package localcluster
 
 import (
@@ -46,12 +55,19 @@ type Config struct {
 	Groups int       // data groups of a new sharded cluster; 0: one group, not sharded
 	Args   []string  // more flags for every member's `flint serve`
 	Stdout io.Writer // where the members' addresses and events are written
+	// Hosted makes a new sharded cluster's Nodes processes host its
+	// Groups data groups, of RF members each (default min(3, Nodes)),
+	// spread evenly: see the package doc.
+	Hosted bool
+	RF     int
 }
 
 // layout is cluster.json.
 type layout struct {
 	Members string   `json:"members,omitempty"`
 	Groups  []string `json:"groups,omitempty"`
+	Nodes   string   `json:"nodes,omitempty"`
+	Hosted  []string `json:"hosted,omitempty"`
 	Manager string   `json:"manager,omitempty"`
 	Secret  string   `json:"secret"`
 }
@@ -69,6 +85,9 @@ func (l layout) procs(dir string) []proc {
 	if l.Manager == "" {
 		return groupProcs(dir, l.Members, "m", nil)
 	}
+	if l.Nodes != "" {
+		return l.hostedProcs(dir)
+	}
 	var servers []string
 	for _, g := range l.Groups {
 		for _, m := range strings.Split(g, ",") {
@@ -82,6 +101,40 @@ func (l layout) procs(dir string) []proc {
 		ps = append(ps, groupProcs(dir, g, fmt.Sprintf("g%dm", gi+1), []string{"--shard-group", fmt.Sprint(gi + 1), "--managers", l.Manager})...)
 	}
 	return ps
+}
+
+// hostedProcs returns the processes of a hosted cluster: its manager,
+// then its nodes.
+func (l layout) hostedProcs(dir string) []proc {
+	var servers, groups []string
+	for gi, g := range l.Hosted {
+		servers = append(servers, strings.Split(g, ",")...)
+		groups = append(groups, fmt.Sprintf("%d:%s", gi+1, g))
+	}
+	rf := len(strings.Split(l.Hosted[0], ","))
+	ps := []proc{{name: "manager", addr: l.Manager, log: filepath.Join(dir, "manager.log"),
+		args: []string{"serve", "--manager", "--addr", l.Manager, "--servers", strings.Join(servers, ","), "--replicas", fmt.Sprint(rf)}}}
+	for _, n := range strings.Split(l.Nodes, ",") {
+		id, _, _ := strings.Cut(n, "=")
+		name := "n" + id
+		ps = append(ps, proc{name: name, addr: hostedAddr(l.Hosted, id), log: filepath.Join(dir, name+".log"),
+			args: []string{"serve", "--dir", filepath.Join(dir, name), "--id", id, "--host-nodes", l.Nodes,
+				"--host-groups", strings.Join(groups, ";"), "--managers", l.Manager}})
+	}
+	return ps
+}
+
+// hostedAddr returns the client address of node id's first member of the
+// groups, or "" if it hosts none.
+func hostedAddr(groups []string, id string) string {
+	for _, g := range groups {
+		for _, m := range strings.Split(g, ",") {
+			if n, addr, _ := strings.Cut(m, "="); n == id {
+				return addr
+			}
+		}
+	}
+	return ""
 }
 
 // groupProcs returns the processes of the group whose --initial-members
@@ -118,7 +171,7 @@ var ErrNodes = errors.New("localcluster: --nodes must be 1, 3, 5, 7 or 9, and ma
 // them (SIGTERM, then SIGKILL after stopTimeout); a member that exits
 // meanwhile is reported, and the others go on.
 func Up(ctx context.Context, cfg Config) error {
-	l, err := load(cfg.Dir, cfg.Nodes, cfg.Groups)
+	l, err := load(cfg)
 	if err != nil {
 		return err
 	}
@@ -159,6 +212,9 @@ func Up(ctx context.Context, cfg Config) error {
 // member 2", "manager".
 func describe(name string) string {
 	var g, m int
+	if _, err := fmt.Sscanf(name, "n%d", &m); err == nil {
+		return fmt.Sprintf("node %d", m)
+	}
 	if _, err := fmt.Sscanf(name, "g%dm%d", &g, &m); err == nil {
 		return fmt.Sprintf("group %d member %d", g, m)
 	}
@@ -168,21 +224,30 @@ func describe(name string) string {
 	return name
 }
 
-// load reads the directory's layout, or makes one for n members in each
-// of groups groups (0: one group, not sharded).
-func load(dir string, n, groups int) (layout, error) {
+// load reads the directory's layout, or makes one as cfg says.
+func load(cfg Config) (layout, error) {
 	var l layout
+	dir, n, groups := cfg.Dir, cfg.Nodes, cfg.Groups
 	name := filepath.Join(dir, "cluster.json")
 	b, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) && cfg.Hosted {
+		return createHosted(cfg, name)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return create(dir, name, n, groups)
 	}
 	if err != nil {
 		return l, err
 	}
-	if err := json.Unmarshal(b, &l); err != nil || (l.Members == "") == (len(l.Groups) == 0) || l.Secret == "" ||
-		(len(l.Groups) > 0) != (l.Manager != "") {
-		return l, fmt.Errorf("localcluster: %s is damaged; move the directory aside to make a new cluster", name)
+	damaged := fmt.Errorf("localcluster: %s is damaged; move the directory aside to make a new cluster", name)
+	if err := json.Unmarshal(b, &l); err != nil || l.Secret == "" {
+		return l, damaged
+	}
+	if l.Nodes != "" || cfg.Hosted {
+		return l, l.checkHosted(cfg, damaged)
+	}
+	if (l.Members == "") == (len(l.Groups) == 0) || (len(l.Groups) > 0) != (l.Manager != "") {
+		return l, damaged
 	}
 	first := l.Members
 	if len(l.Groups) > 0 {
@@ -216,10 +281,17 @@ func create(dir, name string, n, groups int) (layout, error) {
 	}
 	if groups == 0 {
 		l.Members, l.Groups = l.Groups[0], nil
-	} else {
+	}
+	return l, l.save(dir, name)
+}
+
+// save gives l a new manager address, if it has none, and a new secret,
+// and writes it to the file name in dir.
+func (l *layout) save(dir, name string) error {
+	if l.Manager == "" && l.Members == "" {
 		port, err := freePort()
 		if err != nil {
-			return l, err
+			return err
 		}
 		l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
 	}
@@ -228,10 +300,80 @@ func create(dir, name string, n, groups int) (layout, error) {
 	l.Secret = hex.EncodeToString(secret)
 	b, _ := json.MarshalIndent(l, "", "  ")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(name, append(b, '\n'), 0o600)
+}
+
+// checkHosted checks a hosted layout read from a directory against cfg.
+func (l layout) checkHosted(cfg Config, damaged error) error {
+	switch {
+	case l.Nodes == "" || len(l.Hosted) == 0 || l.Manager == "":
+		if !cfg.Hosted {
+			return damaged
+		}
+		return fmt.Errorf("localcluster: %s holds a cluster whose groups are not hosted: drop --hosted, or use another directory", cfg.Dir)
+	case !cfg.Hosted:
+		return fmt.Errorf("localcluster: %s holds a hosted cluster: add --hosted", cfg.Dir)
+	case cfg.Nodes != 0 && cfg.Nodes != len(strings.Split(l.Nodes, ",")):
+		return fmt.Errorf("%w: %s has %d nodes", ErrNodes, cfg.Dir, len(strings.Split(l.Nodes, ",")))
+	case cfg.Groups != 0 && cfg.Groups != len(l.Hosted):
+		return fmt.Errorf("%w: %s has %d groups", ErrGroups, cfg.Dir, len(l.Hosted))
+	}
+	return nil
+}
+
+// createHosted makes a new hosted layout: cfg.Groups groups of rf
+// members, group g's on nodes g, g+1, ... (mod cfg.Nodes), on free
+// loopback ports.
+func createHosted(cfg Config, name string) (layout, error) {
+	rf := cfg.RF
+	if rf == 0 {
+		rf = min(3, cfg.Nodes)
+	}
+	switch {
+	case cfg.Nodes < 1 || cfg.Nodes > maxNodes:
+		return layout{}, fmt.Errorf("localcluster: --nodes must be 1 to %d for hosted groups", maxNodes)
+	case rf < 1 || rf > cfg.Nodes || rf%2 == 0:
+		return layout{}, fmt.Errorf("localcluster: --rf must be odd and at most --nodes (%d)", cfg.Nodes)
+	case cfg.Groups < 1 || cfg.Groups > maxHostedGroups:
+		return layout{}, fmt.Errorf("localcluster: --groups must be 1 to %d for hosted groups", maxHostedGroups)
+	}
+	var l layout
+	var nodes []string
+	freePort := uniquePorts()
+	for i := range cfg.Nodes {
+		peer, err := freePort()
+		if err != nil {
+			return l, err
+		}
+		nodes = append(nodes, fmt.Sprintf("%d=127.0.0.1:%d", i+1, peer))
+	}
+	l.Nodes = strings.Join(nodes, ",")
+	for g := range cfg.Groups {
+		var members []string
+		for r := range rf {
+			port, err := freePort()
+			if err != nil {
+				return l, err
+			}
+			members = append(members, fmt.Sprintf("%d=127.0.0.1:%d", (g+r)%cfg.Nodes+1, port))
+		}
+		l.Hosted = append(l.Hosted, strings.Join(members, ","))
+	}
+	port, err := freePort()
+	if err != nil {
 		return l, err
 	}
-	return l, os.WriteFile(name, append(b, '\n'), 0o600)
+	l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
+	return l, l.save(cfg.Dir, name)
 }
+
+// maxNodes and maxHostedGroups bound a hosted cluster.
+const (
+	maxNodes        = 16
+	maxHostedGroups = 1024
+)
 
 // maxGroups bounds a sharded cluster's groups, each member of each a
 // process of this machine.
@@ -257,6 +399,22 @@ func newMembers(n int) (string, error) {
 		members = append(members, fmt.Sprintf("%d=127.0.0.1:%d@%d", i+1, client, peer))
 	}
 	return strings.Join(members, ","), nil
+}
+
+// uniquePorts returns a freePort that never returns a port twice: the
+// kernel may hand out a port again once its listener is closed, and a
+// hosted cluster picks hundreds.
+func uniquePorts() func() (int, error) {
+	seen := map[int]bool{}
+	return func() (int, error) {
+		for {
+			p, err := freePort()
+			if err != nil || !seen[p] {
+				seen[p] = true
+				return p, err
+			}
+		}
+	}
 }
 
 // freePort returns a loopback port that was free a moment ago.

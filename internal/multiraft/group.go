@@ -164,6 +164,9 @@ func (h *Host) ready(g *group) {
 		rd := g.rn.Ready()
 		if rd.SoftState != nil {
 			g.lead.Store(rd.SoftState.Lead)
+			if rd.SoftState.RaftState != raft.StateLeader {
+				g.dropWaiters(errLeadershipLost) // their entries may or may not commit
+			}
 		}
 		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
 			g.idle = 0

@@ -164,7 +164,7 @@ func (h *router) SnapshotDone(to, group uint64, err error) {
 
 // startTransport listens on this member's peer address and starts the
 // transport, delivering to h.
-func startTransport(c *ClusterConfig, h *router, log *slog.Logger) (*transport.Transport, error) {
+func startTransport(c *ClusterConfig, h transport.Handler, log *slog.Logger) (*transport.Transport, error) {
 	me, err := c.self()
 	if err != nil {
 		return nil, err

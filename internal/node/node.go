@@ -48,6 +48,11 @@ type Config struct {
 	// Memory, for a manager of one member (Shard.Group 0, Cluster nil):
 	// keep nothing on disk; Dir is not used.
 	Memory bool
+	// Hosted, if set, makes the node host its members of these data groups
+	// of a sharded cluster, all on one log and one multiraft.Host (see
+	// hosted.go): Cluster then lists the nodes (Member.Client unused) and
+	// this node's id, and Shard the managers (Shard.Group unused).
+	Hosted []HostedGroup
 }
 
 // ErrFailed is returned by Run when the node stopped because it could no
@@ -81,6 +86,9 @@ func Run(ctx context.Context, cfg Config) error {
 	claim := func() (err error) { incarnation, err = claimDir(cfg.Dir, cfg.identity()); return err }
 	if err := vfs.RetryNoSpace(claim, waitForSpace(log, cfg.Dir, "record whose data directory it is")); err != nil {
 		return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
+	}
+	if len(cfg.Hosted) > 0 {
+		return runHosted(ctx, cfg)
 	}
 	opt := cfg.Replica
 	opt.Dir, opt.Logger, opt.PauseGC, opt.HoldProcessor = cfg.Dir, log, pauseGC, !opt.NoSync
@@ -155,7 +163,7 @@ func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
 		go keepMap(fctx, cfg.Shard, rep, c.ID, v, cfg.Logger)
 		go pollLeaders(fctx, cfg.Shard, v)
 	} else {
-		go followManagers(fctx, cfg.Shard, v, cfg.Logger)
+		go followManagers(fctx, cfg.Shard, cfg.Logger, v)
 	}
 	return serve(ctx, server.New(cfg.Server, shardedMember{m, v}), rep, cfg.ShutdownTimeout, cfg.Logger)
 }

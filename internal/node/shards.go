@@ -91,9 +91,10 @@ func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[
 	return old == nil || old.Map == nil || old.Map.Epoch != m.Epoch
 }
 
-// followManagers keeps v the map and leaders that the managers know,
-// asking one every poll, the next after one fails, until ctx ends.
-func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *slog.Logger) {
+// followManagers keeps each of views the map and leaders that the
+// managers know, asking one every poll, the next after one fails, until
+// ctx ends.
+func followManagers(ctx context.Context, cfg *ShardConfig, log *slog.Logger, views ...*shardView) {
 	pool := ask.NewPool(cfg.Password)
 	defer pool.Close()
 	i, failing := 0, false
@@ -101,7 +102,11 @@ func followManagers(ctx context.Context, cfg *ShardConfig, v *shardView, log *sl
 		m, leaders, down, err := pool.Map(ctx, cfg.Managers[i])
 		switch {
 		case err == nil:
-			if v.setAll(m, leaders, down) {
+			learned := false
+			for _, v := range views {
+				learned = v.setAll(m, leaders, down) || learned
+			}
+			if learned {
 				log.Info("learned the cluster map", "epoch", m.Epoch, "groups", len(m.Groups), "from", cfg.Managers[i])
 			}
 			failing = false
@@ -311,7 +316,7 @@ func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
 	v := newShardView(cfg.Shard)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go followManagers(fctx, cfg.Shard, v, cfg.Logger)
+	go followManagers(fctx, cfg.Shard, cfg.Logger, v)
 	cfg.Logger.Info("a data node of a sharded cluster", "group", cfg.Shard.Group, "managers", cfg.Shard.Managers)
 	return serve(ctx, server.New(cfg.Server, solo{rep, v, cfg.Server.Addr}), rep, cfg.ShutdownTimeout, cfg.Logger)
 }

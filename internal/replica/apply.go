@@ -4,6 +4,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/batchentry"
 	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/store"
 )
@@ -80,8 +81,8 @@ func (r *Replica) applyEntry(e *raftpb.Entry) error {
 // applyData applies the batches of a normal entry with data, and
 // completes the writes waiting on them.
 func (r *Replica) applyData(e *raftpb.Entry) error {
-	at := store.Stamp{Index: e.Index, Time: entryTime(e.Data)}
-	err := eachProposal(e.Data, func(id uint64, batch []byte) error {
+	at := store.Stamp{Index: e.Index, Time: batchentry.Time(e.Data)}
+	err := batchentry.Each(e.Data, func(id uint64, batch []byte) error {
 		return r.applyBatch(r.waiters.take(id), batch, at)
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/flintkv/flint/internal/batchentry"
 	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/store"
 )
@@ -21,21 +22,21 @@ func (r *Replica) reorder(e *raftpb.Entry) bool {
 	}
 	if r.held != nil {
 		r.applyEntry(e)
-		eachProposal(r.held, func(_ uint64, batch []byte) error {
+		batchentry.Each(r.held, func(_ uint64, batch []byte) error {
 			return r.Store().ApplyBatch(batch, nil)
 		})
 		r.held = nil
 		return true
 	}
 	sets := true
-	eachProposal(e.Data, func(_ uint64, batch []byte) error {
+	batchentry.Each(e.Data, func(_ uint64, batch []byte) error {
 		sets = sets && plainSets(batch) > 0
 		return nil
 	})
 	if !sets {
 		return false
 	}
-	eachProposal(e.Data, func(id uint64, batch []byte) error {
+	batchentry.Each(e.Data, func(id uint64, batch []byte) error {
 		if p := r.waiters.take(id); p != nil {
 			for i := range plainSets(batch) {
 				if p.done != nil {
@@ -111,7 +112,7 @@ func (r *Replica) sendEarly(ents []raftpb.Entry) bool {
 func (r *Replica) proposedHere(data []byte) bool {
 	here := false
 	if len(data) > 0 {
-		eachProposal(data, func(id uint64, _ []byte) error {
+		batchentry.Each(data, func(id uint64, _ []byte) error {
 			here = id>>32 == r.id
 			return nil
 		})

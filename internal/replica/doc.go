@@ -42,19 +42,13 @@
 // Apply blocks until its batch is committed (durable in the WAL) and applied;
 // the apply thread calls the caller's callback after each entry of the batch
 // takes effect, which is where a connection looks up the keys of the reads
-// pipelined among its writes (only that: it replies once Apply returns). The raft loop packs the batches it holds into one raft entry:
-//
-//	+---------+-----------+---------------+------------------------------------------+
-//	| version | time      | count uvarint | count x (id uvarint, len uvarint, batch) |
-//	+---------+-----------+---------------+------------------------------------------+
-//	  1 byte (2) int64 LE
-//
-// where time is the leader's clock when it proposed the entry, in unix
-// nanoseconds: the one clock the state machine uses (with the entry's index,
-// as a store.Stamp), for client sessions' expiry and keys' deadlines, so
-// that every replica applies the same; a store keeps it monotonic, whatever
-// a new leader's clock says. Version 1, without time, is still read (its
-// time is 0). batch is a store batch (see store.Batch) and id names the
+// pipelined among its writes (only that: it replies once Apply returns). The
+// raft loop packs the batches it holds into one raft entry, in the format of
+// package batchentry: the leader's clock when it proposed the entry, then
+// each batch with an id. The time is the one clock the state machine uses
+// (with the entry's index, as a store.Stamp), for client sessions' expiry
+// and keys' deadlines, so that every replica applies the same; a store
+// keeps it monotonic, whatever a new leader's clock says. The id names the
 // waiting caller within this process run: the proposing member's id in its
 // high 32 bits, and a counter that starts at a random value at every start
 // in its low ones, so that entries proposed before a restart, or by another

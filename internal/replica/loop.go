@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 
+	"github.com/flintkv/flint/internal/batchentry"
 	"github.com/flintkv/flint/internal/vfs"
 )
 
@@ -324,9 +325,9 @@ func (l *loop) propose() {
 	for _, p := range l.props {
 		need += 2*binary.MaxVarintLen64 + len(p.batch)
 	}
-	data := appendHeader(make([]byte, 0, need), time.Now().UnixNano(), len(l.props))
+	data := batchentry.AppendHeader(make([]byte, 0, need), time.Now().UnixNano(), len(l.props))
 	for _, p := range l.props {
-		data = appendProposal(data, p.id, p.batch)
+		data = batchentry.Append(data, p.id, p.batch)
 		p.batch = nil
 		l.r.waiters.add(p)
 		p.state.Store(proposed)

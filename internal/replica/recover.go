@@ -130,7 +130,25 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 	if err == nil && (meta.Index != info.Index || meta.Term != info.Term) {
 		err = fmt.Errorf("snapshot %s: its header says index %d term %d", info.Name, meta.Index, meta.Term)
 	}
-	for _, s := range meta.Sections {
+	if err == nil {
+		err = RestoreSections(st, meta.Sections)
+	}
+	return st, meta, err
+}
+
+// StoreSections returns the snapshot sections of a store's state besides
+// its pairs (sessions, watches, deadlines), taken at once with its
+// snapshot (store.SnapshotAll), between two batches.
+func StoreSections(st *store.Store) []snap.Section {
+	return []snap.Section{{Name: sessionsSection, Data: st.Sessions()}, {Name: watchesSection, Data: st.Watches()},
+		{Name: deadlinesSection, Data: st.Deadlines()}}
+}
+
+// RestoreSections restores into st, loaded with a snapshot's pairs, the
+// sections of it that StoreSections wrote; it ignores the others.
+func RestoreSections(st *store.Store, sections []snap.Section) error {
+	var err error
+	for _, s := range sections {
 		switch {
 		case err != nil:
 		case s.Name == sessionsSection:
@@ -141,7 +159,7 @@ func (r *Replica) loadStore(info snap.Info) (*store.Store, snap.Meta, error) {
 			err = st.RestoreDeadlines(s.Data)
 		}
 	}
-	return st, meta, err
+	return err
 }
 
 // sessionsSection is the snapshot section that holds the store's client

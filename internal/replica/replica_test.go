@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 
+	"github.com/flintkv/flint/internal/batchentry"
 	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/vfs"
@@ -135,7 +136,7 @@ func TestLogReadableBackToOlderSnapshot(t *testing.T) {
 	// Each set is one entry: the entries are the last writes, in order.
 	for i, e := range ents {
 		key := fmt.Sprintf("k%05d", n-len(ents)+i)
-		if err := eachProposal(e.Data, func(uint64, []byte) error { return nil }); err != nil || !bytes.Contains(e.Data, []byte(key)) {
+		if err := batchentry.Each(e.Data, func(uint64, []byte) error { return nil }); err != nil || !bytes.Contains(e.Data, []byte(key)) {
 			t.Fatalf("entry %d read back from the log (%v) does not set %s", e.Index, err, key)
 		}
 	}

@@ -86,9 +86,8 @@ func (r *Replica) startSnapshot(req *saveRequest) {
 	}
 	s.running.Store(true)
 	meta := snap.Meta{Index: r.applied.Load(), Term: s.appliedTerm, Conf: r.conf,
-		Sections: []snap.Section{{Name: membersSection, Data: encodeMembers(r.Members())},
-			{Name: sessionsSection, Data: r.Store().Sessions()}, {Name: watchesSection, Data: r.Store().Watches()},
-			{Name: incarnationsSection, Data: r.encodeIncarnations()}, {Name: deadlinesSection, Data: r.Store().Deadlines()}}}
+		Sections: append([]snap.Section{{Name: membersSection, Data: encodeMembers(r.Members())},
+			{Name: incarnationsSection, Data: r.encodeIncarnations()}}, StoreSections(r.Store())...)}
 	view := r.Store().SnapshotAll()
 	s.entries, s.bytes = 0, 0
 	if req != nil {

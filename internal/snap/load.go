@@ -44,7 +44,19 @@ func Load(fs vfs.FS, name string, put func(key, val []byte)) (Meta, error) {
 	}
 	pf := vfs.Prefetch(b)
 	defer pf.Stop()
-	frames := frame.NewAhead(b, pf.Advance)
+	return load(name, b, pf.Advance, put)
+}
+
+// LoadBytes is Load of a snapshot held in b, as WriteTo wrote it: val
+// stays valid as long as b does, and b must not be modified.
+func LoadBytes(b []byte, put func(key, val []byte)) (Meta, error) {
+	return load("snapshot", b, func(int64) {}, put)
+}
+
+// load loads the snapshot b, named name in errors, calling progress as
+// frame.NewAhead does.
+func load(name string, b []byte, progress func(off int64), put func(key, val []byte)) (Meta, error) {
+	frames := frame.NewAhead(b, progress)
 	defer frames.Close()
 	p := &parallel{loader: &loader{name: name, size: int64(len(b))}, put: put}
 	if err := p.load(frames); err != nil {

@@ -3,6 +3,7 @@ package snap
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"path"
 
 	"github.com/flintkv/flint/internal/frame"
@@ -52,6 +53,24 @@ func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error)
 	return name, size, nil
 }
 
+// WriteTo writes a snapshot of meta and pairs to w, in the format of a
+// snapshot file, and returns how many bytes it wrote: a snapshot that
+// LoadBytes reads back, for a caller that keeps or sends it itself.
+func WriteTo(w io.Writer, meta Meta, pairs Pairs) (int64, error) {
+	if err := checkSections(meta.Sections); err != nil {
+		return 0, fmt.Errorf("snap: %w", err)
+	}
+	sw := &writer{f: streamAt{w}, buf: frame.Append(nil, typeHeader, appendHeader(nil, meta))}
+	sw.sections(meta.Sections)
+	return sw.write(pairs)
+}
+
+// streamAt is an io.WriterAt over an io.Writer, for a writer that writes
+// at consecutive offsets from 0, as writer does.
+type streamAt struct{ w io.Writer }
+
+func (s streamAt) WriteAt(p []byte, _ int64) (int, error) { return s.w.Write(p) }
+
 // publish renames dir/<name>.tmp, complete and synced, to dir/<name> and
 // syncs dir. If that sync fails, it removes <name> unless a file of that
 // name was there before (a SAVE with no write since the last, a snapshot
@@ -81,7 +100,7 @@ func exists(fs vfs.FS, name string) bool {
 
 // writer streams frames to a file.
 type writer struct {
-	f     vfs.File
+	f     io.WriterAt
 	off   int64
 	buf   []byte // frames not yet written
 	start int    // where the open pairs frame starts in buf, or -1

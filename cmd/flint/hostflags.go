@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/flintkv/flint/internal/node"
+)
+
+// hostFlags are serve's flags for a node that hosts members of several
+// data groups of a sharded cluster on one log and one raft host.
+type hostFlags struct {
+	nodes, groups string
+}
+
+func (f *hostFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.nodes, "host-nodes", "", "the nodes of a cluster whose nodes host several data groups each, the same list on\neach: id=peerhost:peerport,...; with --id, --host-groups and --managers")
+	fs.StringVar(&f.groups, "host-groups", "", "the data groups the --host-nodes host, the same list on each: group:id=host:port,...;...\n(each member's node id and client address); this node serves its members of them")
+}
+
+// on reports whether the node hosts groups.
+func (f *hostFlags) on() bool { return f.nodes != "" || f.groups != "" }
+
+// config returns the hosting node's nodes, groups and managers, from its
+// flags and the cluster and shard flags it shares with a member.
+func (f *hostFlags) config(cf *clusterFlags, sf *shardFlags, password string) (*node.ClusterConfig, []node.HostedGroup, *node.ShardConfig, error) {
+	switch {
+	case f.nodes == "" || f.groups == "":
+		return nil, nil, nil, errors.New("--host-nodes and --host-groups go together")
+	case cf.members != "" || cf.join != "" || sf.group != 0 || sf.manager:
+		return nil, nil, nil, errors.New("a node hosting groups takes --host-nodes and --host-groups, not --initial-members, --join, --shard-group or --manager")
+	case sf.managers == "":
+		return nil, nil, nil, errors.New("--host-groups needs --managers")
+	case cf.tick <= 0 || cf.electionTicks < 2:
+		return nil, nil, nil, errors.New("--raft-tick must be positive and --election-ticks at least 2")
+	}
+	nodes, err := parseHostNodes(f.nodes)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--host-nodes: %v", err)
+	}
+	groups, err := parseHostGroups(f.groups, nodes)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--host-groups: %v", err)
+	}
+	secret := cf.secret
+	if secret == "" {
+		secret = os.Getenv("FLINT_CLUSTER_SECRET")
+	}
+	if secret == "" {
+		return nil, nil, nil, errors.New("hosting nodes need --cluster-secret (or $FLINT_CLUSTER_SECRET), the same on every node")
+	}
+	c := &node.ClusterConfig{ID: cf.id, Members: nodes, PeerListen: cf.peerListen, Secret: []byte(secret), Name: cf.name,
+		TickInterval: cf.tick, ElectionTicks: cf.electionTicks}
+	shard := &node.ShardConfig{Managers: splitList(sf.managers), Password: password, Poll: sf.poll}
+	return c, groups, shard, nil
+}
+
+// parseHostNodes parses "id=peerhost:peerport,...".
+func parseHostNodes(s string) ([]node.Member, error) {
+	var ms []node.Member
+	seen := map[uint64]bool{}
+	for _, part := range splitList(s) {
+		id, peer, ok := strings.Cut(part, "=")
+		n, err := strconv.ParseUint(id, 10, 64)
+		if !ok || err != nil || n == 0 || n >= 1<<31 || seen[n] {
+			return nil, fmt.Errorf("bad node %q: want id=host:port with a unique id from 1 to 2^31-1", part)
+		}
+		if _, _, err := net.SplitHostPort(peer); err != nil {
+			return nil, fmt.Errorf("bad peer address in %q: %v", part, err)
+		}
+		seen[n] = true
+		ms = append(ms, node.Member{ID: n, Peer: peer})
+	}
+	if len(ms) == 0 {
+		return nil, errors.New("no nodes")
+	}
+	return ms, nil
+}
+
+// parseHostGroups parses "group:id=host:port,...;...", each member's id
+// one of nodes'.
+func parseHostGroups(s string, nodes []node.Member) ([]node.HostedGroup, error) {
+	known := map[uint64]bool{}
+	for _, n := range nodes {
+		known[n.ID] = true
+	}
+	var gs []node.HostedGroup
+	seen := map[uint64]bool{}
+	for _, part := range strings.Split(s, ";") {
+		gid, members, ok := strings.Cut(strings.TrimSpace(part), ":")
+		g, err := strconv.ParseUint(gid, 10, 64)
+		if !ok || err != nil || g == 0 || seen[g] {
+			return nil, fmt.Errorf("bad group %q: want group:id=host:port,... with a unique group id from 1", part)
+		}
+		seen[g] = true
+		hg := node.HostedGroup{ID: g, Members: map[uint64]string{}}
+		for _, m := range splitList(members) {
+			id, addr, ok := strings.Cut(m, "=")
+			n, err := strconv.ParseUint(id, 10, 64)
+			if !ok || err != nil || !known[n] || hg.Members[n] != "" {
+				return nil, fmt.Errorf("bad member %q of group %d: want id=host:port, the id one of --host-nodes' and once per group", m, g)
+			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return nil, fmt.Errorf("bad client address in %q: %v", m, err)
+			}
+			hg.Members[n] = addr
+		}
+		if len(hg.Members) == 0 {
+			return nil, fmt.Errorf("group %d has no members", g)
+		}
+		gs = append(gs, hg)
+	}
+	return gs, nil
+}

@@ -1,0 +1,173 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"path"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flintkv/flint/internal/hostgroup"
+	"github.com/flintkv/flint/internal/multiraft"
+	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/vfs"
+	"github.com/flintkv/flint/internal/wal"
+)
+
+// HostedGroup is a data group of a sharded cluster whose members are
+// hosted by nodes (see Config.Hosted): its id in the map, and each
+// member's client address by member id, which is the id of the node that
+// hosts it.
+type HostedGroup struct {
+	ID      uint64
+	Members map[uint64]string
+}
+
+// hostedMember is the backend of a member of a hosted group.
+type hostedMember struct {
+	*hostgroup.Backend
+	*shardView
+}
+
+// hostRouter is the transport's Handler for a node's Host: it hands what
+// arrives to the host once it runs, and drops it before and after.
+type hostRouter struct {
+	h atomic.Pointer[multiraft.Host]
+}
+
+func (r *hostRouter) Receive(from, group uint64, msgs []raftpb.Message) {
+	if h := r.h.Load(); h != nil {
+		h.Receive(from, group, msgs)
+	}
+}
+
+func (r *hostRouter) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
+	if h := r.h.Load(); h != nil {
+		return h.ReceiveSnapshot(from, group, m, body)
+	}
+	return errors.New("node: the host is not running")
+}
+
+func (r *hostRouter) Unreachable(to, group uint64) {
+	if h := r.h.Load(); h != nil {
+		h.Unreachable(to, group)
+	}
+}
+
+func (r *hostRouter) SnapshotDone(to, group uint64, err error) {
+	if h := r.h.Load(); h != nil {
+		h.SnapshotDone(to, group, err)
+	}
+}
+
+// runHosted runs a node that hosts its members of cfg.Hosted: one shared
+// log in the data directory (which Open replays, so that each group's
+// state is rebuilt from its log), one transport to the nodes of
+// cfg.Cluster, one Host, and, for each member, a server on its client
+// address. Shutdown stops the servers first, then the host, the
+// transport and the log.
+func runHosted(ctx context.Context, cfg Config) error {
+	c, log := cfg.Cluster, cfg.Logger
+	if cfg.Replica.NoSync {
+		return errors.New("node: a node hosting groups fsyncs every write to its shared log: --fsync never is not supported")
+	}
+	lg, err := wal.OpenShared(vfs.OS, path.Join(cfg.Dir, "wal"), wal.Options{SegmentSize: cfg.Replica.SegmentSize,
+		Preallocate: cfg.Replica.Preallocate, Logger: log, WaitForSpace: waitForSpace(log, cfg.Dir, "start its log")})
+	if err != nil {
+		return fmt.Errorf("cannot open the data directory %s: %w", cfg.Dir, err)
+	}
+	defer lg.Close()
+	r := &hostRouter{}
+	t, err := startTransport(c, r, log)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	for _, m := range c.Members {
+		if m.ID != c.ID {
+			t.SetPeer(m.ID, m.Peer)
+		}
+	}
+	h := multiraft.New(multiraft.Config{Node: c.ID, Log: lg, Sender: t, TickInterval: c.TickInterval,
+		ElectionTicks: c.ElectionTicks, Logger: log})
+	defer h.Stop()
+	var srvs []*server.Server
+	var views []*shardView
+	for _, g := range cfg.Hosted {
+		addr, ok := g.Members[c.ID]
+		if !ok {
+			continue
+		}
+		opt := cfg.Replica.Store
+		opt.Group = g.ID // in the client ids its sessions get: unique in the cluster
+		sm := hostgroup.NewStateMachine(opt)
+		if err := h.AddGroup(g.ID, slices.Sorted(maps.Keys(g.Members)), sm); err != nil {
+			return fmt.Errorf("node: group %d: %w", g.ID, err)
+		}
+		b := hostgroup.New(hostgroup.Config{Host: h, Group: g.ID, Self: c.ID, Members: g.Members,
+			LeaderWait: 2 * c.electionTimeout()}, sm)
+		v := &shardView{group: g.ID}
+		scfg := cfg.Server
+		scfg.Addr = addr
+		srvs, views = append(srvs, server.New(scfg, hostedMember{b, v})), append(views, v)
+	}
+	if len(srvs) == 0 {
+		return fmt.Errorf("node: node %d hosts a member of none of the %d groups", c.ID, len(cfg.Hosted))
+	}
+	r.h.Store(h)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go followManagers(fctx, cfg.Shard, log, views...)
+	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "groups", len(srvs), "managers", cfg.Shard.Managers)
+	return serveHosted(ctx, srvs, h, cfg, log)
+}
+
+// electionTimeout is the raft clock's election timeout.
+func (c *ClusterConfig) electionTimeout() time.Duration {
+	return time.Duration(c.ElectionTicks) * c.TickInterval
+}
+
+// serveHosted serves srvs until ctx ends, then shuts them down, letting
+// clients' commands finish for up to cfg.ShutdownTimeout; it stops at
+// once with ErrFailed if the host fails (its log, say).
+func serveHosted(ctx context.Context, srvs []*server.Server, h *multiraft.Host, cfg Config, log *slog.Logger) error {
+	errc := make(chan error, len(srvs))
+	for _, s := range srvs {
+		go func() { errc <- s.ListenAndServe() }()
+	}
+	var failed error
+	select {
+	case err := <-errc:
+		failed = fmt.Errorf("node: serving clients: %w", err)
+	case <-h.Done():
+		failed = fmt.Errorf("%w: %w", ErrFailed, h.Err())
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	context.AfterFunc(sctx, h.Stop) // so that a write still waiting does not hold the shutdown up
+	var wg sync.WaitGroup
+	for _, s := range srvs {
+		wg.Go(func() { s.Shutdown(sctx) })
+	}
+	wg.Wait()
+	h.Stop()
+	if failed == nil {
+		if err := h.Err(); !errors.Is(err, multiraft.ErrStopped) {
+			failed = fmt.Errorf("%w, and stopped: %w", ErrFailed, err)
+		}
+	}
+	if failed == nil {
+		log.Info("stopped")
+	}
+	return failed
+}
