@@ -114,7 +114,7 @@ func runHosted(ctx context.Context, cfg Config) error {
 		}
 		b := hostgroup.New(hostgroup.Config{Host: h, Group: g.ID, Self: c.ID, Members: g.Members,
 			LeaderWait: 2 * c.electionTimeout()}, sm)
-		v := &shardView{group: g.ID}
+		v := newShardView(g.ID, cfg.Shard.Managers)
 		scfg := cfg.Server
 		scfg.Addr = addr
 		srvs, views = append(srvs, server.New(scfg, hostedMember{b, v})), append(views, v)

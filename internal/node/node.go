@@ -158,7 +158,7 @@ func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
 	if cfg.Shard == nil {
 		return serve(ctx, server.New(cfg.Server, m), rep, cfg.ShutdownTimeout, cfg.Logger)
 	}
-	v := newShardView(cfg.Shard)
+	v := newShardView(cfg.Shard.Group, cfg.Shard.Managers)
 	if cfg.Shard.Group == 0 {
 		go keepMap(fctx, cfg.Shard, rep, c.ID, v, cfg.Logger)
 		go pollLeaders(fctx, cfg.Shard, v)

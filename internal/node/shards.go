@@ -60,9 +60,10 @@ type shardView struct {
 	p        atomic.Pointer[server.Shards]
 }
 
-// newShardView returns the view of a node of cfg's, with no map yet.
-func newShardView(cfg *ShardConfig) *shardView {
-	v := &shardView{group: cfg.Group, managers: cfg.Managers}
+// newShardView returns the view of a member of group (0: a manager) that
+// follows managers, with no map yet.
+func newShardView(group uint64, managers []string) *shardView {
+	v := &shardView{group: group, managers: managers}
 	v.p.Store(&server.Shards{Group: v.group, Managers: v.managers})
 	return v
 }
@@ -313,7 +314,7 @@ func followLocal(ctx context.Context, cfg *ShardConfig, s *store.Store, v *shard
 // serveSolo serves rep as the one member of a data group of a sharded
 // cluster, following the managers' map.
 func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
-	v := newShardView(cfg.Shard)
+	v := newShardView(cfg.Shard.Group, cfg.Shard.Managers)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go followManagers(fctx, cfg.Shard, cfg.Logger, v)
@@ -328,7 +329,7 @@ func runMetaLocal(ctx context.Context, cfg Config) error {
 	if cfg.Shard == nil || cfg.Shard.Group != 0 || cfg.Cluster != nil {
 		return errors.New("node: only a manager of one member keeps nothing on disk")
 	}
-	v := newShardView(cfg.Shard)
+	v := newShardView(cfg.Shard.Group, cfg.Shard.Managers)
 	s := store.New(store.Options{})
 	if cfg.Shard.Map != nil {
 		v.set(cfg.Shard.Map, nil)
