@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flintkv/flint/internal/protocol"
 	"github.com/flintkv/flint/internal/server"
 )
 
@@ -178,11 +179,11 @@ func TestPipelinedTxs(t *testing.T) {
 				raw = dialRaw(t, start(t, server.Config{}).Addr)
 			} else {
 				raw = dialRaw(t, startReplicaServer(t).Addr)
-				n, err := strconv.ParseInt(strings.Trim(raw.do("FLINT.SESSION").String(), "()integer "), 10, 64)
-				if err != nil {
-					t.Fatal(err)
+				if v := raw.do("FLINT.SESSION"); v.Kind != protocol.KindInt {
+					t.Fatalf("FLINT.SESSION: %s", v)
+				} else {
+					session = v.Int
 				}
-				session = n
 			}
 			p := txPipeline{model: map[string]string{}}
 			var seq int64
