@@ -110,9 +110,9 @@ func (c *conn) call(cmd *command, args [][]byte) {
 // sharesTime reports whether cmd shares its batch's time with the others
 // that do rather than being timed alone: writes, whose execution here is
 // adding an entry to the batch, simple reads, a lookup each, and MULTI and
-// EXEC, which join the batch too. Timing
-// each would cost more than running it: a clock read took 95 ns on the
-// project's 2-core VM, and a pipelined GET about 1 µs of server CPU.
+// EXEC, which join the batch too. Timing each would cost more than running
+// it: a clock read took 95 ns on the project's 2-core VM, and a pipelined
+// GET about 1 µs of server CPU.
 func sharesTime(cmd *command) bool { return cmd.write || cmd.reply != nil || cmd.batched }
 
 // shareTime shares the time of the batch of input just executed, wall

@@ -37,21 +37,21 @@ import (
 // Replies must leave in the order the commands came, hence the invariant:
 //
 //	Every reply in c.out, or already sent, answers a command that came
-//	before the first write in c.batch; the writes in c.batch and the
-//	deferred reads are all the commands executed since.
+//	before the first write in c.batch; the writes in c.batch (EXECs
+//	among them), the deferred reads and the held MULTIs and queued
+//	commands (c.held) are all the commands executed since.
 //
 // So nothing may be appended to c.out while the batch holds writes, except
 // by commit: exec commits before it runs or rejects any other command, and
 // err commits before a write command rejects its arguments. MULTI and EXEC
 // join the batch instead (see tx.go): EXEC's entry is added to it like a
-// write's, and the replies to a MULTI and to the commands queued after it
-// that come while the batch holds writes are held (c.held) and made by
-// replyBatch at their place. Sending c.out
-// meanwhile (maybeFlush) sends replies that come before the batch's, which
-// is harmless. execBuffered commits at the end of each pass, before its
-// replies are sent and before the input the deferred reads point into is
-// dropped; write commits a batch that reaches maxBatchEntries or would pass
-// maxBatchBytes.
+// write's, and the replies to a MULTI that comes while the batch holds
+// writes, and to the commands queued after it, are held and made by
+// replyBatch at their place. Sending c.out meanwhile (maybeFlush) sends
+// replies that come before the batch's, which is harmless. execBuffered
+// commits at the end of each pass, before its replies are sent and before
+// the input the deferred reads point into is dropped; add commits a batch
+// that reaches maxBatchEntries or would pass maxBatchBytes.
 
 // heldTx is a MULTI that came after the write numbered after-1 of the
 // batch, and queued commands after it: replyBatch replies OK to it, and

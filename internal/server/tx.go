@@ -336,6 +336,9 @@ func (c *conn) buildTx(tx *store.Tx) []txItem {
 	items := make([]txItem, len(c.tx.cmds))
 	for i, args := range c.tx.cmds {
 		cmd := commands[string(c.lowerName(args[0]))] // known: queue checked it
+		if cmd.subs != nil && len(args) > 1 {
+			cmd = c.subcommand(cmd, args[1]) // known too
+		}
 		it := &items[i]
 		it.from = tx.Len()
 		if cmd.reply != nil {

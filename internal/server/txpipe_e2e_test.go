@@ -114,7 +114,7 @@ func (p *txPipeline) block(i int, rng *rand.Rand, session int64, seq *int64) {
 		p.add("DEL "+k("e"), "+QUEUED\r\n")
 		p.add("EXEC", fmt.Sprintf("*2\r\n:%d\r\n:1\r\n", len(p.model)))
 		p.set(k("e"), "")
-	case 7: // transactions back to back, with reads of values
+	case 7: // transactions back to back, with reads of values at their place
 		p.add("MULTI", "+OK\r\n")
 		p.add("SET "+k("r")+" hello", "+QUEUED\r\n")
 		p.add("EXEC", "*1\r\n+OK\r\n")
@@ -122,7 +122,8 @@ func (p *txPipeline) block(i int, rng *rand.Rand, session int64, seq *int64) {
 		p.add("APPEND "+k("r")+" !", "+QUEUED\r\n")
 		p.add("GETRANGE "+k("r")+" 4 -1", "+QUEUED\r\n")
 		p.add("TTL "+k("r"), "+QUEUED\r\n")
-		p.add("EXEC", "*3\r\n:6\r\n"+bulk("o!")+":-1\r\n")
+		p.add("MEMORY USAGE "+k("r"), "+QUEUED\r\n")
+		p.add("EXEC", fmt.Sprintf("*4\r\n:6\r\n%s:-1\r\n:%d\r\n", bulk("o!"), len(k("r"))+6+48))
 		p.set(k("r"), "hello!")
 	case 8: // a session's transaction, and its resend, which applies nothing
 		*seq++
