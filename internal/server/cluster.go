@@ -199,17 +199,12 @@ func oneSlot(cmd *command, args [][]byte, s int) bool {
 // the member at addr.
 func moved(s int, addr string) string { return fmt.Sprintf("MOVED %d %s", s, addr) }
 
-// noteSlot records, in a group, the slot of a write added to the batch
+// noteSlot records, in a group, the slot s of a write added to the batch
 // (of its first key; -1 for a write without keys), for refusedReply.
-func (c *conn) noteSlot(args [][]byte) {
-	if c.srv.cluster == nil {
-		return
+func (c *conn) noteSlot(s int32) {
+	if c.srv.cluster != nil {
+		c.slots = append(c.slots, s)
 	}
-	s := int32(-1)
-	if len(args) > 0 {
-		s = int32(slot.Of(args[0]))
-	}
-	c.slots = append(c.slots, s)
 }
 
 // refusedReply is the reply to write i of the batch, which the backend
@@ -221,20 +216,11 @@ func (c *conn) noteSlot(args [][]byte) {
 // with no leader known, CLUSTERDOWN, which cluster clients retry. A write
 // without keys keeps READONLY, as a Redis replica answers it.
 func (c *conn) refusedReply(err error, i int, msg string) string {
-	if c.srv.cluster == nil {
-		return msg
-	}
-	return c.refusedAt(err, c.slots[i], msg)
-}
-
-// refusedAt is refusedReply for a write whose key is in slot s (-1 for
-// none).
-func (c *conn) refusedAt(err error, s int32, msg string) string {
-	if c.srv.cluster == nil || !errors.Is(err, replica.ErrNotLeader) || s < 0 {
+	if c.srv.cluster == nil || !errors.Is(err, replica.ErrNotLeader) || c.slots[i] < 0 {
 		return msg
 	}
 	if addr, ok := c.srv.cluster.Redirect(); ok {
-		return moved(int(s), addr)
+		return moved(int(c.slots[i]), addr)
 	}
 	return errorReply(replica.ErrNoLeader)
 }

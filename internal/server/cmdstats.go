@@ -83,7 +83,7 @@ func (c *conn) call(cmd *command, args [][]byte) {
 	n.calls++
 	if sharesTime(cmd) {
 		n.shared++
-		if !cmd.write {
+		if !cmd.write && !cmd.batched {
 			c.commit()
 		}
 		c.running = cmd
@@ -109,10 +109,11 @@ func (c *conn) call(cmd *command, args [][]byte) {
 
 // sharesTime reports whether cmd shares its batch's time with the others
 // that do rather than being timed alone: writes, whose execution here is
-// adding an entry to the batch, and simple reads, a lookup each. Timing
-// each would cost more than running it: a clock read took 95 ns on the
-// project's 2-core VM, and a pipelined GET about 1 µs of server CPU.
-func sharesTime(cmd *command) bool { return cmd.write || cmd.reply != nil }
+// adding an entry to the batch, simple reads, a lookup each, and MULTI and
+// EXEC, which join the batch too. Timing each would cost more than running
+// it: a clock read took 95 ns on the project's 2-core VM, and a pipelined
+// GET about 1 µs of server CPU.
+func sharesTime(cmd *command) bool { return cmd.write || cmd.reply != nil || cmd.batched }
 
 // shareTime shares the time of the batch of input just executed, wall
 // nanoseconds, less what it excluded (commits, commands timed alone,

@@ -39,6 +39,9 @@ type command struct {
 	// write is set in init from flags. A write command's run adds it to the
 	// batch of writes (see commit.go) or rejects it with err.
 	write bool
+	// batched is set for MULTI and EXEC, which exec runs without
+	// committing the batch of writes first: they join it (see tx.go).
+	batched bool
 	// readsValues is set for the simple reads that reply with their keys'
 	// values, not only with whether they exist or their values' lengths.
 	readsValues bool

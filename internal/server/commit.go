@@ -37,17 +37,26 @@ import (
 // Replies must leave in the order the commands came, hence the invariant:
 //
 //	Every reply in c.out, or already sent, answers a command that came
-//	before the first write in c.batch; the writes in c.batch and the
-//	deferred reads are all the commands executed since.
+//	before the first write in c.batch; the writes in c.batch (EXECs
+//	among them), the deferred reads and the held MULTIs and queued
+//	commands (c.held) are all the commands executed since.
 //
 // So nothing may be appended to c.out while the batch holds writes, except
 // by commit: exec commits before it runs or rejects any other command, and
-// err commits before a write command rejects its arguments. Sending c.out
-// meanwhile (maybeFlush) sends replies that come before the batch's, which
-// is harmless. execBuffered commits at the end of each pass, before its
-// replies are sent and before the input the deferred reads point into is
-// dropped; write commits a batch that reaches maxBatchEntries or would pass
-// maxBatchBytes.
+// err commits before a write command rejects its arguments. MULTI and EXEC
+// join the batch instead (see tx.go): EXEC's entry is added to it like a
+// write's, and the replies to a MULTI that comes while the batch holds
+// writes, and to the commands queued after it, are held and made by
+// replyBatch at their place. Sending c.out meanwhile (maybeFlush) sends
+// replies that come before the batch's, which is harmless. execBuffered
+// commits at the end of each pass, before its replies are sent and before
+// the input the deferred reads point into is dropped; add commits a batch
+// that reaches maxBatchEntries or would pass maxBatchBytes.
+
+// heldTx is a MULTI that came after the write numbered after-1 of the
+// batch, and queued commands after it: replyBatch replies OK to it, and
+// QUEUED to each, after that write's reply and the reads deferred after it.
+type heldTx struct{ after, queued int }
 
 // deferredRead is a read pipelined after the write numbered after-1 of the
 // batch; its arguments are c.dargs[lo:hi].
@@ -83,7 +92,7 @@ const maxPrefetchedValue = 512
 
 // A reply appends the reply to a committed write command, given its
 // result, which has no Err. Replies are top-level functions, so recording
-// one allocates nothing.
+// one allocates nothing; EXEC's alone is a closure (see execCmd).
 type reply func(c *conn, res store.Result)
 
 func replyOK(c *conn, _ store.Result)      { c.ok() }
@@ -110,6 +119,17 @@ func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
 		c.txWrite(op, flags, reply, args)
 		return
 	}
+	s := int32(-1)
+	if c.srv.cluster != nil && len(args) > 0 {
+		s = int32(slot.Of(args[0]))
+	}
+	c.add(op, flags, reply, s, args)
+}
+
+// add adds an entry to the batch, after its OpSeq for FLINT.SEQ; reply
+// replies to it once the batch is committed, and a refusal of it is
+// redirected by slot s, its key's (-1 for none: see refusedReply).
+func (c *conn) add(op store.Op, flags byte, reply reply, s int32, args [][]byte) {
 	if c.batch.Len() > 0 && len(c.batch.Bytes())+store.AddSize(args...)+seqSize(c.seq) > maxBatchBytes {
 		c.commit()
 	}
@@ -117,13 +137,13 @@ func (c *conn) write(op store.Op, flags byte, reply reply, args ...[]byte) {
 		c.batch.Add(store.OpSeq, 0, c.seq...)
 		c.replies = append(c.replies, nil)
 		c.entryCmds = append(c.entryCmds, nil)
-		c.noteSlot(nil)
+		c.noteSlot(-1)
 		c.seq = nil
 	}
 	c.batch.Add(op, flags, args...)
 	c.replies = append(c.replies, reply)
 	c.entryCmds = append(c.entryCmds, c.running)
-	c.noteSlot(args)
+	c.noteSlot(s)
 	if c.batch.Len() >= maxBatchEntries || len(c.batch.Bytes()) >= maxBatchBytes {
 		c.commit()
 	}
@@ -145,10 +165,13 @@ func (c *conn) deferRead(cmd *command, args [][]byte) {
 }
 
 // commit applies the batch of writes, if there is one, and appends the
-// replies to its writes and deferred reads.
+// replies to its writes, deferred reads and held transactions. While EXEC
+// builds its entry it does nothing: what the queued commands reply then is
+// the transaction's (see buildTx), and the batch's writes, which came
+// before the EXEC, are not yet to be answered.
 func (c *conn) commit() {
 	n := c.batch.Len()
-	if n == 0 {
+	if n == 0 || c.tx.build != nil {
 		return
 	}
 	c.nextRead = 0
@@ -166,7 +189,9 @@ func (c *conn) commit() {
 	c.replyBatch(n, err)
 	clear(c.results) // let the values go
 	clear(c.entryCmds)
+	clear(c.replies) // and EXECs' transactions
 	c.results, c.replies, c.slots, c.entryCmds = c.results[:0], c.replies[:0], c.slots[:0], c.entryCmds[:0]
+	c.held, c.tx.held = c.held[:0], false
 	c.dropLookups(0)
 	clear(c.dargs) // let the input go
 	c.dargs, c.deferred, c.deferredKeys = c.dargs[:0], c.deferred[:0], 0
@@ -216,11 +241,12 @@ func (c *conn) prefetchReads(from, after int) int {
 }
 
 // replyBatch replies, in order, to the n writes of the batch that Apply
-// just returned from, with err, and to the reads deferred among them, from
-// what writeApplied recorded. The writes it did not report on get err, and
-// the reads after them run now, where the batch stopped.
+// just returned from, with err, to the reads deferred among them, from
+// what writeApplied recorded, and to the transactions held among them. The
+// writes it did not report on get err, and the reads after them run now,
+// where the batch stopped.
 func (c *conn) replyBatch(n int, err error) {
-	got, r, ahead := c.got, 0, 0 // the first ahead of got are touched
+	got, r, ahead, h := c.got, 0, 0, 0 // the first ahead of got are touched
 	defer func(running *command) { c.running = running }(c.running)
 	for i := range n {
 		c.running = c.entryCmds[i] // for failed_calls
@@ -251,6 +277,9 @@ func (c *conn) replyBatch(n int, err error) {
 				d.cmd.reply(c, got[:k])
 			}
 			got, ahead = got[k:], ahead-k
+		}
+		for ; h < len(c.held) && c.held[h].after == i+1; h++ {
+			c.replyHeld(c.held[h].queued)
 		}
 	}
 }

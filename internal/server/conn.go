@@ -60,6 +60,7 @@ type conn struct {
 	deferred     []deferredRead // in order
 	dargs        [][]byte       // the deferred reads' arguments, back to back
 	deferredKeys int            // keys the deferred reads read
+	held         []heldTx       // in order; the last is c.tx's while c.tx.held
 	// What Apply's done callback (writeApplied) records, on the backend's
 	// goroutine while this one waits in Apply, for this one to reply from
 	// once Apply returns.

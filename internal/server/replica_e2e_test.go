@@ -129,13 +129,18 @@ func TestSessionTx(t *testing.T) {
 // startReplica serves a replica of one voter on an in-memory filesystem,
 // and returns a client of it; both end with the test.
 func startReplica(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: startReplicaServer(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// startReplicaServer serves a replica of one voter on an in-memory
+// filesystem; both end with the test.
+func startReplicaServer(t *testing.T) *servertest.Server {
 	r, err := replica.Open(replica.Options{FS: vfs.NewMem(), Dir: "data", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	srv := servertest.StartBackend(t, server.Config{}, r)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { c.Close() })
-	return c
+	return servertest.StartBackend(t, server.Config{}, r)
 }

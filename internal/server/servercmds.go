@@ -102,16 +102,14 @@ func (c *conn) memoryUsage(args [][]byte) {
 		c.errSyntax()
 		return
 	}
-	s, ok := c.read()
-	if !ok {
-		return
-	}
-	v, found := s.Get(args[2])
-	if !found {
+	v, found, ok := c.getValue(args[2]) // in a transaction, at its place (see txRead)
+	switch {
+	case !ok:
+	case !found:
 		c.null()
-		return
+	default:
+		c.int(int64(len(args[2]) + len(v) + keyOverhead))
 	}
-	c.int(int64(len(args[2]) + len(v) + keyOverhead))
 }
 
 func (c *conn) memoryHelp([][]byte) {

@@ -38,13 +38,29 @@ import (
 // UNWATCH forget the watched keys. Nothing of a transaction is in the
 // replicated state before EXEC, so a client that disconnects leaves
 // nothing behind.
+//
+// A connection's pipelined transactions are committed together, with the
+// writes around them, as pipelined writes are (see commit.go): EXEC adds
+// its entry to the connection's batch, and its reply (the array, nil when
+// a watched key changed, or the error that refused the entry or the whole
+// batch) is made from the entry's result at its place. So are the replies
+// to a MULTI that comes while the batch holds writes and to the commands
+// queued after it (a heldTx): they would come before those writes' if
+// they were made at once. EXEC ends the transaction (the queue, and the
+// watched keys, are forgotten) when its entry joins the batch, so a MULTI
+// right after it starts the next one. WATCH commits the batch before it
+// takes its position, so that the connection's own writes before it do not
+// abort the transaction; a transaction with a command that runs while EXEC
+// builds the entry (PING, DBSIZE, SCAN, ...: it reads no key through an
+// entry) commits the batch before EXEC builds it, so that such a command
+// sees the writes before it.
 
 // txCommands are the transaction commands. exec runs them at once, also
 // inside MULTI.
 var txCommands = []*command{
-	{name: "multi", arity: 1, flags: "noscript loading stale fast allow_busy", run: (*conn).multiCmd,
+	{name: "multi", arity: 1, flags: "noscript loading stale fast allow_busy", run: (*conn).multiCmd, batched: true,
 		doc: commandDoc{summary: "Starts a transaction.", since: "1.2.0", group: "transactions", complexity: "O(1)"}},
-	{name: "exec", arity: 1, flags: "noscript loading stale skip_slowlog", run: (*conn).execCmd,
+	{name: "exec", arity: 1, flags: "noscript loading stale skip_slowlog", run: (*conn).execCmd, batched: true,
 		doc: commandDoc{summary: "Executes all commands in a transaction.", since: "1.2.0", group: "transactions", complexity: "Depends on commands in the transaction"}},
 	{name: "discard", arity: 1, flags: "noscript loading stale fast allow_busy", run: (*conn).discardCmd,
 		doc: commandDoc{summary: "Discards a transaction.", since: "2.0.0", group: "transactions", complexity: "O(N), when N is the number of queued commands"}},
@@ -78,7 +94,14 @@ type txState struct {
 	// queued.
 	slot      int
 	crossSlot bool
-	watches   []watch
+	// held is set while the replies to MULTI and to the queued commands
+	// are held, in the last of the connection's held (see heldTx), until
+	// the batch is committed. Invariant: the batch then holds writes.
+	held bool
+	// atBuild is set once a command that neither writes nor reads keys
+	// through the entry is queued: it runs while EXEC builds the entry.
+	atBuild bool
+	watches []watch
 	// build is set while EXEC builds the entry: write adds to it (see
 	// buildTx), and replies records how to answer its entries.
 	build   *store.Tx
@@ -129,9 +152,14 @@ func (c *conn) queue(cmd *command, args [][]byte) {
 		c.err(fmt.Sprintf("ERR transaction too large: at most %d commands and %d MiB of arguments can be queued", maxTxCommands, maxTxBytes>>20))
 	default:
 		c.noteTxSlots(cmd, args)
+		c.tx.atBuild = c.tx.atBuild || (!cmd.write && cmd.first == 0)
 		c.tx.cmds = append(c.tx.cmds, copyArgs(args, n))
 		c.tx.bytes += n
-		c.out = protocol.AppendSimple(c.out, "QUEUED")
+		if c.tx.held {
+			c.held[len(c.held)-1].queued++
+		} else {
+			c.replyQueued()
+		}
 		return
 	}
 	c.tx.dirty = true
@@ -182,8 +210,23 @@ func (c *conn) multiCmd([][]byte) {
 		return
 	}
 	c.tx.on, c.tx.slot = true, -1
+	if c.batch.Len() > 0 { // its reply goes after the batch's
+		c.held = append(c.held, heldTx{after: c.batch.Len()})
+		c.tx.held = true
+		return
+	}
 	c.ok()
 }
+
+// replyHeld replies to a held MULTI and the queued commands after it.
+func (c *conn) replyHeld(queued int) {
+	c.ok()
+	for range queued {
+		c.replyQueued()
+	}
+}
+
+func (c *conn) replyQueued() { c.out = protocol.AppendSimple(c.out, "QUEUED") }
 
 func (c *conn) discardCmd([][]byte) {
 	if !c.tx.on {
@@ -236,7 +279,8 @@ type txItem struct {
 	made     []byte
 }
 
-// execCmd is EXEC.
+// execCmd is EXEC. Its entry joins the batch, with a reply that answers
+// it from the entry's result (see replyExec).
 func (c *conn) execCmd([][]byte) {
 	switch {
 	case !c.tx.on:
@@ -251,37 +295,32 @@ func (c *conn) execCmd([][]byte) {
 		c.err("CROSSSLOT Keys in request don't hash to the same slot")
 		return
 	}
+	if c.tx.atBuild { // its commands that run now see the writes before it
+		c.commit()
+	}
 	seq := c.seq // FLINT.SEQ EXEC: the transaction is one write of the session
 	c.seq = nil  // not its commands'
 	var tx store.Tx
 	items := c.buildTx(&tx)
-	replies, slot := c.tx.replies, c.tx.slot
+	replies, slot := c.tx.replies, int32(c.tx.slot)
 	c.endTx()
-	if tx.Len() == 0 && tx.Watched() == 0 {
+	if tx.Len() == 0 && tx.Watched() == 0 { // nothing to apply: reply now
+		c.commit()
 		c.replyTx(items, nil, nil)
 		return
 	}
-	var res store.Result
-	var b store.Batch
-	if seq != nil {
-		b.Add(store.OpSeq, 0, seq...)
-	}
-	b.Add(store.OpExec, 0, tx.Args()...)
-	err := c.srv.kv.Apply(c.srv.ctx, b.Bytes(), func(i int, r store.Result) {
-		if i == b.Len()-1 {
-			res = r
-		}
-	})
-	switch {
-	case err != nil:
-		c.err(c.refusedAt(err, int32(slot), errorReply(err)))
-	case res.Err != nil: // its session refused it
-		c.err(errorReply(res.Err))
-	case !res.Done:
+	c.seq = seq // add puts its OpSeq before the OpExec
+	c.add(store.OpExec, 0, func(c *conn, res store.Result) { c.replyExec(items, replies, res) }, slot, tx.Args())
+}
+
+// replyExec answers EXEC, whose entry applied with res, from items and its
+// entries' replies (see replyTx).
+func (c *conn) replyExec(items []txItem, replies []reply, res store.Result) {
+	if !res.Done { // a watched key changed
 		c.out = protocol.AppendNullArray(c.out, c.proto)
-	default:
-		c.replyTx(items, replies, res.Sub)
+		return
 	}
+	c.replyTx(items, replies, res.Sub)
 }
 
 // buildTx adds the queued commands' entries to tx, and returns how to
@@ -297,6 +336,9 @@ func (c *conn) buildTx(tx *store.Tx) []txItem {
 	items := make([]txItem, len(c.tx.cmds))
 	for i, args := range c.tx.cmds {
 		cmd := commands[string(c.lowerName(args[0]))] // known: queue checked it
+		if cmd.subs != nil && len(args) > 1 {
+			cmd = c.subcommand(cmd, args[1]) // known too
+		}
 		it := &items[i]
 		it.from = tx.Len()
 		if cmd.reply != nil {

@@ -46,9 +46,10 @@ func TestTxReplies(t *testing.T) {
 		{"DEL a", "+QUEUED\r\n"},
 		{"PING", "+QUEUED\r\n"},
 		{"EXISTS a s", "+QUEUED\r\n"},
+		{"CLIENT GETNAME", "+QUEUED\r\n"},
 		// Nested MULTI and WATCH inside MULTI do not discard it.
-		{"EXEC", "*9\r\n+OK\r\n:2\r\n$1\r\n2\r\n-ERR value is not an integer or out of range\r\n-ERR syntax error\r\n" +
-			"*2\r\n$1\r\n2\r\n$-1\r\n:1\r\n+PONG\r\n:1\r\n"},
+		{"EXEC", "*10\r\n+OK\r\n:2\r\n$1\r\n2\r\n-ERR value is not an integer or out of range\r\n-ERR syntax error\r\n" +
+			"*2\r\n$1\r\n2\r\n$-1\r\n:1\r\n+PONG\r\n:1\r\n$-1\r\n"},
 		{"EXEC", "-ERR EXEC without MULTI\r\n"},
 		{"MULTI", "+OK\r\n"},
 		{"EXEC", "*0\r\n"},
