@@ -340,7 +340,7 @@ func (c *conn) waitPause(cmd *command) {
 			p.mu.Unlock()
 			return
 		}
-		if !p.all && !cmd.write {
+		if !p.all && !cmd.write && (cmd.name != "exec" || !c.tx.writes) {
 			p.mu.Unlock()
 			return
 		}

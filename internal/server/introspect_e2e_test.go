@@ -248,16 +248,30 @@ func TestClientPause(t *testing.T) {
 	admin := dialRaw(t, srv.Addr)
 	writer := dialRaw(t, srv.Addr)
 	reader := dialRaw(t, srv.Addr)
+	txWriter := dialRaw(t, srv.Addr)
 	admin.do("CLIENT", "PAUSE", "100000", "WRITE")
 	writer.send(command("SET", "paused", "1"))
+	// A transaction is held at EXEC if it writes, as in Redis; one that
+	// only reads is not.
+	txWriter.do("MULTI")
+	txWriter.do("SET", "paused-tx", "1")
+	txWriter.send(command("EXEC"))
+	reader.do("MULTI")
+	reader.do("GET", "paused")
+	if got := reader.do("EXEC"); got.String() != "[(nil)]" {
+		t.Fatalf("a reading EXEC during the pause = %s", got)
+	}
 	if got := reader.do("GET", "paused"); got.String() != "(nil)" {
 		t.Fatalf("GET during the pause = %s", got)
 	}
-	if _, ok := srv.Store.Get([]byte("paused")); ok {
-		t.Fatal("a SET ran during CLIENT PAUSE WRITE")
+	for _, k := range []string{"paused", "paused-tx"} {
+		if _, ok := srv.Store.Get([]byte(k)); ok {
+			t.Fatalf("a write of %s ran during CLIENT PAUSE WRITE", k)
+		}
 	}
 	admin.do("CLIENT", "UNPAUSE")
 	writer.expect(`"OK"`)
+	txWriter.expect(`["OK"]`)
 
 	admin.do("CLIENT", "PAUSE", "50", "ALL")
 	reader.send(command("PING"))

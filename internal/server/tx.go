@@ -98,6 +98,9 @@ type txState struct {
 	// are held, in the last of the connection's held (see heldTx), until
 	// the batch is committed. Invariant: the batch then holds writes.
 	held bool
+	// writes is set once a command that writes is queued: a CLIENT PAUSE
+	// of writes then holds EXEC, as in Redis.
+	writes bool
 	// atBuild is set once a command that neither writes nor reads keys
 	// through the entry is queued: it runs while EXEC builds the entry.
 	atBuild bool
@@ -153,6 +156,7 @@ func (c *conn) queue(cmd *command, args [][]byte) {
 	default:
 		c.noteTxSlots(cmd, args)
 		c.tx.atBuild = c.tx.atBuild || (!cmd.write && cmd.first == 0)
+		c.tx.writes = c.tx.writes || cmd.write
 		c.tx.cmds = append(c.tx.cmds, copyArgs(args, n))
 		c.tx.bytes += n
 		if c.tx.held {
