@@ -272,8 +272,9 @@ func create(dir, name string, n, groups int) (layout, error) {
 		return layout{}, ErrGroups
 	}
 	var l layout
+	freePort := uniquePorts()
 	for range max(groups, 1) {
-		members, err := newMembers(n)
+		members, err := newMembers(n, freePort)
 		if err != nil {
 			return l, err
 		}
@@ -281,20 +282,18 @@ func create(dir, name string, n, groups int) (layout, error) {
 	}
 	if groups == 0 {
 		l.Members, l.Groups = l.Groups[0], nil
+	} else {
+		port, err := freePort()
+		if err != nil {
+			return l, err
+		}
+		l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
 	}
 	return l, l.save(dir, name)
 }
 
-// save gives l a new manager address, if it has none, and a new secret,
-// and writes it to the file name in dir.
+// save gives l a new secret and writes it to the file name in dir.
 func (l *layout) save(dir, name string) error {
-	if l.Manager == "" && l.Members == "" {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
-	}
 	secret := make([]byte, 16)
 	rand.Read(secret)
 	l.Secret = hex.EncodeToString(secret)
@@ -383,9 +382,9 @@ const maxGroups = 16
 // from the directory's.
 var ErrGroups = fmt.Errorf("localcluster: --groups must be 0 (not sharded) to %d, and match the cluster directory's", maxGroups)
 
-// newMembers returns the --initial-members list of n members on free
-// loopback ports.
-func newMembers(n int) (string, error) {
+// newMembers returns the --initial-members list of n members on loopback
+// ports that freePort gives.
+func newMembers(n int, freePort func() (int, error)) (string, error) {
 	var members []string
 	for i := range n {
 		client, err := freePort()
@@ -402,8 +401,9 @@ func newMembers(n int) (string, error) {
 }
 
 // uniquePorts returns a freePort that never returns a port twice: the
-// kernel may hand out a port again once its listener is closed, and a
-// hosted cluster picks hundreds.
+// kernel may hand out a port again once its listener is closed (a
+// member's client port was once another's peer port), and a hosted
+// cluster picks hundreds.
 func uniquePorts() func() (int, error) {
 	seen := map[int]bool{}
 	return func() (int, error) {
