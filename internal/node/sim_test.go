@@ -174,9 +174,9 @@ func (c *simCluster) heal() {
 	}
 }
 
-// nemesis strikes one group at a time: it isolates a member, blocks a
-// leader's messages to the others, or crashes a member (a leader half the
-// time), and heals the group at its next turn.
+// nemesis strikes one group at a time: it isolates a member, blocks its
+// messages to the others (mute) or theirs to it (deaf), or crashes it, a
+// leader half the time, and heals the group at its next turn.
 type nemesis struct {
 	c     *simCluster
 	rng   *rand.Rand
@@ -222,7 +222,7 @@ func (n *nemesis) strike(g *simGroup) {
 		}
 	}
 	defer func() { n.dealt[n.hurt[g.id]]++ }()
-	switch n.rng.IntN(3) {
+	switch n.rng.IntN(4) {
 	case 0:
 		g.net.Isolate(mb.id)
 		n.hurt[g.id] = "isolated"
@@ -232,8 +232,19 @@ func (n *nemesis) strike(g *simGroup) {
 				g.net.Block(mb.id, o.id)
 			}
 		}
-		n.hurt[g.id] = "blocked"
+		n.hurt[g.id] = "mute"
 	case 2:
+		// A leader that is deaf replicates its entries but learns of no
+		// commit: it steps down, and answers its writes UNKNOWN, while
+		// the next leader commits them. Clients resend them in their
+		// sessions, which must not apply them twice.
+		for _, o := range g.members {
+			if o != mb {
+				g.net.Block(o.id, mb.id)
+			}
+		}
+		n.hurt[g.id] = "deaf"
+	case 3:
 		g.stop(mb, true)
 		n.hurt[g.id] = "crashed"
 	}
