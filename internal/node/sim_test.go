@@ -67,9 +67,13 @@ func TestShardedSim(t *testing.T) {
 
 	w := startSimWriters(t, ctx, c, seed, 4)
 	nem := startNemesis(c, rand.New(rand.NewPCG(seed, 2)))
+	start := time.Now()
 	operate(t, ctx, c, ctl, rand.New(rand.NewPCG(seed, 3)))
+	time.Sleep(simMinFaults - time.Since(start)) // faults for at least that long
 	t.Logf("faults dealt: %v", nem.finish())
-	c.heal()
+	if err := c.heal(); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(300 * time.Millisecond) // writes with every fault healed
 	models := w.finish()
 	if t.Failed() {
@@ -97,6 +101,10 @@ func TestShardedSim(t *testing.T) {
 	readBack(t, ctx, c, held)
 }
 
+// simMinFaults is the least time the nemesis runs, if the operator's
+// changes take less.
+const simMinFaults = 6 * time.Second
+
 // awaitMap waits until the managers serve a map.
 func awaitMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group) {
 	var err error
@@ -110,13 +118,20 @@ func awaitMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group) {
 
 // operate moves slots, splits a group with a new group 4, and moves slots
 // again, each change resumed after a failure, as an operator would run
-// `flint cluster move-slots` again.
+// `flint cluster move-slots` again. Each move takes a range of 500 to 3000
+// slots from the group that owns its first slot (and from any other that
+// owns some of it) to another.
 func operate(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.Group, rng *rand.Rand) {
 	groups := []uint64{1, 2, 3}
 	move := func() {
 		n := 500 + rng.IntN(2500)
 		first := rng.IntN(slot.Count - n)
-		to := groups[rng.IntN(len(groups))]
+		sh, err := ctl.ShardStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		others := slices.DeleteFunc(slices.Clone(groups), func(id uint64) bool { return id == sh.Map.Owner(first).ID })
+		to := others[rng.IntN(len(others))]
 		change(t, ctx, fmt.Sprintf("move slots %d-%d to group %d", first, first+n-1, to), func(ctx context.Context) error {
 			return ctl.MoveSlots(ctx, first, first+n-1, to)
 		})
@@ -124,7 +139,7 @@ func operate(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.G
 	move()
 	move()
 	g := c.newGroup(4)
-	g.startAll()
+	c.start(g)
 	groups = append(groups, 4)
 	change(t, ctx, "add group 4", func(ctx context.Context) error { return ctl.AddGroup(ctx, 4, g.mapMembers(), 0) })
 	move()
@@ -164,14 +179,25 @@ func finalMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group) *shardma
 
 // heal ends every fault: every network heals and stops drawing faults,
 // and every member that is down starts again.
-func (c *simCluster) heal() {
+func (c *simCluster) heal() error {
 	for _, g := range c.all() {
 		g.net.SetFaults(transporttest.Faults{})
-		g.net.Heal()
-		for _, mb := range g.members {
-			g.restart(mb)
+		if err := g.heal(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// heal heals g's network and starts its members that are down.
+func (g *simGroup) heal() error {
+	g.net.Heal()
+	for _, mb := range g.members {
+		if err := g.restart(mb); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // nemesis strikes one group at a time: it isolates a member, blocks its
@@ -201,19 +227,18 @@ func (n *nemesis) run() {
 		case <-time.After(time.Duration(100+n.rng.IntN(200)) * time.Millisecond):
 		}
 		gs := n.c.all()
-		n.strike(gs[n.rng.IntN(len(gs))])
+		if err := n.strike(gs[n.rng.IntN(len(gs))]); err != nil {
+			n.c.t.Error(err)
+			return
+		}
 	}
 }
 
 // strike heals g if it is hurt, else hurts it.
-func (n *nemesis) strike(g *simGroup) {
+func (n *nemesis) strike(g *simGroup) error {
 	if n.hurt[g.id] != "" {
-		g.net.Heal()
-		for _, mb := range g.members {
-			g.restart(mb)
-		}
 		delete(n.hurt, g.id)
-		return
+		return g.heal()
 	}
 	mb, lead := g.members[n.rng.IntN(len(g.members))], false
 	if n.rng.IntN(2) == 0 {
@@ -251,6 +276,7 @@ func (n *nemesis) strike(g *simGroup) {
 	if lead {
 		n.hurt[g.id] += " leader"
 	}
+	return nil
 }
 
 // finish stops the nemesis and returns the faults it dealt, by kind.

@@ -68,24 +68,42 @@ const simMembers = 3
 // the slots split evenly among the data groups, every member started.
 func newSimCluster(t *testing.T, seed uint64, groups int) *simCluster {
 	c := &simCluster{t: t, seed: seed, poll: 100 * time.Millisecond, groups: map[uint64]*simGroup{}}
-	t.Cleanup(c.close)
 	meta := c.newGroup(0)
+	var data []*simGroup
 	var members [][]shardmap.Member
 	for g := 1; g <= groups; g++ {
-		members = append(members, c.newGroup(uint64(g)).mapMembers())
+		data = append(data, c.newGroup(uint64(g)))
+		members = append(members, data[g-1].mapMembers())
 	}
 	var err error
 	if c.first, err = shardmap.Even(members); err != nil {
 		t.Fatal(err)
 	}
-	meta.startAll()
-	for g := 1; g <= groups; g++ {
-		c.group(uint64(g)).startAll()
+	c.start(meta)
+	for _, g := range data {
+		c.start(g)
 	}
 	return c
 }
 
-// newGroup makes group id's members, listening but not started.
+// start starts every member of g, a new group, and adds it to the
+// cluster's groups.
+func (c *simCluster) start(g *simGroup) {
+	g.mu.Lock()
+	for _, mb := range g.members {
+		if err := g.startLocked(mb); err != nil {
+			g.mu.Unlock()
+			c.t.Fatal(err)
+		}
+	}
+	g.mu.Unlock()
+	c.mu.Lock()
+	c.groups[g.id] = g
+	c.mu.Unlock()
+}
+
+// newGroup makes group id's members, listening but not started: start
+// starts them.
 func (c *simCluster) newGroup(id uint64) *simGroup {
 	g := &simGroup{c: c, id: id, net: transporttest.NewNetwork(int64(c.seed + id))}
 	for i := range simMembers {
@@ -97,9 +115,7 @@ func (c *simCluster) newGroup(id uint64) *simGroup {
 		m.ep = g.net.Register(m.id, m.sw)
 		g.members = append(g.members, m)
 	}
-	c.mu.Lock()
-	c.groups[id] = g
-	c.mu.Unlock()
+	c.t.Cleanup(func() { g.close() })
 	return g
 }
 
@@ -125,16 +141,15 @@ func (c *simCluster) all() []*simGroup {
 // managers returns the managers' client addresses.
 func (c *simCluster) managers() []string { return c.group(0).addrs() }
 
-func (c *simCluster) close() {
-	for _, g := range c.all() {
-		for _, m := range g.members {
-			g.stop(m, false)
-			if m.ln != nil {
-				m.ln.Close()
-			}
+// close stops every member of g and its network.
+func (g *simGroup) close() {
+	for _, m := range g.members {
+		g.stop(m, false)
+		if m.ln != nil {
+			m.ln.Close()
 		}
-		g.net.Close()
 	}
+	g.net.Close()
 }
 
 // mapMembers returns the group's members as the map names them.
@@ -154,31 +169,20 @@ func (g *simGroup) addrs() []string {
 	return as
 }
 
-// startAll starts every member.
-func (g *simGroup) startAll() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, mb := range g.members {
-		g.startLocked(mb)
-	}
-}
-
-// restart starts member mb if it is down, and reports whether it was.
-func (g *simGroup) restart(mb *simMember) bool {
+// restart starts member mb if it is down.
+func (g *simGroup) restart(mb *simMember) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if mb.rep != nil {
-		return false
+		return nil
 	}
-	g.startLocked(mb)
-	return true
+	return g.startLocked(mb)
 }
 
 // startLocked opens mb's replica on its filesystem (recovering what it
 // synced) and serves it at its address, as `flint serve` started again
 // with the same flags would.
-func (g *simGroup) startLocked(mb *simMember) {
-	t := g.c.t
+func (g *simGroup) startLocked(mb *simMember) error {
 	opt := replica.Options{
 		FS: mb.fs, Dir: "data", Logger: memberLog(g.id, mb.id),
 		ID: mb.id, Peers: mb.ep, Members: map[uint64][]byte{},
@@ -193,10 +197,19 @@ func (g *simGroup) startLocked(mb *simMember) {
 		opt.Voters = append(opt.Voters, o.id)
 		opt.Members[o.id] = []byte(o.addr + "@sim") // node's member info: client@peer
 	}
+	ln := mb.ln
+	if ln == nil {
+		var err error
+		if ln, err = relisten(mb.addr); err != nil {
+			return fmt.Errorf("group %d member %d: %w", g.id, mb.id, err)
+		}
+	}
 	rep, err := replica.Open(opt)
 	if err != nil {
-		t.Fatalf("group %d member %d: %v", g.id, mb.id, err)
+		ln.Close()
+		return fmt.Errorf("group %d member %d: %w", g.id, mb.id, err)
 	}
+	mb.ln = nil
 	mb.sw.Set(rep)
 	cfg := &node.ShardConfig{Group: g.id, Poll: g.c.poll}
 	if g.id == 0 {
@@ -207,26 +220,22 @@ func (g *simGroup) startLocked(mb *simMember) {
 	ctx, cancel := context.WithCancel(context.Background())
 	backend := node.ShardedMember(ctx, cfg, rep, mb.id, memberLog(g.id, mb.id))
 	srv := server.New(server.Config{Addr: mb.addr, Logger: memberLog(g.id, mb.id)}, backend)
-	ln := mb.ln
-	if mb.ln = nil; ln == nil {
-		ln = relisten(t, mb.addr)
-	}
 	mb.rep, mb.srv, mb.cancel, mb.served = rep, srv, cancel, make(chan error, 1)
 	go func() { mb.served <- srv.Serve(ln) }()
+	return nil
 }
 
 // relisten listens on addr again, after its member's restart, trying for
 // up to 5 s while the port is still held.
-func relisten(t *testing.T, addr string) net.Listener {
+func relisten(addr string) (net.Listener, error) {
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var ln net.Listener
 		if ln, err = net.Listen("tcp", addr); err == nil {
-			return ln
+			return ln, nil
 		}
 	}
-	t.Fatalf("listening on %s again: %v", addr, err)
-	return nil
+	return nil, fmt.Errorf("listening on %s again: %w", addr, err)
 }
 
 // stop stops member mb if it is up, as a process that is killed: its
