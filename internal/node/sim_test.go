@@ -410,7 +410,7 @@ type simWriters struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	models map[string]*keyModel
-	errs   map[string]int // unacknowledged writes, by the error's first word
+	errs   map[string]int // unacknowledged writes, by error
 	acks   int
 }
 
@@ -431,7 +431,9 @@ func startSimWriters(t *testing.T, ctx context.Context, c *simCluster, seed uint
 			for k := range simKeysPerWriter {
 				key := fmt.Sprintf("%s-w%d-%d", kind, i, k)
 				keys = append(keys, key)
+				w.mu.Lock() // the writers started already read models
 				w.models[key] = &keyModel{kind: kind}
+				w.mu.Unlock()
 			}
 		}
 		rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
