@@ -198,7 +198,7 @@ func (g *simGroup) heal() error {
 	return nil
 }
 
-// nemesis strikes one group at a time: it isolates a member, blocks its
+// nemesis strikes a group at a time: it isolates a member, blocks its
 // messages to the others (mute) or theirs to it (deaf), or crashes it, a
 // leader half the time, and heals the group at its next turn.
 type nemesis struct {
@@ -232,11 +232,15 @@ func (n *nemesis) run() {
 	}
 }
 
-// strike heals g if it is hurt, else hurts it.
+// strike heals g if it is hurt, else hurts it half the time: so about a
+// third of the groups suffer at any moment.
 func (n *nemesis) strike(g *simGroup) error {
 	if n.hurt[g.id] != "" {
 		delete(n.hurt, g.id)
 		return g.heal()
+	}
+	if n.rng.IntN(2) == 0 {
+		return nil
 	}
 	mb, lead := g.members[n.rng.IntN(len(g.members))], false
 	if n.rng.IntN(2) == 0 {

@@ -161,6 +161,7 @@ func (g *simGroup) mapMembers() []shardmap.Member {
 	return ms
 }
 
+// addrs returns the group's members' client addresses.
 func (g *simGroup) addrs() []string {
 	var as []string
 	for _, m := range g.members {
