@@ -67,6 +67,7 @@ func TestShardedSim(t *testing.T) {
 
 	w := startSimWriters(t, ctx, c, seed, 4)
 	nem := startNemesis(c, rand.New(rand.NewPCG(seed, 2)))
+	t.Cleanup(func() { nem.finish(); w.finish() }) // if the test stops early
 	start := time.Now()
 	operate(t, ctx, c, ctl, rand.New(rand.NewPCG(seed, 3)))
 	time.Sleep(simMinFaults - time.Since(start)) // faults for at least that long
@@ -206,6 +207,7 @@ type nemesis struct {
 	rng   *rand.Rand
 	stop  chan struct{}
 	done  chan struct{}
+	once  sync.Once         // closes stop
 	hurt  map[uint64]string // what each group suffers now
 	dealt map[string]int    // the faults dealt, by kind
 }
@@ -283,7 +285,7 @@ func (n *nemesis) strike(g *simGroup) error {
 
 // finish stops the nemesis and returns the faults it dealt, by kind.
 func (n *nemesis) finish() map[string]int {
-	close(n.stop)
+	n.once.Do(func() { close(n.stop) })
 	<-n.done
 	return n.dealt
 }
@@ -409,6 +411,7 @@ func (m *keyModel) count() (acked, attempted int) {
 type simWriters struct {
 	t      *testing.T
 	stop   chan struct{}
+	once   sync.Once // closes stop
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	models map[string]*keyModel
@@ -502,9 +505,11 @@ func (w *simWriters) write(ctx context.Context, cl *client.Client, key string) {
 
 // finish stops the writers and returns their models.
 func (w *simWriters) finish() map[string]*keyModel {
-	close(w.stop)
-	w.wg.Wait()
-	w.t.Logf("%d writes acknowledged; not acknowledged: %v", w.acks, w.errs)
+	w.once.Do(func() {
+		close(w.stop)
+		w.wg.Wait()
+		w.t.Logf("%d writes acknowledged; not acknowledged: %v", w.acks, w.errs)
+	})
 	return w.models
 }
 
