@@ -118,7 +118,7 @@ func awaitMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group) {
 }
 
 // operate moves slots, splits the fullest group with a new group 4, and
-// moves slots again, each change resumed after a failure, as an operator would run
+// moves slots twice more, each change resumed after a failure, as an operator would run
 // `flint cluster move-slots` again. Each move takes a range of 500 to 3000
 // slots from the group that owns its first slot (and from any other that
 // owns some of it) to another.
@@ -142,6 +142,7 @@ func operate(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.G
 	c.start(g)
 	groups = append(groups, 4)
 	change(t, ctx, "add group 4", func(ctx context.Context) error { return ctl.AddGroup(ctx, 4, g.mapMembers(), 0) })
+	move()
 	move()
 }
 

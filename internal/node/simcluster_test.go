@@ -47,7 +47,6 @@ type simGroup struct {
 
 // simMember is one member of a group, across its restarts.
 type simMember struct {
-	g    *simGroup
 	id   uint64 // raft id in its group, 1 to 3
 	addr string // client address, the same across restarts
 	fs   *vfs.Mem
@@ -111,7 +110,7 @@ func (c *simCluster) newGroup(id uint64) *simGroup {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		m := &simMember{g: g, id: uint64(i + 1), addr: ln.Addr().String(), fs: vfs.NewMem(), sw: &transporttest.Switch{}, ln: ln}
+		m := &simMember{id: uint64(i + 1), addr: ln.Addr().String(), fs: vfs.NewMem(), sw: &transporttest.Switch{}, ln: ln}
 		m.ep = g.net.Register(m.id, m.sw)
 		g.members = append(g.members, m)
 	}
