@@ -102,9 +102,9 @@ func TestShardedSim(t *testing.T) {
 	readBack(t, ctx, c, held)
 }
 
-// simMinFaults is the least time the nemesis runs, if the operator's
-// changes take less.
-const simMinFaults = 6 * time.Second
+// The nemesis runs for at least simMinFaults, if the operator's changes
+// take less, and at most simMaxFaults.
+const simMinFaults, simMaxFaults = 6 * time.Second, 20 * time.Second
 
 // awaitMap waits until the managers serve a map.
 func awaitMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group) {
@@ -219,9 +219,12 @@ func startNemesis(c *simCluster, rng *rand.Rand) *nemesis {
 	return n
 }
 
+// run strikes until stopped, or for simMaxFaults, and then heals what it
+// hurt, so that the operator's changes end on a machine too loaded for
+// them to end under faults.
 func (n *nemesis) run() {
 	defer close(n.done)
-	for range 1000 {
+	for end := time.Now().Add(simMaxFaults); time.Now().Before(end); {
 		select {
 		case <-n.stop:
 			return
@@ -231,6 +234,11 @@ func (n *nemesis) run() {
 		if err := n.strike(gs[n.rng.IntN(len(gs))]); err != nil {
 			n.c.t.Error(err)
 			return
+		}
+	}
+	for id := range n.hurt {
+		if err := n.c.group(id).heal(); err != nil {
+			n.c.t.Error(err)
 		}
 	}
 }
