@@ -102,7 +102,6 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.ElectionTicks, 10)
 	setDefault(&o.HeartbeatTicks, 1)
 	setDefault(&o.LeaderWait, 2*time.Duration(o.ElectionTicks)*o.TickInterval)
-	setDefault(&o.LeaderWait, 2*time.Duration(o.ElectionTicks)*o.TickInterval)
 	return o
 }
 
