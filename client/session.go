@@ -320,7 +320,12 @@ func (c *Client) session(ctx context.Context, slot int) (*session, error) {
 			return nil, fmt.Errorf("%w: request not sent: opening a session: %v", ErrConnect, err)
 		case err != nil:
 			return nil, fmt.Errorf("client: request not sent: opening a session: %w", err)
-		case v[0].IsError() && bytes.Contains(v[0].Str, []byte("too many sessions opened")):
+		case v[0].IsError() && (bytes.Contains(v[0].Str, []byte("too many sessions opened")) ||
+			bytes.HasPrefix(v[0].Str, []byte("UNKNOWN "))):
+			// Too many opened at once, or a leader lost its leadership
+			// while it logged this one (which, if it was opened, goes
+			// unused and expires): the user's write was not sent, and
+			// is sent in the session opened next.
 			if werr := wait.Wait(ctx); werr != nil {
 				return nil, fmt.Errorf("client: request not sent: opening a session: %w", werr)
 			}

@@ -34,10 +34,13 @@ var ErrNoMap = errors.New("clusterctl: the managers hold no cluster map yet (fli
 
 // ShardStatus asks the first of Config.Addrs that answers, if it is a
 // manager (a node of a sharded cluster whose node id names no group), for
-// the cluster; else it fails with ErrNotManager, or ErrNoMap if it is a
-// manager with no map.
+// the cluster; else it fails with ErrNotManager. A manager that does not
+// serve the map is passed over for the next address: it may have
+// restarted, and not read the map from its meta group yet. If none serves
+// it, the error is ErrNoMap if the last manager said it holds none, else
+// ErrNotManager's, with its reply.
 func (g *Group) ShardStatus(ctx context.Context) (Shards, error) {
-	var err error
+	var err, mapErr error
 	for _, addr := range g.cfg.Addrs {
 		var id string
 		if id, err = askMyID(ctx, addr, g.cfg.Password); err != nil {
@@ -51,12 +54,17 @@ func (g *Group) ShardStatus(ctx context.Context) (Shards, error) {
 		}
 		m, leaders, down, err := ask.Map(ctx, addr, g.cfg.Password)
 		if re := new(client.ReplyError); errors.As(err, &re) && strings.HasPrefix(re.Msg, "CLUSTERDOWN ") {
-			return Shards{}, ErrNoMap
+			mapErr = ErrNoMap
+			continue
 		}
 		if err != nil {
-			return Shards{}, fmt.Errorf("%w: %v", ErrNotManager, err)
+			mapErr = fmt.Errorf("%w: %v", ErrNotManager, err)
+			continue
 		}
 		return Shards{Map: m, Leaders: leaders, Down: down}, nil
+	}
+	if mapErr != nil {
+		return Shards{}, mapErr
 	}
 	return Shards{}, fmt.Errorf("clusterctl: no node answers at %s: %w", strings.Join(g.cfg.Addrs, ","), replyErr(err))
 }

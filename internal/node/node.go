@@ -154,18 +154,33 @@ func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
 	go followMembers(fctx, t, rep, c.ID)
 	cfg.Logger.Info("member of a replicated group", "member", c.ID, "cluster", fmt.Sprintf("%016x", c.clusterID()),
 		"members", len(c.Members))
-	m := member{Replica: rep, self: c.ID}
 	if cfg.Shard == nil {
-		return serve(ctx, server.New(cfg.Server, m), rep, cfg.ShutdownTimeout, cfg.Logger)
+		return serve(ctx, server.New(cfg.Server, member{Replica: rep, self: c.ID}), rep, cfg.ShutdownTimeout, cfg.Logger)
 	}
-	v := newShardView(cfg.Shard.Group, cfg.Shard.Managers)
-	if cfg.Shard.Group == 0 {
-		go keepMap(fctx, cfg.Shard, rep, c.ID, v, cfg.Logger)
-		go pollLeaders(fctx, cfg.Shard, v)
+	return serve(ctx, server.New(cfg.Server, ShardedMember(fctx, cfg.Shard, rep, c.ID, cfg.Logger)), rep,
+		cfg.ShutdownTimeout, cfg.Logger)
+}
+
+// ShardedMember returns the server backend of rep, member self of a
+// replicated group of the sharded cluster cfg names (a data group, or the
+// meta group if cfg.Group is 0), and keeps its view of the cluster map as
+// a `flint serve` member does, until ctx ends: a manager keeps the map its
+// meta group holds (writing cfg.Map there first, if set and the group
+// holds none) and polls the data groups' members for their leaders; a
+// data member asks the managers for the map every poll. rep's members'
+// info (replica.Options.Members) is each member's "client@peer"
+// addresses, the client address as the map names it. It is the
+// composition root's code path, exported for tests that run many members
+// in one process.
+func ShardedMember(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, self uint64, log *slog.Logger) server.Backend {
+	v := newShardView(cfg.Group, cfg.Managers)
+	if cfg.Group == 0 {
+		go keepMap(ctx, cfg, rep, self, v, log)
+		go pollLeaders(ctx, cfg, v)
 	} else {
-		go followManagers(fctx, cfg.Shard, cfg.Logger, v)
+		go followManagers(ctx, cfg, log, v)
 	}
-	return serve(ctx, server.New(cfg.Server, shardedMember{m, v}), rep, cfg.ShutdownTimeout, cfg.Logger)
+	return shardedMember{member{Replica: rep, self: self}, v}
 }
 
 // gcPause counts the loads in progress (see pauseGC).

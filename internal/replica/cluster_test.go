@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/store"
@@ -26,35 +22,6 @@ import (
 // in-memory network (transporttest) whose faults come from a seed that the
 // test logs, each member on a filesystem that a crash can cut back to what
 // was synced.
-
-// router is a member's transport.Handler across restarts of its replica:
-// what arrives while it is down is dropped, as a real network would.
-type router struct{ r atomic.Pointer[Replica] }
-
-func (h *router) Receive(from, group uint64, msgs []raftpb.Message) {
-	if r := h.r.Load(); r != nil {
-		r.Receive(from, group, msgs)
-	}
-}
-
-func (h *router) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
-	if r := h.r.Load(); r != nil {
-		return r.ReceiveSnapshot(from, group, m, body)
-	}
-	return errors.New("member down")
-}
-
-func (h *router) Unreachable(to, group uint64) {
-	if r := h.r.Load(); r != nil {
-		r.Unreachable(to, group)
-	}
-}
-
-func (h *router) SnapshotDone(to, group uint64, err error) {
-	if r := h.r.Load(); r != nil {
-		r.SnapshotDone(to, group, err)
-	}
-}
 
 // memberLogger is member id's logger: silent, unless FLINT_TEST_LOG is set,
 // which logs every member to standard error, to follow a failing seed.
@@ -73,9 +40,9 @@ type cluster struct {
 	fs     []*vfs.Mem
 	incs   []uint64 // each member's Options.Incarnation: its filesystem's
 	eps    []*transporttest.Endpoint
-	hs     []*router
-	rs     []*Replica // nil while a member is down
-	opt    Options    // for every member, but for what start sets
+	hs     []*transporttest.Switch // each member's handler, across its restarts
+	rs     []*Replica              // nil while a member is down
+	opt    Options                 // for every member, but for what start sets
 	// sender, if set, is what a member sends through, made of its
 	// endpoint; otherwise the endpoint itself.
 	sender func(e transport.Sender) transport.Sender
@@ -96,7 +63,7 @@ func newClusterSending(t *testing.T, n int, seed uint64, opt Options, sender fun
 	for i := range n {
 		c.voters = append(c.voters, uint64(i+1))
 		c.fs, c.incs = append(c.fs, vfs.NewMem()), append(c.incs, uint64(i+1)<<32|1)
-		c.hs = append(c.hs, &router{})
+		c.hs = append(c.hs, &transporttest.Switch{})
 		c.eps = append(c.eps, c.net.Register(uint64(i+1), c.hs[i]))
 		c.rs = append(c.rs, nil)
 	}
@@ -123,7 +90,7 @@ func (c *cluster) start(i int) {
 		c.t.Fatalf("member %d: %v", i+1, err)
 	}
 	c.rs[i] = r
-	c.hs[i].r.Store(r)
+	c.hs[i].Set(r)
 }
 
 // peers is what member i sends through.
@@ -137,7 +104,7 @@ func (c *cluster) peers(i int) transport.Sender {
 // stop closes member i, if it is up.
 func (c *cluster) stop(i int) {
 	if c.rs[i] != nil {
-		c.hs[i].r.Store(nil)
+		c.hs[i].Set(nil)
 		c.rs[i].Close()
 		c.rs[i] = nil
 	}
@@ -300,7 +267,7 @@ func (c *cluster) join() int {
 	c.t.Helper()
 	i := len(c.rs)
 	c.fs, c.incs = append(c.fs, vfs.NewMem()), append(c.incs, uint64(i+1)<<32|1)
-	c.hs = append(c.hs, &router{})
+	c.hs = append(c.hs, &transporttest.Switch{})
 	c.eps = append(c.eps, c.net.Register(uint64(i+1), c.hs[i]))
 	c.rs = append(c.rs, nil)
 	opt := c.opt
@@ -311,7 +278,7 @@ func (c *cluster) join() int {
 		c.t.Fatalf("member %d: %v", i+1, err)
 	}
 	c.rs[i] = r
-	c.hs[i].r.Store(r)
+	c.hs[i].Set(r)
 	return i
 }
 

@@ -102,7 +102,6 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.ElectionTicks, 10)
 	setDefault(&o.HeartbeatTicks, 1)
 	setDefault(&o.LeaderWait, 2*time.Duration(o.ElectionTicks)*o.TickInterval)
-	setDefault(&o.LeaderWait, 2*time.Duration(o.ElectionTicks)*o.TickInterval)
 	return o
 }
 
@@ -315,7 +314,7 @@ func (r *Replica) Store() *store.Store { return r.st.Load() }
 // once. Every other error matches one of the classes in errors.go. If ctx
 // ends first, Apply returns at once (the apply thread then calls done no
 // more), with ctx's error, wrapped with ErrOutcomeUnknown if the batch was
-// proposed. At a member removed from its group it fails with ErrNotLeader
+// proposed, else with ErrNoLeader (errors.go). At a member removed from its group it fails with ErrNotLeader
 // (wrapping ErrRemoved): nothing is proposed there. See server.Backend.
 func (r *Replica) Apply(ctx context.Context, batch []byte, done func(i int, res store.Result)) error {
 	if err := r.Err(); err != nil {
@@ -341,7 +340,7 @@ func (r *Replica) Apply(ctx context.Context, batch []byte, done func(i int, res 
 	case <-r.exited:
 		return errStopped
 	case <-ctx.Done():
-		return ctx.Err()
+		return gaveUp(ErrNoLeader, ctx.Err())
 	}
 	return r.await(ctx, p)
 }
@@ -372,7 +371,7 @@ func (r *Replica) newID() uint64 { return r.id<<32 | r.nextID.Add(1)&(1<<32-1) }
 // completed.
 func (r *Replica) abandon(p *proposal, cause error) error {
 	if p.state.CompareAndSwap(pending, abandoned) {
-		return cause
+		return gaveUp(ErrNoLeader, cause) // never proposed
 	}
 	for p.state.Load() == claimed { // the raft loop is copying the batch
 		runtime.Gosched()
