@@ -42,9 +42,41 @@
 // before the call. A quiesced group's leader wakes for it; its followers
 // answer the heartbeat without waking.
 //
+// # Snapshots
+//
+// A group whose StateMachine is a Snapshotter takes snapshots; any other
+// keeps its whole log, and a restarted host applies it from the first
+// entry. A group snapshots once it has applied Config.SnapshotEntries
+// entries since its last snapshot, and when the log asks it to: once the
+// shared log is longer than Config.MaxLogBytes, the host asks the groups
+// that keep its oldest segment (wal.Shared.Holders) to snapshot, as
+// TiKV's raft-engine does. Snapshotter.Snapshot captures the state on the
+// group's apply goroutine, as of the last entry applied; the host's one
+// snapshot goroutine then writes it while the group goes on applying. A
+// snapshot, once durable, is the one raft's storage holds: the group's
+// raft storage and its entries in the log (wal.Shared.ReleaseTo) are
+// compacted to it, and its older snapshot files are deleted.
+//
+// A member behind the leader's compacted log is sent the leader's
+// snapshot file as a stream of its own (transport.Sender.SendSnapshot);
+// its host makes it durable before raft takes it, then saves the restart
+// of the group's log after it with the Ready's other writes, then
+// restores the StateMachine from it, on the apply goroutine, never while a
+// snapshot of the group is being written (a snapshot of the state before
+// it that is not written yet never is). At start, a group restores from
+// the newest of its snapshots that its log goes on from, and its commit
+// index is at least the snapshot's.
+//
+// Files: each group's snapshots are in Config.SnapDir/<group id as 16
+// lower-case hex digits>/, as package snap's files (<index>-<term>.snap,
+// written to a .tmp file, fsynced, renamed and the directory fsynced),
+// format version 2, the state as a stream (see package snap, "Streams")
+// and the group's configuration in the header. A directory holds the
+// newest snapshot durable and raft's, and any newer one a leader sent
+// that raft did not take (it already held the entries): those go once a
+// snapshot passes them.
+//
 // # What a Host does not do yet
 //
-// Snapshots (a group's log is never released, and a restarted host
-// rebuilds each StateMachine by applying its log from the start) and
-// membership changes: each group's members are fixed when it is added.
+// Membership changes: each group's members are fixed when it is added.
 package multiraft

@@ -26,6 +26,18 @@ type group struct {
 	quiesced atomic.Bool
 	qlead    atomic.Uint64
 	queued   atomic.Bool // in the host's queue: pushed once until a worker takes it
+	// snapper is sm, if a Snapshotter, or nil: the group takes no
+	// snapshots.
+	snapper Snapshotter
+	// askSnap: the log asked the group to snapshot (see askSnapshots).
+	askSnap atomic.Bool
+	// snapFiles serializes the writes and installs of the group's
+	// snapshot files, and a Restore with the write of a snapshot (see
+	// snapLoop). snapGen counts the snapshots installed from a leader,
+	// so that a snapshot of the state before one is not written after
+	// it: written holding both mu and snapFiles, read holding either.
+	snapFiles sync.Mutex
+	snapGen   uint64
 
 	// in is what waits for a worker, filled by any goroutine.
 	in struct {
@@ -35,6 +47,8 @@ type group struct {
 		ticks       int
 		quiesce     *raftpb.Message // the leader's last quiesce message
 		written     bool            // the log writer saved rd
+		snapsSent   []snapSent      // snapshot streams to members, ended
+		snapsDone   []snapDone      // snapshots of this member, written
 	}
 
 	// mu is held by the worker processing the group, and by Propose.
@@ -57,7 +71,14 @@ type group struct {
 	// index, by id; readWaits those waiting to apply up to it.
 	reads     map[uint64]chan error
 	readWaits []readWait
-	applied   uint64 // the last entry applied to sm
+	// Invariant: snapIndex <= applied. applied is the last entry applied
+	// to sm (or the snapshot sm was restored from), appliedTerm its term,
+	// and conf the group's configuration as of it; snapIndex is that of
+	// the newest snapshot durable here, which raft's storage and the log
+	// are compacted to. snapping: a snapshot is being written.
+	applied, appliedTerm, snapIndex uint64
+	conf                            raftpb.ConfState
+	snapping                        bool
 }
 
 type result struct {
@@ -65,8 +86,11 @@ type result struct {
 	err error
 }
 
-func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState) *group {
-	return &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{}}
+func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState, snap raftpb.SnapshotMetadata) *group {
+	g := &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{},
+		applied: snap.Index, appliedTerm: snap.Term, snapIndex: snap.Index, conf: snap.ConfState}
+	g.snapper, _ = sm.(Snapshotter)
+	return g
 }
 
 // quiesceContext marks a leader's quiesce message (see the package doc).
@@ -123,11 +147,23 @@ func (h *Host) process(g *group) {
 	g.in.Lock()
 	msgs, unreachable, ticks, quiesce, written := g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written
 	g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written = nil, nil, 0, nil, false
+	sent, done := g.in.snapsSent, g.in.snapsDone
+	g.in.snapsSent, g.in.snapsDone = nil, nil
 	g.in.Unlock()
+	for _, s := range sent {
+		status := raft.SnapshotFinish
+		if !s.ok {
+			status = raft.SnapshotFailure
+		}
+		g.rn.ReportSnapshot(s.to, status)
+	}
 	if written {
 		rd := *g.rd
 		g.rd = nil
 		h.finish(g, rd)
+	}
+	for _, d := range done {
+		h.snapshotWritten(g, d)
 	}
 	for _, to := range unreachable {
 		g.rn.ReportUnreachable(to)
@@ -146,6 +182,7 @@ func (h *Host) process(g *group) {
 		g.idle++
 	}
 	h.ready(g)
+	h.maybeSnapshot(g)
 	if quiesce != nil {
 		g.quiesce = quiesce
 	}
@@ -176,28 +213,50 @@ func (h *Host) ready(g *group) {
 		if !raft.IsEmptyHardState(hs) && hs.Term == g.saved.Term && hs.Vote == g.saved.Vote {
 			hs = raftpb.HardState{}
 		}
-		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(hs) {
+		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(hs) || !raft.IsEmptySnap(rd.Snapshot) {
 			if !raft.IsEmptyHardState(rd.HardState) {
 				g.saved = rd.HardState
 			}
 			g.rd = &rd
-			h.writer.submit(g, wal.Write{Group: g.id, Entries: rd.Entries, HardState: rd.HardState})
+			x := wal.Write{Group: g.id, Entries: rd.Entries, HardState: rd.HardState}
+			var s *raftpb.Snapshot
+			if !raft.IsEmptySnap(rd.Snapshot) {
+				s, x.Restart = &rd.Snapshot, rd.Snapshot.Metadata.Index
+			}
+			h.writer.submit(g, x, s)
 			return
 		}
 		h.finish(g, rd)
 	}
 }
 
-// finish completes rd, whose write (if any) is durable: its messages go,
-// its committed entries are applied, read barriers that waited for them
-// are answered, and raft advances.
+// finish completes rd, whose write (if any) is durable: the snapshot it
+// installs becomes the state, its messages go (a snapshot as a stream of
+// its own), its committed entries are applied, read barriers that waited
+// for them are answered, and raft advances.
 func (h *Host) finish(g *group, rd raft.Ready) {
-	h.send(g.id, rd.Messages)
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		h.installSnapshot(g, rd.Snapshot.Metadata)
+	}
+	msgs := rd.Messages[:0:0]
+	for _, m := range rd.Messages {
+		if m.Type == raftpb.MsgSnap {
+			h.sendSnapshot(g, m)
+		} else {
+			msgs = append(msgs, m)
+		}
+	}
+	h.send(g.id, msgs)
 	for _, e := range rd.CommittedEntries {
+		if e.Index != g.applied+1 {
+			// The state would not be the log's: a snapshot that does
+			// not match its index, or an entry skipped.
+			panic(fmt.Sprintf("multiraft: group %d applies entry %d after entry %d", g.id, e.Index, g.applied))
+		}
 		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
 			h.apply(g, e)
 		}
-		g.applied = e.Index
+		g.applied, g.appliedTerm = e.Index, e.Term
 	}
 	g.confirmReads(rd.ReadStates)
 	g.rn.Advance(rd)

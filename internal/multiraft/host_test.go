@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,11 +29,13 @@ import (
 // faults, like the nemesis's choices and the power losses' tearing, come
 // from a seed that the test logs.
 
-// list is a group's state in the tests: the values applied, in order.
+// list is a group's state in the tests: the values applied, in order,
+// and the index of each.
 type list struct {
 	mu      sync.Mutex
 	values  []string
 	indexes []uint64
+	applied int // entries applied since the list was made or restored
 }
 
 func (l *list) Apply(index uint64, data []byte) any {
@@ -42,7 +45,49 @@ func (l *list) Apply(index uint64, data []byte) any {
 		panic(fmt.Sprintf("entry %d applied after entry %d", index, l.indexes[n-1]))
 	}
 	l.values, l.indexes = append(l.values, string(data)), append(l.indexes, index)
+	l.applied++
 	return len(l.values)
+}
+
+// listState is a list's snapshot.
+type listState struct {
+	Values  []string
+	Indexes []uint64
+}
+
+// Snapshot implements Snapshotter: it captures a copy, which write
+// writes as JSON.
+func (l *list) Snapshot() (func(io.Writer) error, error) {
+	l.mu.Lock()
+	st := listState{slices.Clone(l.values), slices.Clone(l.indexes)}
+	l.mu.Unlock()
+	return func(w io.Writer) error { return json.NewEncoder(w).Encode(st) }, nil
+}
+
+func (l *list) Restore(r io.Reader) error {
+	var st listState
+	if err := json.NewDecoder(r).Decode(&st); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.values, l.indexes, l.applied = st.Values, st.Indexes, 0
+	return nil
+}
+
+// appliedSince returns how many entries were applied since the list was
+// made or restored.
+func (l *list) appliedSince() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.applied
+}
+
+// state returns the values and their indexes.
+func (l *list) state() ([]string, []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.values), slices.Clone(l.indexes)
 }
 
 func (l *list) snapshot() []string {
@@ -53,7 +98,10 @@ func (l *list) snapshot() []string {
 
 // router is a node's transport.Handler across restarts of its host: what
 // arrives while it is down is dropped, as a real network would.
-type router struct{ h atomic.Pointer[Host] }
+type router struct {
+	h     atomic.Pointer[Host]
+	snaps atomic.Int64 // snapshots received
+}
 
 func (r *router) Receive(from, group uint64, msgs []raftpb.Message) {
 	if h := r.h.Load(); h != nil {
@@ -62,7 +110,15 @@ func (r *router) Receive(from, group uint64, msgs []raftpb.Message) {
 }
 
 func (r *router) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
-	return errors.New("no snapshots")
+	h := r.h.Load()
+	if h == nil {
+		return errors.New("node down")
+	}
+	err := h.ReceiveSnapshot(from, group, m, body)
+	if err == nil {
+		r.snaps.Add(1)
+	}
+	return err
 }
 
 func (r *router) Unreachable(to, group uint64) {
@@ -71,13 +127,17 @@ func (r *router) Unreachable(to, group uint64) {
 	}
 }
 
-func (r *router) SnapshotDone(to, group uint64, err error) {}
+func (r *router) SnapshotDone(to, group uint64, err error) {
+	if h := r.h.Load(); h != nil {
+		h.SnapshotDone(to, group, err)
+	}
+}
 
 // node is one node of a test cluster, across restarts of its host.
 type node struct {
 	id     uint64
 	fs     vfs.FS // a *vfs.Mem, but in benchmarks
-	dir    string // in fs, of its log ("wal")
+	dir    string // in fs, of its log ("wal") and snapshots ("snap")
 	router router
 	ep     *transporttest.Endpoint
 	log    *wal.Shared
@@ -91,7 +151,10 @@ type cluster struct {
 	net    *transporttest.Network
 	nodes  []*node
 	groups []uint64
-	cfg    Config // for every host, but for what start sets
+	// cfg is every host's, but for what start sets. Groups take
+	// snapshots if cfg.SnapshotEntries is set; else their states are not
+	// Snapshotters.
+	cfg Config
 	// segmentSize is the nodes' logs' wal.Options.SegmentSize.
 	segmentSize int64
 }
@@ -111,7 +174,7 @@ func newClusterSegments(t testing.TB, n, groups int, seed uint64, cfg Config, se
 }
 
 // newClusterOn is newClusterSegments with a node on each of fss, with its
-// log in the same element of dirs.
+// log and snapshots in the same element of dirs.
 func newClusterOn(t testing.TB, fss []vfs.FS, dirs []string, groups int, seed uint64, cfg Config, segmentSize int64) *cluster {
 	c := &cluster{t: t, net: transporttest.NewNetwork(int64(seed)), cfg: cfg, segmentSize: segmentSize}
 	for g := range groups {
@@ -150,13 +213,17 @@ func (c *cluster) start(nd *node) {
 		c.t.Fatalf("node %d: %v", nd.id, err)
 	}
 	cfg := c.cfg
-	cfg.Node, cfg.Log, cfg.Logger = nd.id, log, quiet
+	cfg.Node, cfg.Log, cfg.Logger, cfg.FS, cfg.SnapDir = nd.id, log, quiet, nd.fs, path.Join(nd.dir, "snap")
 	cfg.Sender = nd.ep
 	h := New(cfg)
 	nd.log, nd.host, nd.lists = log, h, map[uint64]*list{}
 	for _, g := range c.groups {
 		nd.lists[g] = &list{}
-		if err := h.AddGroup(g, c.members(), nd.lists[g]); err != nil {
+		var sm StateMachine = nd.lists[g]
+		if c.cfg.SnapshotEntries == 0 {
+			sm = struct{ StateMachine }{sm}
+		}
+		if err := h.AddGroup(g, c.members(), sm); err != nil {
 			c.t.Fatalf("node %d: %v", nd.id, err)
 		}
 	}
@@ -236,11 +303,30 @@ func checkRead(t *testing.T, h *Host, l *list, g uint64, acked []string) bool {
 // every node applied the same values to each group, and that those hold
 // every acknowledged write once, in the order acknowledged, and no value
 // never proposed.
+//
+// With snapshots, each group snapshots every 10 entries and the logs
+// release what the snapshots hold, in segments of 4 KiB: members that fall
+// behind are sent snapshots, and power losses strike while they install
+// them too. Without, the groups' states are not Snapshotters, and the logs
+// keep every entry.
 func TestClusterWithFaults(t *testing.T) {
-	testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3}, 4<<10)
+	t.Run("log", func(t *testing.T) {
+		testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3}, 4<<10)
+	})
+	t.Run("snapshots", func(t *testing.T) {
+		c := testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3, SnapshotEntries: 10, MaxLogBytes: 16 << 10}, 4<<10)
+		installed := int64(0)
+		for _, nd := range c.nodes {
+			installed += nd.router.snaps.Load()
+			if m := nd.log.Metrics(); m.LogBytes > 64<<10 {
+				t.Errorf("node %d's log holds %d bytes in %d segments: it was not released", nd.id, m.LogBytes, m.Segments)
+			}
+		}
+		t.Logf("%d snapshots sent to members behind", installed)
+	})
 }
 
-func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) {
+func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster {
 	seed := seedtest.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	c := newClusterSegments(t, 3, 6, seed, cfg, segmentSize)
@@ -322,21 +408,23 @@ func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) {
 	if reads.Load() == 0 {
 		t.Error("no read barrier succeeded")
 	}
+	return c
 }
 
 // converged waits until every node has applied the same values to group
-// g, with a leader, and returns them.
+// g, at the same indexes, with a leader, and returns them.
 func (c *cluster) converged(g uint64) []string {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var first []string
+		var firstIndexes []uint64
 		same := true
 		for i, nd := range c.nodes {
-			v := nd.lists[g].snapshot()
+			v, x := nd.lists[g].state()
 			if i == 0 {
-				first = v
-			} else if !slices.Equal(v, first) {
+				first, firstIndexes = v, x
+			} else if !slices.Equal(v, first) || !slices.Equal(x, firstIndexes) {
 				same = false
 			}
 		}
@@ -446,6 +534,87 @@ func TestIdleGroupsQuiesce(t *testing.T) {
 	for _, g := range led[:min(len(led), 10)] {
 		if by, _ := c.write(g, "after", func() []*Host { return []*Host{c.nodes[1].host, c.nodes[2].host} }); by == nil {
 			t.Fatalf("group %d took no write after its leader's node stopped", g)
+		}
+	}
+}
+
+// TestRestartFromSnapshot: a group of one member that snapshots every 10
+// entries releases its log, and a restarted host restores its state from
+// the newest snapshot, then applies only the entries after it.
+func TestRestartFromSnapshot(t *testing.T) {
+	c := newClusterSegments(t, 1, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
+	nd := c.nodes[0]
+	var want []string
+	for k := range 55 {
+		v := fmt.Sprintf("v%d", k)
+		for _, g := range c.groups {
+			if by, _ := c.write(g, v, func() []*Host { return []*Host{nd.host} }); by == nil {
+				t.Fatalf("group %d: the write of %q was not acknowledged", g, v)
+			}
+		}
+		want = append(want, v)
+	}
+	waitFor(t, "the log released", func() bool { return nd.log.Metrics().Segments <= 4 })
+	c.stop(nd)
+	c.start(nd)
+	for _, g := range c.groups {
+		waitFor(t, fmt.Sprintf("group %d applied every write again", g), func() bool {
+			return slices.Equal(nd.lists[g].snapshot(), want)
+		})
+		if n := nd.lists[g].appliedSince(); n >= len(want) {
+			t.Fatalf("group %d applied all %d entries again: it did not start from a snapshot", g, n)
+		}
+	}
+}
+
+// TestCatchUpBySnapshot: a member cut off while the others take writes and
+// snapshots, and release their logs, catches up by the snapshot its
+// leader sends, then by the log, across a restart of its host too.
+func TestCatchUpBySnapshot(t *testing.T) {
+	c := newClusterSegments(t, 3, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
+	behind := c.nodes[2]
+	up := func() []*Host { return []*Host{c.nodes[0].host, c.nodes[1].host} }
+	c.net.Isolate(behind.id)
+	var want []string
+	for k := range 40 {
+		v := fmt.Sprintf("v%d", k)
+		for _, g := range c.groups {
+			if by, _ := c.write(g, v, up); by == nil {
+				t.Fatalf("group %d: the write of %q was not acknowledged", g, v)
+			}
+		}
+		want = append(want, v)
+	}
+	waitFor(t, "the logs released past the cut-off member", func() bool {
+		for _, g := range c.groups {
+			for _, nd := range c.nodes[:2] {
+				if first, _ := nd.host.group(g).storage.FirstIndex(); first <= 2 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	c.net.Heal()
+	for _, g := range c.groups {
+		if got := c.converged(g); !slices.Equal(got, want) {
+			t.Fatalf("group %d: the nodes converged on %q, want %q", g, got, want)
+		}
+	}
+	if n := behind.router.snaps.Load(); n < int64(len(c.groups)) {
+		t.Fatalf("the member behind received %d snapshots, want one per group at least", n)
+	}
+	c.stop(behind)
+	c.start(behind)
+	for _, g := range c.groups {
+		if by, _ := c.write(g, "after", up); by == nil {
+			t.Fatalf("group %d took no write after the restart", g)
+		}
+	}
+	want = append(want, "after")
+	for _, g := range c.groups {
+		if got := c.converged(g); !slices.Equal(got, want) {
+			t.Fatalf("group %d: after a restart, the nodes converged on %q, want %q", g, got, want)
 		}
 	}
 }

@@ -42,11 +42,12 @@ func TestOverTransport(t *testing.T) {
 				tr.SetPeer(uint64(j+1), ln.Addr().String())
 			}
 		}
-		log, err := wal.OpenShared(vfs.NewMem(), "wal", wal.Options{Logger: quiet})
+		fs := vfs.NewMem()
+		log, err := wal.OpenShared(fs, "wal", wal.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := New(Config{Node: uint64(i + 1), Log: log, Sender: tr, TickInterval: 10 * time.Millisecond, Logger: quiet})
+		h := New(Config{Node: uint64(i + 1), Log: log, Sender: tr, FS: fs, SnapDir: "snap", TickInterval: 10 * time.Millisecond, Logger: quiet})
 		lists[i] = map[uint64]*list{}
 		for g := uint64(1); g <= groups; g++ {
 			lists[i][g] = &list{}
