@@ -76,7 +76,25 @@
 // that raft did not take (it already held the entries): those go once a
 // snapshot passes them.
 //
+// # Membership changes
+//
+// AddMember, RemoveMember and TransferLeadership change a group's members,
+// named by node id, one change at a time, at its leader (see members.go):
+// a new member joins as a learner, is caught up (by snapshot if the
+// leader's log no longer holds what it lacks; every change asks for a
+// snapshot, as raft takes none of a configuration without its receiver),
+// then is promoted. The new node hosts the group with AddGroup given the
+// group's first members, as every node does: its configuration is then
+// raft's, from a snapshot's header or the first members, and the changes
+// in the log after it, as they are applied. A node stops a group once it
+// applies a configuration without it, and releases its log of the group;
+// one that missed its removal's commit learns of it when it campaigns: a
+// member whose configuration is newer than its own and does not hold it
+// answers so, and it stops. Node ids are not reused in a group: a removed
+// node is not added back. Where nodes are (the transport's addresses) is
+// the caller's business.
+//
 // # What a Host does not do yet
 //
-// Membership changes: each group's members are fixed when it is added.
+// Serve clients: no server runs a Host yet.
 package multiraft

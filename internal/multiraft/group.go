@@ -46,6 +46,7 @@ type group struct {
 		unreachable []uint64
 		ticks       int
 		quiesce     *raftpb.Message // the leader's last quiesce message
+		removedAt   uint64          // the newest index a member says this node was removed by
 		written     bool            // the log writer saved rd
 		snapsSent   []snapSent      // snapshot streams to members, ended
 		snapsDone   []snapDone      // snapshots of this member, written
@@ -79,6 +80,10 @@ type group struct {
 	applied, appliedTerm, snapIndex uint64
 	conf                            raftpb.ConfState
 	snapping                        bool
+	// changing is the membership change proposed here and waiting, or
+	// nil; removed: this node was removed from the group, which stopped.
+	changing *confWait
+	removed  bool
 }
 
 type result struct {
@@ -106,6 +111,9 @@ func (g *group) receive(msgs []raftpb.Message) bool {
 	for i := range msgs {
 		if m := &msgs[i]; m.Type == raftpb.MsgHeartbeat && string(m.Context) == string(quiesceContext) {
 			g.in.quiesce = m
+			continue
+		} else if m.Type == raftpb.MsgHeartbeat && string(m.Context) == string(removedContext) {
+			g.in.removedAt = max(g.in.removedAt, m.Commit)
 			continue
 		}
 		if !isHeartbeat(msgs[i].Type) {
@@ -144,10 +152,13 @@ func (g *group) wake() { g.quiesced.Store(false) }
 func (h *Host) process(g *group) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.removed {
+		return
+	}
 	g.in.Lock()
 	msgs, unreachable, ticks, quiesce, written := g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written
 	g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written = nil, nil, 0, nil, false
-	sent, done := g.in.snapsSent, g.in.snapsDone
+	sent, done, removedAt := g.in.snapsSent, g.in.snapsDone, g.in.removedAt
 	g.in.snapsSent, g.in.snapsDone = nil, nil
 	g.in.Unlock()
 	for _, s := range sent {
@@ -165,9 +176,17 @@ func (h *Host) process(g *group) {
 	for _, d := range done {
 		h.snapshotWritten(g, d)
 	}
+	if g.removed {
+		return
+	}
+	if removedAt > g.applied && isMember(g.conf, h.cfg.Node) {
+		h.removeGroup(g) // see tellRemoved
+		return
+	}
 	for _, to := range unreachable {
 		g.rn.ReportUnreachable(to)
 	}
+	h.tellRemoved(g, msgs)
 	for _, m := range msgs {
 		if !isHeartbeat(m.Type) {
 			g.quiesce = nil // woken since
@@ -182,6 +201,9 @@ func (h *Host) process(g *group) {
 		g.idle++
 	}
 	h.ready(g)
+	if g.removed {
+		return
+	}
 	h.maybeSnapshot(g)
 	if quiesce != nil {
 		g.quiesce = quiesce
@@ -197,11 +219,12 @@ func (h *Host) process(g *group) {
 // ready takes raft's Readys until one has a write, which it hands to the
 // log writer, or until raft has none.
 func (h *Host) ready(g *group) {
-	for g.rd == nil && g.rn.HasReady() {
+	for g.rd == nil && !g.removed && g.rn.HasReady() {
 		rd := g.rn.Ready()
 		if rd.SoftState != nil {
 			g.lead.Store(rd.SoftState.Lead)
 		}
+		g.placeChange(rd.Entries, h.cfg.Node)
 		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
 			g.idle = 0
 		}
@@ -253,10 +276,19 @@ func (h *Host) finish(g *group, rd raft.Ready) {
 			// not match its index, or an entry skipped.
 			panic(fmt.Sprintf("multiraft: group %d applies entry %d after entry %d", g.id, e.Index, g.applied))
 		}
-		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
-			h.apply(g, e)
-		}
 		g.applied, g.appliedTerm = e.Index, e.Term
+		switch {
+		case e.Type == raftpb.EntryConfChange || e.Type == raftpb.EntryConfChangeV2:
+			if !h.applyConfChange(g, &e) {
+				h.removeGroup(g)
+				return
+			}
+		case len(e.Data) > 0:
+			g.checkChange(&e)
+			h.apply(g, e)
+		default:
+			g.checkChange(&e)
+		}
 	}
 	g.confirmReads(rd.ReadStates)
 	g.rn.Advance(rd)
@@ -301,7 +333,11 @@ func (h *Host) Propose(ctx context.Context, id uint64, data []byte) (any, error)
 	ch := make(chan result, 1)
 	g.mu.Lock()
 	g.wake()
-	if g.lead.Load() != h.cfg.Node {
+	switch {
+	case g.removed:
+		g.mu.Unlock()
+		return nil, ErrRemoved
+	case g.lead.Load() != h.cfg.Node:
 		g.mu.Unlock()
 		return nil, ErrNotLeader
 	}

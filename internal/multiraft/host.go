@@ -173,7 +173,7 @@ func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: h.cfg.Node, Applied: snap.Index, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
 		Storage: storage, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
-		CheckQuorum: true, PreVote: true, Logger: silentRaft,
+		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, Logger: silentRaft,
 	})
 	if err != nil {
 		return fmt.Errorf("multiraft: group %d: %w", id, err)

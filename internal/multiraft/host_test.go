@@ -143,6 +143,7 @@ type node struct {
 	log    *wal.Shared
 	host   *Host
 	lists  map[uint64]*list
+	groups []uint64 // the groups it hosts
 }
 
 // cluster is nodes 1..n, each a member of every group 1..g.
@@ -151,6 +152,7 @@ type cluster struct {
 	net    *transporttest.Network
 	nodes  []*node
 	groups []uint64
+	boot   []uint64 // every group's first members
 	// cfg is every host's, but for what start sets. Groups take
 	// snapshots if cfg.SnapshotEntries is set; else their states are not
 	// Snapshotters.
@@ -181,9 +183,10 @@ func newClusterOn(t testing.TB, fss []vfs.FS, dirs []string, groups int, seed ui
 		c.groups = append(c.groups, uint64(g+1))
 	}
 	for i, fs := range fss {
-		nd := &node{id: uint64(i + 1), fs: fs, dir: dirs[i]}
+		nd := &node{id: uint64(i + 1), fs: fs, dir: dirs[i], groups: c.groups}
 		nd.ep = c.net.Register(nd.id, &nd.router)
 		c.nodes = append(c.nodes, nd)
+		c.boot = append(c.boot, nd.id)
 	}
 	for _, nd := range c.nodes {
 		c.start(nd)
@@ -197,15 +200,17 @@ func newClusterOn(t testing.TB, fss []vfs.FS, dirs []string, groups int, seed ui
 	return c
 }
 
-func (c *cluster) members() []uint64 {
-	var ms []uint64
-	for _, nd := range c.nodes {
-		ms = append(ms, nd.id)
-	}
-	return ms
+// addNode starts a new node that hosts groups, none of which it is a
+// member of yet.
+func (c *cluster) addNode(groups ...uint64) *node {
+	nd := &node{id: uint64(len(c.nodes) + 1), fs: vfs.NewMem(), groups: groups}
+	nd.ep = c.net.Register(nd.id, &nd.router)
+	c.nodes = append(c.nodes, nd)
+	c.start(nd)
+	return nd
 }
 
-// start opens node nd's log and starts its host with every group.
+// start opens node nd's log and starts its host with its groups.
 func (c *cluster) start(nd *node) {
 	c.t.Helper()
 	log, err := wal.OpenShared(nd.fs, path.Join(nd.dir, "wal"), wal.Options{Logger: quiet, SegmentSize: c.segmentSize})
@@ -217,13 +222,13 @@ func (c *cluster) start(nd *node) {
 	cfg.Sender = nd.ep
 	h := New(cfg)
 	nd.log, nd.host, nd.lists = log, h, map[uint64]*list{}
-	for _, g := range c.groups {
+	for _, g := range nd.groups {
 		nd.lists[g] = &list{}
 		var sm StateMachine = nd.lists[g]
 		if c.cfg.SnapshotEntries == 0 {
 			sm = struct{ StateMachine }{sm}
 		}
-		if err := h.AddGroup(g, c.members(), sm); err != nil {
+		if err := h.AddGroup(g, c.boot, sm); err != nil {
 			c.t.Fatalf("node %d: %v", nd.id, err)
 		}
 	}
@@ -415,12 +420,18 @@ func testClusterWithFaults(t *testing.T, cfg Config, segmentSize int64) *cluster
 // g, at the same indexes, with a leader, and returns them.
 func (c *cluster) converged(g uint64) []string {
 	c.t.Helper()
+	return c.convergedAt(g, c.nodes)
+}
+
+// convergedAt is converged for the group's members nodes.
+func (c *cluster) convergedAt(g uint64, nodes []*node) []string {
+	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var first []string
 		var firstIndexes []uint64
 		same := true
-		for i, nd := range c.nodes {
+		for i, nd := range nodes {
 			v, x := nd.lists[g].state()
 			if i == 0 {
 				first, firstIndexes = v, x
@@ -428,11 +439,11 @@ func (c *cluster) converged(g uint64) []string {
 				same = false
 			}
 		}
-		if same && c.nodes[0].host.Leader(g) != 0 {
+		if same && nodes[0].host.Leader(g) != 0 {
 			return first
 		}
 		if time.Now().After(deadline) {
-			for _, nd := range c.nodes {
+			for _, nd := range nodes {
 				c.t.Logf("node %d: group %d applied %d values, leader %d", nd.id, g, len(nd.lists[g].snapshot()), nd.host.Leader(g))
 			}
 			c.t.Fatalf("group %d: the nodes did not converge in 30 s", g)

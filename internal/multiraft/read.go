@@ -31,7 +31,11 @@ func (h *Host) ReadBarrier(ctx context.Context, id uint64) error {
 	ch := make(chan error, 1)
 	g.mu.Lock()
 	g.wake()
-	if g.lead.Load() == 0 {
+	switch {
+	case g.removed:
+		g.mu.Unlock()
+		return ErrRemoved
+	case g.lead.Load() == 0:
 		g.mu.Unlock()
 		return ErrNotLeader
 	}

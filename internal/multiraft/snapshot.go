@@ -257,6 +257,12 @@ func (h *Host) snapFile(g *group, index, term uint64) (string, error) {
 // g.mu is held.
 func (h *Host) sendSnapshot(g *group, m raftpb.Message) {
 	md := m.Snapshot.Metadata
+	if !isMember(md.ConfState, m.To) {
+		// A member added since: raft takes no snapshot of a configuration
+		// without it. It gets the next one, which the change asked for.
+		g.rn.ReportSnapshot(m.To, raft.SnapshotFailure)
+		return
+	}
 	name, err := h.snapFile(g, md.Index, md.Term)
 	var body io.ReadCloser
 	var size int64

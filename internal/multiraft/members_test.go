@@ -1,0 +1,190 @@
+package multiraft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flintkv/flint/internal/seedtest"
+	"github.com/flintkv/flint/internal/transport/transporttest"
+)
+
+// atLeader calls change at whichever of nodes leads group g, until one
+// call succeeds or 30 s have passed; errors that say to try again (no
+// leader here, an outcome unknown, a change refused) are tried again.
+func (c *cluster) atLeader(g uint64, nodes []*node, change func(context.Context, *Host) error) error {
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, nd := range nodes {
+			if h := nd.host; h != nil && h.Leader(g) == nd.id {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err = change(ctx, h)
+				cancel()
+				if err == nil || !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrUnknownState) && !errors.Is(err, ErrChangeRefused) && !errors.Is(err, ErrChangeInProgress) {
+					return err
+				}
+			}
+		}
+	}
+	return fmt.Errorf("no leader made the change in 30 s; the last error: %v", err)
+}
+
+func hostsOf(nodes []*node) func() []*Host {
+	return func() []*Host {
+		var hs []*Host
+		for _, nd := range nodes {
+			hs = append(hs, nd.host)
+		}
+		return hs
+	}
+}
+
+// writeAll writes values to group g through nodes, failing if one is not
+// acknowledged.
+func (c *cluster) writeAll(g uint64, nodes []*node, values []string) {
+	c.t.Helper()
+	for _, v := range values {
+		if by, _ := c.write(g, v, hostsOf(nodes)); by == nil {
+			c.t.Fatalf("group %d: the write of %q was not acknowledged", g, v)
+		}
+	}
+}
+
+func valuesFrom(prefix string, n int) []string {
+	var vs []string
+	for k := range n {
+		vs = append(vs, fmt.Sprintf("%s%d", prefix, k))
+	}
+	return vs
+}
+
+// TestMembership adds a fourth node to a group of three, whose logs were
+// compacted, so that it catches up by snapshot; hands it the leadership;
+// removes the first node, which stops the group (and only that group);
+// and restarts the new member, which comes back as a voter.
+func TestMembership(t *testing.T) {
+	c := newClusterSegments(t, 3, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
+	g, other := c.groups[0], c.groups[1]
+	want := valuesFrom("a", 30)
+	c.writeAll(g, c.nodes, want)
+	n4 := c.addNode(g)
+	if err := c.atLeader(g, c.nodes[:3], func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id) }); err != nil {
+		t.Fatalf("AddMember: %v", err)
+	}
+	if got := c.convergedAt(g, c.nodes); !slices.Equal(got, want) {
+		t.Fatalf("after AddMember the nodes applied %q, want %q", got, want)
+	}
+	if n4.router.snaps.Load() == 0 {
+		t.Fatal("the new member caught up without a snapshot, though the leader's log was compacted")
+	}
+	if err := c.atLeader(g, c.nodes[:3], func(ctx context.Context, h *Host) error { return h.TransferLeadership(ctx, g, n4.id) }); err != nil {
+		t.Fatalf("TransferLeadership: %v", err)
+	}
+	if l := n4.host.Leader(g); l != n4.id {
+		t.Fatalf("after TransferLeadership node %d sees %d lead", n4.id, l)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n4.host.RemoveMember(ctx, g, 1); err != nil {
+		t.Fatalf("RemoveMember: %v", err)
+	}
+	n1 := c.nodes[0]
+	waitFor(t, "node 1 stopped the group it was removed from", func() bool { return n1.host.group(g) == nil })
+	if _, err := n1.host.Propose(ctx, g, []byte("x")); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("a proposal at the removed node: %v, want ErrNoGroup", err)
+	}
+	if err := n4.host.RemoveMember(ctx, g, 1); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("removing node 1 again: %v, want ErrNoMember", err)
+	}
+	rest := c.nodes[1:]
+	more := valuesFrom("b", 15)
+	c.writeAll(g, rest, more)
+	want = append(want, more...)
+	if got := c.convergedAt(g, rest); !slices.Equal(got, want) {
+		t.Fatalf("after RemoveMember the members applied %q, want %q", got, want)
+	}
+	c.writeAll(other, c.nodes[:3], []string{"still"})
+	c.stop(n4)
+	c.start(n4)
+	c.writeAll(g, rest, []string{"after"})
+	want = append(want, "after")
+	if got := c.convergedAt(g, rest); !slices.Equal(got, want) {
+		t.Fatalf("after a restart of the new member the members applied %q, want %q", got, want)
+	}
+	if err := c.atLeader(g, rest, func(ctx context.Context, h *Host) error { return h.TransferLeadership(ctx, g, n4.id) }); err != nil {
+		t.Fatalf("the restarted member does not take the leadership: %v", err)
+	}
+}
+
+// TestMembershipWithFaults adds a fourth node to a group and removes the
+// first while writes go on, through the seeded message faults and
+// isolations of the fault test: the changes are made, and the final
+// members hold every acknowledged write once, in order, at the same
+// indexes.
+func TestMembershipWithFaults(t *testing.T) {
+	seed := seedtest.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	c := newClusterSegments(t, 3, 1, seed, Config{TickInterval: 5 * time.Millisecond, Workers: 3, SnapshotEntries: 10}, 4<<10)
+	g := c.groups[0]
+	n4 := c.addNode(g)
+	c.net.SetFaults(transporttest.Faults{Drop: 0.05, Duplicate: 0.02, Reorder: 0.02, MaxDelay: 2 * time.Millisecond})
+	var acked, maybe []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, v := range valuesFrom("v", 80) {
+			by, m := c.write(g, v, hostsOf(c.nodes))
+			if by != nil {
+				acked = append(acked, v)
+			} else if m {
+				maybe = append(maybe, v)
+			}
+		}
+	}()
+	var changes sync.WaitGroup
+	var addErr, removeErr error
+	changes.Add(1)
+	go func() {
+		defer changes.Done()
+		addErr = c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id) })
+		if addErr != nil {
+			return
+		}
+		removeErr = c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error {
+			err := h.RemoveMember(ctx, g, 1)
+			if errors.Is(err, ErrNoMember) || errors.Is(err, ErrNoGroup) {
+				return nil // an earlier try was applied
+			}
+			return err
+		})
+	}()
+	isolations := 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(20 * time.Millisecond):
+			if rng.IntN(10) < 2 {
+				c.net.Isolate(c.nodes[rng.IntN(len(c.nodes))].id)
+				isolations++
+			} else {
+				c.net.Heal()
+			}
+		}
+	}
+	c.net.Heal()
+	c.net.SetFaults(transporttest.Faults{})
+	changes.Wait()
+	if addErr != nil || removeErr != nil {
+		t.Fatalf("AddMember: %v; RemoveMember: %v", addErr, removeErr)
+	}
+	waitFor(t, "node 1 stopped the group it was removed from", func() bool { return c.nodes[0].host.group(g) == nil })
+	final := c.convergedAt(g, c.nodes[1:])
+	checkValues(t, g, final, acked, maybe)
+	t.Logf("%d writes acknowledged, %d of unknown outcome, through %d isolations; %d snapshots to node 4", len(acked), len(maybe), isolations, n4.router.snaps.Load())
+}
