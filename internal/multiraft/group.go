@@ -331,15 +331,8 @@ func (h *Host) Propose(ctx context.Context, id uint64, data []byte) (any, error)
 	}
 	pid := h.proposals.Add(1)
 	ch := make(chan result, 1)
-	g.mu.Lock()
-	g.wake()
-	switch {
-	case g.removed:
-		g.mu.Unlock()
-		return nil, ErrRemoved
-	case g.lead.Load() != h.cfg.Node:
-		g.mu.Unlock()
-		return nil, ErrNotLeader
+	if err := h.lockLeading(g, true); err != nil {
+		return nil, err
 	}
 	if err := g.rn.Propose(encodeProposal(h.cfg.Node, pid, data)); err != nil {
 		g.mu.Unlock()
@@ -360,6 +353,24 @@ func (h *Host) Propose(ctx context.Context, id uint64, data []byte) (any, error)
 	case <-h.stop:
 		return nil, ErrStopped
 	}
+}
+
+// lockLeading locks g.mu and wakes g, or returns why not, with g.mu not
+// held: g was removed from this node (ErrRemoved), or this node sees no
+// leader, or, if self, is not the leader itself (ErrNotLeader).
+func (h *Host) lockLeading(g *group, self bool) error {
+	g.mu.Lock()
+	g.wake()
+	err := ErrRemoved
+	switch lead := g.lead.Load(); {
+	case g.removed:
+	case lead == 0 || self && lead != h.cfg.Node:
+		err = ErrNotLeader
+	default:
+		return nil
+	}
+	g.mu.Unlock()
+	return err
 }
 
 // A proposal's entry is the proposing node's id and the proposal's id, as

@@ -63,7 +63,7 @@ func (h *Host) AddMember(ctx context.Context, id, node uint64) error {
 	if g == nil {
 		return ErrNoGroup
 	}
-	switch role(g.status(), node) {
+	switch g.role(node) {
 	case "voter":
 		return nil
 	case "":
@@ -99,7 +99,7 @@ func (h *Host) RemoveMember(ctx context.Context, id, node uint64) error {
 	if g == nil {
 		return ErrNoGroup
 	}
-	if role(g.status(), node) == "" {
+	if g.role(node) == "" {
 		return fmt.Errorf("%w: %d", ErrNoMember, node)
 	}
 	err := h.change(ctx, g, raftpb.ConfChangeRemoveNode, node)
@@ -118,7 +118,7 @@ func (h *Host) TransferLeadership(ctx context.Context, id, to uint64) error {
 	if g == nil {
 		return ErrNoGroup
 	}
-	switch role(g.status(), to) {
+	switch g.role(to) {
 	case "":
 		return fmt.Errorf("%w: %d", ErrNoMember, to)
 	case "learner":
@@ -159,17 +159,15 @@ func (g *group) status() raft.Status {
 	return g.rn.Status()
 }
 
-// role returns "voter" or "learner" for a member of st's configuration,
+// role returns "voter" or "learner" for a member of g's configuration,
 // or "" for a node that is not one.
-func role(st raft.Status, node uint64) string {
-	_, in := st.Config.Voters[0][node]
-	_, out := st.Config.Voters[1][node]
-	_, learner := st.Config.Learners[node]
-	_, next := st.Config.LearnersNext[node]
-	switch {
-	case in || out:
+func (g *group) role(node uint64) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch cs := &g.conf; {
+	case slices.Contains(cs.Voters, node) || slices.Contains(cs.VotersOutgoing, node):
 		return "voter"
-	case learner || next:
+	case slices.Contains(cs.Learners, node) || slices.Contains(cs.LearnersNext, node):
 		return "learner"
 	}
 	return ""
@@ -181,16 +179,10 @@ func (h *Host) change(ctx context.Context, g *group, typ raftpb.ConfChangeType, 
 	pid := h.proposals.Add(1)
 	w := &confWait{pid: pid, ch: make(chan error, 1)}
 	cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: typ, NodeID: node}}, Context: encodeProposal(h.cfg.Node, pid, nil)}
-	g.mu.Lock()
-	g.wake()
-	switch {
-	case g.removed:
-		g.mu.Unlock()
-		return ErrRemoved
-	case g.lead.Load() != h.cfg.Node:
-		g.mu.Unlock()
-		return ErrNotLeader
-	case g.changing != nil:
+	if err := h.lockLeading(g, true); err != nil {
+		return err
+	}
+	if g.changing != nil {
 		g.mu.Unlock()
 		return ErrChangeInProgress
 	}
@@ -237,9 +229,6 @@ func (g *group) placeChange(entries []raftpb.Entry, node uint64) {
 // isChange reports whether e is the entry of the change w, proposed by
 // node.
 func (g *group) isChange(e *raftpb.Entry, w *confWait, node uint64) bool {
-	if e.Type != raftpb.EntryConfChangeV2 {
-		return false
-	}
 	cc, err := decodeConfChange(e)
 	if err != nil {
 		return false
@@ -296,16 +285,14 @@ func isMember(cs raftpb.ConfState, node uint64) bool {
 	return false
 }
 
-// decodeConfChange decodes a configuration change entry of either type.
+// decodeConfChange decodes a configuration change entry: a Host and raft
+// write only ConfChangeV2 ones.
 func decodeConfChange(e *raftpb.Entry) (raftpb.ConfChangeV2, error) {
-	if e.Type == raftpb.EntryConfChange {
-		var cc raftpb.ConfChange
-		err := cc.Unmarshal(e.Data)
-		return cc.AsV2(), err
-	}
 	var cc raftpb.ConfChangeV2
-	err := cc.Unmarshal(e.Data)
-	return cc, err
+	if e.Type != raftpb.EntryConfChangeV2 {
+		return cc, fmt.Errorf("a configuration change of type %v", e.Type)
+	}
+	return cc, cc.Unmarshal(e.Data)
 }
 
 // removedContext marks a notice to a node that sent a message of the
