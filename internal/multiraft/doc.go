@@ -8,7 +8,7 @@
 // # Goroutines
 //
 // A Host has a fixed number of them, whatever its groups: Config.Workers
-// workers, one log writer and one ticker. A group with work (a message, a
+// workers, one log writer, one snapshot writer and one ticker. A group with work (a message, a
 // proposal, a tick, a finished write) is queued once, and a worker takes
 // it: it steps its messages into its raft.RawNode, then, if raft has a
 // Ready, hands the Ready's entries and hard state to the log writer and
@@ -90,8 +90,9 @@
 // applies a configuration without it, and releases its log of the group;
 // one that missed its removal's commit learns of it when it campaigns: a
 // member whose configuration is newer than its own and does not hold it
-// answers so, and it stops. Node ids are not reused in a group: a removed
-// node is not added back. Where nodes are (the transport's addresses) is
+// answers so, and it stops. A node restarted after its removal is not to
+// add the group again (AddGroup may refuse it, its entries gone). Node ids
+// are not reused in a group: a removed node is not added back. Where nodes are (the transport's addresses) is
 // the caller's business.
 //
 // # What a Host does not do yet

@@ -34,7 +34,9 @@ type StateMachine interface {
 // its log up to there, restores the state from its newest snapshot when
 // it starts, and sends its snapshot to a member too far behind for its
 // log (see the package doc). A group whose StateMachine is not a
-// Snapshotter keeps its whole log.
+// Snapshotter keeps its whole log. The host calls Restore on the group's
+// apply goroutine too, never while a write of the group runs, and never
+// calls a write captured before a Restore after it.
 type Snapshotter interface {
 	// Snapshot captures the state as of the last entry applied. It is called on the group's apply goroutine and must be cheap; write, called later on another goroutine while Apply goes on, writes that state.
 	Snapshot() (write func(w io.Writer) error, err error)
@@ -150,10 +152,11 @@ func New(cfg Config) *Host {
 }
 
 // AddGroup starts group id (not 0) on this node, with members, the node
-// ids of its voters, and sm, its state. A group that has a snapshot here
-// restores sm from its newest one and goes on from the log after it; one
-// that has none applies its log to sm from the first entry; members count
-// only for a group that has neither.
+// ids of the group's first voters (the same on every node and at every
+// start, whatever changes were made since: see the package doc,
+// "Membership changes"), and sm, its state. A group that has a snapshot
+// here restores sm from its newest one and goes on from the log after it;
+// one that has none applies its log to sm from the first entry.
 func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	if id == 0 {
 		return errors.New("multiraft: group 0 is the node's own channel")

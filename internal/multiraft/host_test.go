@@ -505,9 +505,9 @@ func TestIdleGroupsQuiesce(t *testing.T) {
 	const groups = 150
 	before := runtime.NumGoroutine()
 	c := newCluster(t, 3, groups, seedtest.Seed(t), Config{TickInterval: 50 * time.Millisecond, Workers: 2})
-	// Each host has 2 workers, a log writer and a ticker; the network a
-	// goroutine per node; the logs none while idle.
-	if n := runtime.NumGoroutine() - before; n > 3*(2+2)+3+6 {
+	// Each host has 2 workers, a log writer, a snapshot writer and a
+	// ticker; the network a goroutine per node; the logs none while idle.
+	if n := runtime.NumGoroutine() - before; n > 3*(2+3)+3+6 {
 		t.Fatalf("%d goroutines for 3 hosts of %d groups each", n, groups)
 	}
 	for i, g := range c.groups { // spread the leaders
