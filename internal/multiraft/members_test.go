@@ -188,3 +188,57 @@ func TestMembershipWithFaults(t *testing.T) {
 	checkValues(t, g, final, acked, maybe)
 	t.Logf("%d writes acknowledged, %d of unknown outcome, through %d isolations; %d snapshots to node 4", len(acked), len(maybe), isolations, n4.router.snaps.Load())
 }
+
+// TestMembershipRefusals: a change while another is being made through
+// the same node is refused, as is one that names no member; a change that
+// cannot commit (its leader cut off) ends with its context, its outcome
+// unknown, and is made once the network heals.
+func TestMembershipRefusals(t *testing.T) {
+	c := newClusterSegments(t, 3, 1, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 4<<10)
+	g := c.groups[0]
+	c.writeAll(g, c.nodes, []string{"a"})
+	var lead *node
+	for _, nd := range c.nodes {
+		if nd.host.Leader(g) == nd.id {
+			lead = nd
+		}
+	}
+	if lead == nil {
+		t.Fatal("no leader after a write")
+	}
+	ctx := context.Background()
+	if err := lead.host.RemoveMember(ctx, g, 9); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("removing a node that is no member: %v, want ErrNoMember", err)
+	}
+	if err := lead.host.TransferLeadership(ctx, g, 9); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("handing the leadership to a node that is no member: %v, want ErrNoMember", err)
+	}
+	n4 := c.addNode(g)
+	c.net.Isolate(lead.id)
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		first <- lead.host.AddMember(ctx, g, n4.id)
+	}()
+	waitFor(t, "the first change proposed", func() bool {
+		gr := lead.host.group(g)
+		gr.mu.Lock()
+		defer gr.mu.Unlock()
+		return gr.changing != nil
+	})
+	if err := lead.host.RemoveMember(ctx, g, c.nodes[0].id); !errors.Is(err, ErrChangeInProgress) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a second change while the first is made: %v, want ErrChangeInProgress (or ErrNotLeader, once the cut-off leader stepped down)", err)
+	}
+	if err := <-first; !errors.Is(err, ErrUnknownState) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a change its cut-off leader cannot commit: %v, want ErrUnknownState", err)
+	}
+	c.net.Heal()
+	if err := c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id) }); err != nil {
+		t.Fatalf("AddMember once healed: %v", err)
+	}
+	c.writeAll(g, c.nodes, []string{"b"})
+	if got := c.convergedAt(g, c.nodes); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("the members applied %q", got)
+	}
+}
