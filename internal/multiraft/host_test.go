@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/seedtest"
+	"github.com/flintkv/flint/internal/snap"
 	"github.com/flintkv/flint/internal/transport/transporttest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
@@ -627,5 +628,55 @@ func TestCatchUpBySnapshot(t *testing.T) {
 		if got := c.converged(g); !slices.Equal(got, want) {
 			t.Fatalf("group %d: after a restart, the nodes converged on %q, want %q", g, got, want)
 		}
+	}
+}
+
+// TestSnapshotsNotTaken: snapshot files that leaders sent and raft did not
+// take (newer than the log, as a member that already held the entries
+// gets) never push out the snapshot raft holds: a member behind still
+// gets it, and a restart starts from it, not from them.
+func TestSnapshotsNotTaken(t *testing.T) {
+	c := newClusterSegments(t, 3, 1, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
+	g := c.groups[0]
+	c.writeAll(g, c.nodes, []string{"v"})
+	var lead *node
+	for _, nd := range c.nodes {
+		if nd.host.Leader(g) == nd.id {
+			lead = nd
+		}
+	}
+	behind := c.nodes[0]
+	if behind == lead {
+		behind = c.nodes[1]
+	}
+	dir := path.Join(lead.dir, "snap", fmt.Sprintf("%016x", g))
+	for _, index := range []uint64{1000, 1001} {
+		write := func(w io.Writer) error {
+			return json.NewEncoder(w).Encode(listState{Values: []string{"never"}, Indexes: []uint64{index}})
+		}
+		if _, _, err := snap.WriteStream(lead.fs, dir, snap.Meta{Index: index, Term: 99, Conf: raftpb.ConfState{Voters: c.boot}}, write); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.net.Isolate(behind.id)
+	var others []*node
+	for _, nd := range c.nodes {
+		if nd != behind {
+			others = append(others, nd)
+		}
+	}
+	want := append([]string{"v"}, valuesFrom("w", 30)...)
+	c.writeAll(g, others, want[1:])
+	c.net.Heal()
+	if got := c.converged(g); !slices.Equal(got, want) {
+		t.Fatalf("the nodes converged on %q, want %q", got, want)
+	}
+	if behind.router.snaps.Load() == 0 {
+		t.Fatal("the member behind caught up without a snapshot")
+	}
+	c.stop(lead)
+	c.start(lead)
+	if got := c.converged(g); !slices.Equal(got, want) {
+		t.Fatalf("after a restart of the leader, the nodes converged on %q, want %q", got, want)
 	}
 }
