@@ -639,12 +639,7 @@ func TestSnapshotsNotTaken(t *testing.T) {
 	c := newClusterSegments(t, 3, 1, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
 	g := c.groups[0]
 	c.writeAll(g, c.nodes, []string{"v"})
-	var lead *node
-	for _, nd := range c.nodes {
-		if nd.host.Leader(g) == nd.id {
-			lead = nd
-		}
-	}
+	lead := c.leader(g)
 	behind := c.nodes[0]
 	if behind == lead {
 		behind = c.nodes[1]

@@ -34,6 +34,23 @@ func (c *cluster) atLeader(g uint64, nodes []*node, change func(context.Context,
 	return fmt.Errorf("no leader made the change in 30 s; the last error: %v", err)
 }
 
+// leader waits for a node that leads group g, as it sees itself, and
+// returns it.
+func (c *cluster) leader(g uint64) *node {
+	c.t.Helper()
+	var lead *node
+	waitFor(c.t, fmt.Sprintf("a leader of group %d", g), func() bool {
+		for _, nd := range c.nodes {
+			if nd.host != nil && nd.host.Leader(g) == nd.id {
+				lead = nd
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
 func hostsOf(nodes []*node) func() []*Host {
 	return func() []*Host {
 		var hs []*Host
@@ -197,15 +214,7 @@ func TestMembershipRefusals(t *testing.T) {
 	c := newClusterSegments(t, 3, 1, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 4<<10)
 	g := c.groups[0]
 	c.writeAll(g, c.nodes, []string{"a"})
-	var lead *node
-	for _, nd := range c.nodes {
-		if nd.host.Leader(g) == nd.id {
-			lead = nd
-		}
-	}
-	if lead == nil {
-		t.Fatal("no leader after a write")
-	}
+	lead := c.leader(g)
 	ctx := context.Background()
 	if err := lead.host.RemoveMember(ctx, g, 9); !errors.Is(err, ErrNoMember) {
 		t.Fatalf("removing a node that is no member: %v, want ErrNoMember", err)
