@@ -456,7 +456,7 @@ func (c *cluster) convergedAt(g uint64, nodes []*node) []string {
 // checkValues fails unless final, what every node applied to group g,
 // holds each acknowledged value once and in order, the others at most
 // once, and nothing else.
-func checkValues(t *testing.T, g uint64, final, acked, maybe []string) {
+func checkValues(t testing.TB, g uint64, final, acked, maybe []string) {
 	t.Helper()
 	pos := map[string]int{}
 	for i, v := range final {
@@ -550,30 +550,26 @@ func TestIdleGroupsQuiesce(t *testing.T) {
 	}
 }
 
-// TestRestartFromSnapshot: a group of one member that snapshots every 10
-// entries releases its log, and a restarted host restores its state from
-// the newest snapshot, then applies only the entries after it.
+// TestRestartFromSnapshot: groups of one member that snapshot every 10
+// entries release their log: the first group's last entries, which keep
+// the oldest segments once the second group writes, are released when the
+// log, past MaxLogBytes, asks it to snapshot. A restarted host restores
+// each group's state from its newest snapshot, then applies only the
+// entries after it.
 func TestRestartFromSnapshot(t *testing.T) {
-	c := newClusterSegments(t, 1, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
+	c := newClusterSegments(t, 1, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10, MaxLogBytes: 4 << 10}, 1<<10)
 	nd := c.nodes[0]
-	var want []string
-	for k := range 55 {
-		v := fmt.Sprintf("v%d", k)
-		for _, g := range c.groups {
-			if by, _ := c.write(g, v, func() []*Host { return []*Host{nd.host} }); by == nil {
-				t.Fatalf("group %d: the write of %q was not acknowledged", g, v)
-			}
-		}
-		want = append(want, v)
+	hists := map[uint64]*history{}
+	for _, g := range c.groups {
+		hists[g] = &history{}
+		c.writeAll(g, c.nodes, hists[g], valuesFrom("v", 55))
 	}
 	waitFor(t, "the log released", func() bool { return nd.log.Metrics().Segments <= 4 })
 	c.stop(nd)
 	c.start(nd)
 	for _, g := range c.groups {
-		waitFor(t, fmt.Sprintf("group %d applied every write again", g), func() bool {
-			return slices.Equal(nd.lists[g].snapshot(), want)
-		})
-		if n := nd.lists[g].appliedSince(); n >= len(want) {
+		final := c.checkConverged(g, c.nodes, hists[g])
+		if n := nd.lists[g].appliedSince(); n >= len(final) {
 			t.Fatalf("group %d applied all %d entries again: it did not start from a snapshot", g, n)
 		}
 	}
@@ -584,22 +580,16 @@ func TestRestartFromSnapshot(t *testing.T) {
 // leader sends, then by the log, across a restart of its host too.
 func TestCatchUpBySnapshot(t *testing.T) {
 	c := newClusterSegments(t, 3, 2, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
-	behind := c.nodes[2]
-	up := func() []*Host { return []*Host{c.nodes[0].host, c.nodes[1].host} }
+	behind, up := c.nodes[2], c.nodes[:2]
 	c.net.Isolate(behind.id)
-	var want []string
-	for k := range 40 {
-		v := fmt.Sprintf("v%d", k)
-		for _, g := range c.groups {
-			if by, _ := c.write(g, v, up); by == nil {
-				t.Fatalf("group %d: the write of %q was not acknowledged", g, v)
-			}
-		}
-		want = append(want, v)
+	hists := map[uint64]*history{}
+	for _, g := range c.groups {
+		hists[g] = &history{}
+		c.writeAll(g, up, hists[g], valuesFrom("v", 40))
 	}
 	waitFor(t, "the logs released past the cut-off member", func() bool {
 		for _, g := range c.groups {
-			for _, nd := range c.nodes[:2] {
+			for _, nd := range up {
 				if first, _ := nd.host.group(g).storage.FirstIndex(); first <= 2 {
 					return false
 				}
@@ -609,9 +599,7 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	})
 	c.net.Heal()
 	for _, g := range c.groups {
-		if got := c.converged(g); !slices.Equal(got, want) {
-			t.Fatalf("group %d: the nodes converged on %q, want %q", g, got, want)
-		}
+		c.checkConverged(g, c.nodes, hists[g])
 	}
 	if n := behind.router.snaps.Load(); n < int64(len(c.groups)) {
 		t.Fatalf("the member behind received %d snapshots, want one per group at least", n)
@@ -619,15 +607,8 @@ func TestCatchUpBySnapshot(t *testing.T) {
 	c.stop(behind)
 	c.start(behind)
 	for _, g := range c.groups {
-		if by, _ := c.write(g, "after", up); by == nil {
-			t.Fatalf("group %d took no write after the restart", g)
-		}
-	}
-	want = append(want, "after")
-	for _, g := range c.groups {
-		if got := c.converged(g); !slices.Equal(got, want) {
-			t.Fatalf("group %d: after a restart, the nodes converged on %q, want %q", g, got, want)
-		}
+		c.writeAll(g, up, hists[g], []string{"after"})
+		c.checkConverged(g, c.nodes, hists[g])
 	}
 }
 
@@ -638,7 +619,8 @@ func TestCatchUpBySnapshot(t *testing.T) {
 func TestSnapshotsNotTaken(t *testing.T) {
 	c := newClusterSegments(t, 3, 1, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
 	g := c.groups[0]
-	c.writeAll(g, c.nodes, []string{"v"})
+	hist := &history{}
+	c.writeAll(g, c.nodes, hist, []string{"v"})
 	lead := c.leader(g)
 	behind := c.nodes[0]
 	if behind == lead {
@@ -660,18 +642,13 @@ func TestSnapshotsNotTaken(t *testing.T) {
 			others = append(others, nd)
 		}
 	}
-	want := append([]string{"v"}, valuesFrom("w", 30)...)
-	c.writeAll(g, others, want[1:])
+	c.writeAll(g, others, hist, valuesFrom("w", 30))
 	c.net.Heal()
-	if got := c.converged(g); !slices.Equal(got, want) {
-		t.Fatalf("the nodes converged on %q, want %q", got, want)
-	}
+	c.checkConverged(g, c.nodes, hist)
 	if behind.router.snaps.Load() == 0 {
 		t.Fatal("the member behind caught up without a snapshot")
 	}
 	c.stop(lead)
 	c.start(lead)
-	if got := c.converged(g); !slices.Equal(got, want) {
-		t.Fatalf("after a restart of the leader, the nodes converged on %q, want %q", got, want)
-	}
+	c.checkConverged(g, c.nodes, hist)
 }
