@@ -31,8 +31,9 @@ func WriteStream(fs vfs.FS, dir string, meta Meta, write func(w io.Writer) error
 	return writeFile(fs, dir, meta, pairs, func() error { return werr })
 }
 
-// errStopped is a chunker's error once its file failed.
-var errStopped = errors.New("snap: the snapshot file failed")
+// errStopped is a chunker's error once its file failed, and what the
+// reading of a stream gets once its reader is done.
+var errStopped = errors.New("snap: the stream stopped")
 
 // chunker cuts a stream into pairs.
 type chunker struct {
@@ -70,35 +71,40 @@ func (c *chunker) flush() error {
 }
 
 // ReadStream reads the stream that WriteStream wrote to the snapshot file
-// name and hands it to read, called on a goroutine of its own, as one
-// reader; it returns the snapshot's meta. The file is checked as Verify
-// checks it, one frame at a time as read consumes it: damage fails read's
-// reader (read sees the error, not io.EOF) and ReadStream. What read does
-// not consume is read and checked all the same. read's error, if any, is
-// the one returned.
+// name and hands it to read, called on the calling goroutine, as one
+// reader; it returns the snapshot's meta. Another goroutine reads the
+// file, checking it as Verify does, one frame at a time as read consumes
+// it: damage fails read's reader (read sees the error, not io.EOF) and
+// ReadStream. What read does not consume is read and checked all the
+// same. read's error, if any, is the one returned.
 func ReadStream(fs vfs.FS, name string, read func(r io.Reader) error) (Meta, error) {
 	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := read(pr)
-		if err == nil {
-			_, err = io.Copy(io.Discard, pr)
-		}
-		pr.CloseWithError(errStopped)
-		done <- err
-	}()
-	var next uint64
-	meta, err := verifyPairs(fs, name, func(key, val []byte) error {
-		if len(key) != 8 || binary.BigEndian.Uint64(key) != next {
-			return &Error{File: name, Reason: fmt.Sprintf("pair %d is not the stream's chunk %d", next, next)}
-		}
-		next++
-		_, err := pw.Write(val)
-		return err
-	})
-	pw.CloseWithError(err)
-	if rerr := <-done; rerr != nil && (err == nil || !errors.Is(rerr, err)) {
-		return meta, rerr
+	type result struct {
+		meta Meta
+		err  error
 	}
-	return meta, err
+	done := make(chan result, 1)
+	go func() {
+		var next uint64
+		meta, err := verifyPairs(fs, name, func(key, val []byte) error {
+			if len(key) != 8 || binary.BigEndian.Uint64(key) != next {
+				return &Error{File: name, Reason: fmt.Sprintf("pair %d is not the stream's chunk %d", next, next)}
+			}
+			next++
+			_, err := pw.Write(val)
+			return err
+		})
+		pw.CloseWithError(err)
+		done <- result{meta, err}
+	}()
+	err := read(pr)
+	if err == nil {
+		_, err = io.Copy(io.Discard, pr)
+	}
+	pr.CloseWithError(errStopped)
+	r := <-done
+	if err != nil && (r.err == nil || !errors.Is(err, r.err)) {
+		return r.meta, err
+	}
+	return r.meta, r.err
 }
