@@ -81,10 +81,19 @@ func (c *cluster) writeAll(g uint64, nodes []*node, hist *history, values []stri
 	}
 }
 
-// checkConverged waits until nodes applied the same values to group g and
-// checks them against hist (see checkValues). It returns them.
+// checkConverged waits until each of nodes passed a read barrier of group
+// g, so that it applied every write acknowledged, then until they applied
+// the same values, and checks those against hist (see checkValues). It
+// returns them.
 func (c *cluster) checkConverged(g uint64, nodes []*node, hist *history) []string {
 	c.t.Helper()
+	for _, nd := range nodes {
+		waitFor(c.t, fmt.Sprintf("a read barrier of group %d at node %d", g, nd.id), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return nd.host.ReadBarrier(ctx, g) == nil
+		})
+	}
 	final := c.convergedAt(g, nodes)
 	checkValues(c.t, g, final, hist.acked, hist.maybe)
 	return final
