@@ -44,9 +44,9 @@
 //
 // # Snapshots
 //
-// A group whose StateMachine is a Snapshotter takes snapshots; any other
-// keeps its whole log, and a restarted host applies it from the first
-// entry. A group snapshots once it has applied Config.SnapshotEntries
+// A group whose StateMachine is a Snapshotter takes snapshots, if the
+// host has a Config.SnapDir; any other keeps its whole log, and a
+// restarted host applies it from the first entry. A group snapshots once it has applied Config.SnapshotEntries
 // entries since its last snapshot, and when the log asks it to: once the
 // shared log is longer than Config.MaxLogBytes, the host asks the groups
 // that keep its oldest segment (wal.Shared.Holders) to snapshot, as

@@ -91,10 +91,14 @@ type result struct {
 	err error
 }
 
-func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState, snap raftpb.SnapshotMetadata) *group {
+// newGroup returns group id, restored from snap, which takes snapshots if
+// snapshots and sm is a Snapshotter.
+func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState, snap raftpb.SnapshotMetadata, snapshots bool) *group {
 	g := &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{},
 		applied: snap.Index, appliedTerm: snap.Term, snapIndex: snap.Index, conf: snap.ConfState}
-	g.snapper, _ = sm.(Snapshotter)
+	if snapshots {
+		g.snapper, _ = sm.(Snapshotter)
+	}
 	return g
 }
 

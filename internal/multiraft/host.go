@@ -29,8 +29,8 @@ type StateMachine interface {
 	Apply(index uint64, data []byte) any
 }
 
-// Snapshotter is implemented by a StateMachine whose groups take snapshots:
-// such a group writes its state to a snapshot file now and then, releases
+// Snapshotter is implemented by a StateMachine whose groups take snapshots
+// (if Config.SnapDir is set): such a group writes its state to a snapshot file now and then, releases
 // its log up to there, restores the state from its newest snapshot when
 // it starts, and sends its snapshot to a member too far behind for its
 // log (see the package doc). A group whose StateMachine is not a
@@ -50,8 +50,8 @@ type Config struct {
 	Log    *wal.Shared // the node's log, open; the caller closes it after Stop
 	Sender transport.Sender
 	// FS and SnapDir are where the groups' snapshots go, each group's in
-	// a directory of its own (see the package doc); needed by groups
-	// whose StateMachine is a Snapshotter.
+	// a directory of its own (see the package doc). Without a SnapDir, no
+	// group takes snapshots, Snapshotter or not: each keeps its whole log.
 	FS      vfs.FS
 	SnapDir string
 	// SnapshotEntries is how many entries a group applies between two
@@ -181,7 +181,7 @@ func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	if err != nil {
 		return fmt.Errorf("multiraft: group %d: %w", id, err)
 	}
-	g := newGroup(id, rn, storage, sm, hs, snap)
+	g := newGroup(id, rn, storage, sm, hs, snap, h.cfg.SnapDir != "")
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.mu.groups[id]; ok {

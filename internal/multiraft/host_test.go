@@ -155,8 +155,8 @@ type cluster struct {
 	groups []uint64
 	boot   []uint64 // every group's first members
 	// cfg is every host's, but for what start sets. Groups take
-	// snapshots if cfg.SnapshotEntries is set; else their states are not
-	// Snapshotters.
+	// snapshots if cfg.SnapshotEntries is set; else the hosts have no
+	// SnapDir.
 	cfg Config
 	// segmentSize is the nodes' logs' wal.Options.SegmentSize.
 	segmentSize int64
@@ -219,17 +219,16 @@ func (c *cluster) start(nd *node) {
 		c.t.Fatalf("node %d: %v", nd.id, err)
 	}
 	cfg := c.cfg
-	cfg.Node, cfg.Log, cfg.Logger, cfg.FS, cfg.SnapDir = nd.id, log, quiet, nd.fs, path.Join(nd.dir, "snap")
+	cfg.Node, cfg.Log, cfg.Logger = nd.id, log, quiet
+	if cfg.SnapshotEntries != 0 {
+		cfg.FS, cfg.SnapDir = nd.fs, path.Join(nd.dir, "snap")
+	}
 	cfg.Sender = nd.ep
 	h := New(cfg)
 	nd.log, nd.host, nd.lists = log, h, map[uint64]*list{}
 	for _, g := range nd.groups {
 		nd.lists[g] = &list{}
-		var sm StateMachine = nd.lists[g]
-		if c.cfg.SnapshotEntries == 0 {
-			sm = struct{ StateMachine }{sm}
-		}
-		if err := h.AddGroup(g, c.boot, sm); err != nil {
+		if err := h.AddGroup(g, c.boot, nd.lists[g]); err != nil {
 			c.t.Fatalf("node %d: %v", nd.id, err)
 		}
 	}
@@ -313,8 +312,8 @@ func checkRead(t *testing.T, h *Host, l *list, g uint64, acked []string) bool {
 // With snapshots, each group snapshots every 10 entries and the logs
 // release what the snapshots hold, in segments of 4 KiB: members that fall
 // behind are sent snapshots, and power losses strike while they install
-// them too. Without, the groups' states are not Snapshotters, and the logs
-// keep every entry.
+// them too. Without, the hosts have no SnapDir, and the logs keep every
+// entry, though the groups' states are Snapshotters.
 func TestClusterWithFaults(t *testing.T) {
 	t.Run("log", func(t *testing.T) {
 		testClusterWithFaults(t, Config{TickInterval: 5 * time.Millisecond, Workers: 3}, 4<<10)

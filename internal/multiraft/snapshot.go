@@ -22,22 +22,22 @@ func (h *Host) snapDir(id uint64) string {
 }
 
 // restore returns the metadata of the snapshot that group id starts from,
-// and the group's log after it. A group whose sm is a Snapshotter starts
-// from the newest of its snapshots that its log goes on from, which sm
-// is restored from; without one, or if sm is not a Snapshotter, sm stays
-// as it is, the log starts from its first entry and the configuration is
-// members. A snapshot is of committed entries, so any one the log goes on
+// and the group's log after it. A group that takes snapshots (sm is a
+// Snapshotter, and Config.SnapDir is set) starts from the newest of its
+// snapshots that its log goes on from, which sm is restored from; without
+// one, or if the group takes none, sm stays as it is, the log starts from
+// its first entry and the configuration is members. A snapshot is of committed entries, so any one the log goes on
 // from will do (one sent by a leader and not yet taken by raft among
 // them: the log's entries after it are checked by raft as any are).
 func (h *Host) restore(id uint64, members []uint64, sm StateMachine) (raftpb.SnapshotMetadata, *wal.Group, error) {
 	none := raftpb.SnapshotMetadata{ConfState: raftpb.ConfState{Voters: members}}
 	ss, ok := sm.(Snapshotter)
-	if !ok {
+	if !ok || h.cfg.SnapDir == "" {
 		lg, err := h.cfg.Log.Group(id, 0)
 		return none, lg, err
 	}
-	if h.cfg.FS == nil || h.cfg.SnapDir == "" {
-		return none, nil, fmt.Errorf("multiraft: group %d takes snapshots, and Config.FS and SnapDir say nowhere to put them", id)
+	if h.cfg.FS == nil {
+		return none, nil, fmt.Errorf("multiraft: group %d takes snapshots in %s, and Config.FS is nil", id, h.cfg.SnapDir)
 	}
 	dir := h.snapDir(id)
 	if err := vfs.MkdirAll(h.cfg.FS, dir); err != nil {

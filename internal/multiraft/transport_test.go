@@ -79,7 +79,8 @@ func listeners(t *testing.T, n int) []net.Listener {
 }
 
 // startOverTransport starts node i+1 of len(lns), on lns[i], with groups
-// 1 to groups, each a list that snapshots if cfg.SnapshotEntries is set.
+// 1 to groups, each a list, which snapshots if cfg.SnapshotEntries is set
+// (the host then has a SnapDir).
 func startOverTransport(t *testing.T, i int, lns []net.Listener, groups uint64, cfg Config) (*transport.Transport, *Host, map[uint64]*list) {
 	var members []uint64
 	for j := range lns {
@@ -100,16 +101,15 @@ func startOverTransport(t *testing.T, i int, lns []net.Listener, groups uint64, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Node, cfg.Log, cfg.Sender, cfg.FS, cfg.SnapDir, cfg.Logger = uint64(i+1), log, tr, fs, "snap", quiet
+	cfg.Node, cfg.Log, cfg.Sender, cfg.Logger = uint64(i+1), log, tr, quiet
+	if cfg.SnapshotEntries != 0 {
+		cfg.FS, cfg.SnapDir = fs, "snap"
+	}
 	h := New(cfg)
 	lists := map[uint64]*list{}
 	for g := uint64(1); g <= groups; g++ {
 		lists[g] = &list{}
-		var sm StateMachine = lists[g]
-		if cfg.SnapshotEntries == 0 {
-			sm = struct{ StateMachine }{sm}
-		}
-		if err := h.AddGroup(g, members, sm); err != nil {
+		if err := h.AddGroup(g, members, lists[g]); err != nil {
 			t.Fatal(err)
 		}
 	}
