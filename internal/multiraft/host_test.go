@@ -642,6 +642,14 @@ func TestSnapshotsNotTaken(t *testing.T) {
 		}
 	}
 	c.writeAll(g, others, hist, valuesFrom("w", 30))
+	waitFor(t, "the logs released past the cut-off member", func() bool {
+		for _, nd := range others {
+			if first, _ := nd.host.group(g).storage.FirstIndex(); first <= 3 {
+				return false
+			}
+		}
+		return true
+	})
 	c.net.Heal()
 	c.checkConverged(g, c.nodes, hist)
 	if behind.router.snaps.Load() == 0 {
