@@ -148,6 +148,16 @@ func TestSnapshotOverTransport(t *testing.T) {
 			}
 		}
 	}
+	waitFor(t, "the logs compacted", func() bool {
+		for g := uint64(1); g <= groups; g++ {
+			for _, h := range hosts {
+				if first, _ := h.group(g).storage.FirstIndex(); first <= 1 {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	_, late, lateLists := startOverTransport(t, 2, lns, groups, cfg)
 	waitFor(t, "the late node applied what the others did", func() bool {
 		for g := uint64(1); g <= groups; g++ {
