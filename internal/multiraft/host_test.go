@@ -487,6 +487,20 @@ func checkValues(t testing.TB, g uint64, final, acked, maybe []string) {
 	}
 }
 
+// waitCompacted waits until nodes compacted group g's log past index,
+// so that a member that lacks the entry after it needs a snapshot.
+func (c *cluster) waitCompacted(g uint64, nodes []*node, index uint64) {
+	c.t.Helper()
+	waitFor(c.t, fmt.Sprintf("group %d's logs compacted past %d", g, index), func() bool {
+		for _, nd := range nodes {
+			if first, _ := nd.host.group(g).storage.FirstIndex(); first <= index+1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // waitFor polls cond every 10 ms until it holds, failing after a minute.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
@@ -586,16 +600,9 @@ func TestCatchUpBySnapshot(t *testing.T) {
 		hists[g] = &history{}
 		c.writeAll(g, up, hists[g], valuesFrom("v", 40))
 	}
-	waitFor(t, "the logs released past the cut-off member", func() bool {
-		for _, g := range c.groups {
-			for _, nd := range up {
-				if first, _ := nd.host.group(g).storage.FirstIndex(); first <= 2 {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	for _, g := range c.groups {
+		c.waitCompacted(g, up, 1)
+	}
 	c.net.Heal()
 	for _, g := range c.groups {
 		c.checkConverged(g, c.nodes, hists[g])
@@ -642,14 +649,7 @@ func TestSnapshotsNotTaken(t *testing.T) {
 		}
 	}
 	c.writeAll(g, others, hist, valuesFrom("w", 30))
-	waitFor(t, "the logs released past the cut-off member", func() bool {
-		for _, nd := range others {
-			if first, _ := nd.host.group(g).storage.FirstIndex(); first <= 3 {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitCompacted(g, others, 2)
 	c.net.Heal()
 	c.checkConverged(g, c.nodes, hist)
 	if behind.router.snaps.Load() == 0 {

@@ -116,14 +116,7 @@ func TestMembership(t *testing.T) {
 	g, other := c.groups[0], c.groups[1]
 	hist := &history{}
 	c.writeAll(g, c.nodes, hist, valuesFrom("a", 30))
-	waitFor(t, "the logs compacted", func() bool {
-		for _, nd := range c.nodes {
-			if first, _ := nd.host.group(g).storage.FirstIndex(); first <= 1 {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitCompacted(g, c.nodes, 0)
 	n4 := c.addNode(g)
 	if err := c.atLeader(g, c.nodes[:3], func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id) }); err != nil {
 		t.Fatalf("AddMember: %v", err)
