@@ -46,11 +46,11 @@
 //
 // A group whose StateMachine is a Snapshotter takes snapshots, if the
 // host has a Config.SnapDir; any other keeps its whole log, and a
-// restarted host applies it from the first entry. A group snapshots once it has applied Config.SnapshotEntries
-// entries since its last snapshot, and when the log asks it to: once the
-// shared log is longer than Config.MaxLogBytes, the host asks the groups
-// that keep its oldest segment (wal.Shared.Holders) to snapshot, as
-// TiKV's raft-engine does. Snapshotter.Snapshot captures the state on the
+// restarted host applies it from the first entry. A group snapshots once
+// it has applied Config.SnapshotEntries entries since its last snapshot,
+// and when the log asks it to: once the shared log is longer than
+// Config.MaxLogBytes, the host asks the groups that keep its oldest
+// segment (wal.Shared.Holders) to snapshot, as TiKV's raft-engine does. Snapshotter.Snapshot captures the state on the
 // group's apply goroutine, as of the last entry applied; the host's one
 // snapshot goroutine then writes it while the group goes on applying. A
 // snapshot, once durable, is the one raft's storage holds: the group's
@@ -91,11 +91,14 @@
 // one that missed its removal's commit learns of it when it campaigns: a
 // member whose configuration is newer than its own and does not hold it
 // answers so, and it stops. A node restarted after its removal is not to
-// add the group again (AddGroup may refuse it, its entries gone). Node ids
-// are not reused in a group: a removed node is not added back. Where nodes are (the transport's addresses) is
-// the caller's business.
+// add the group again (AddGroup may refuse it, its entries gone). Where
+// nodes are (the transport's addresses) is the caller's business.
 //
 // # What a Host does not do yet
 //
-// Serve clients: no server runs a Host yet.
+// Change several members at once (raft's joint configurations): changes
+// are made one at a time. Remember the node ids removed from a group: a
+// removed node must not be added back under its id (raft would take it
+// for the old member, its vote included), and nothing stops a caller
+// from doing so.
 package multiraft
