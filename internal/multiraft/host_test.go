@@ -487,8 +487,8 @@ func checkValues(t testing.TB, g uint64, final, acked, maybe []string) {
 	}
 }
 
-// waitCompacted waits until nodes compacted group g's log past index,
-// so that a member that lacks the entry after it needs a snapshot.
+// waitCompacted waits until nodes compacted group g's log past index, so
+// that a member whose log ends at index needs a snapshot.
 func (c *cluster) waitCompacted(g uint64, nodes []*node, index uint64) {
 	c.t.Helper()
 	waitFor(c.t, fmt.Sprintf("group %d's logs compacted past %d", g, index), func() bool {
@@ -601,7 +601,8 @@ func TestCatchUpBySnapshot(t *testing.T) {
 		c.writeAll(g, up, hists[g], valuesFrom("v", 40))
 	}
 	for _, g := range c.groups {
-		c.waitCompacted(g, up, 1)
+		last, _ := behind.host.group(g).storage.LastIndex()
+		c.waitCompacted(g, up, last)
 	}
 	c.net.Heal()
 	for _, g := range c.groups {
@@ -649,7 +650,8 @@ func TestSnapshotsNotTaken(t *testing.T) {
 		}
 	}
 	c.writeAll(g, others, hist, valuesFrom("w", 30))
-	c.waitCompacted(g, others, 2)
+	last, _ := behind.host.group(g).storage.LastIndex()
+	c.waitCompacted(g, others, last)
 	c.net.Heal()
 	c.checkConverged(g, c.nodes, hist)
 	if behind.router.snaps.Load() == 0 {
