@@ -8,7 +8,7 @@
 // # Goroutines
 //
 // A Host has a fixed number of them, whatever its groups: Config.Workers
-// workers, one log writer and one ticker. A group with work (a message, a
+// workers, one log writer, one snapshot writer and one ticker. A group with work (a message, a
 // proposal, a tick, a finished write) is queued once, and a worker takes
 // it: it steps its messages into its raft.RawNode, then, if raft has a
 // Ready, hands the Ready's entries and hard state to the log writer and
@@ -42,9 +42,63 @@
 // before the call. A quiesced group's leader wakes for it; its followers
 // answer the heartbeat without waking.
 //
+// # Snapshots
+//
+// A group whose StateMachine is a Snapshotter takes snapshots, if the
+// host has a Config.SnapDir; any other keeps its whole log, and a
+// restarted host applies it from the first entry. A group snapshots once
+// it has applied Config.SnapshotEntries entries since its last snapshot,
+// and when the log asks it to: once the shared log is longer than
+// Config.MaxLogBytes, the host asks the groups that keep its oldest
+// segment (wal.Shared.Holders) to snapshot, as TiKV's raft-engine does. Snapshotter.Snapshot captures the state on the
+// group's apply goroutine, as of the last entry applied; the host's one
+// snapshot goroutine then writes it while the group goes on applying. A
+// snapshot, once durable, is the one raft's storage holds: the group's
+// raft storage and its entries in the log (wal.Shared.ReleaseTo) are
+// compacted to it, and its older snapshot files are deleted.
+//
+// A member behind the leader's compacted log is sent the leader's
+// snapshot file as a stream of its own (transport.Sender.SendSnapshot);
+// its host makes it durable before raft takes it, then saves the restart
+// of the group's log after it with the Ready's other writes, then
+// restores the StateMachine from it, on the apply goroutine, never while a
+// snapshot of the group is being written (a snapshot of the state before
+// it that is not written yet never is). At start, a group restores from
+// the newest of its snapshots that its log goes on from, and its commit
+// index is at least the snapshot's.
+//
+// Files: each group's snapshots are in Config.SnapDir/<group id as 16
+// lower-case hex digits>/, as package snap's files (<index>-<term>.snap,
+// written to a .tmp file, fsynced, renamed and the directory fsynced),
+// format version 2, the state as a stream (see package snap, "Streams")
+// and the group's configuration in the header. A directory holds the
+// newest snapshot durable and raft's, and any newer one a leader sent
+// that raft did not take (it already held the entries): those go once a
+// snapshot passes them.
+//
+// # Membership changes
+//
+// AddMember, RemoveMember and TransferLeadership change a group's members,
+// named by node id, one change at a time, at its leader (see members.go):
+// a new member joins as a learner, is caught up (by snapshot if the
+// leader's log no longer holds what it lacks; every change asks for a
+// snapshot, as raft takes none of a configuration without its receiver),
+// then is promoted. The new node hosts the group with AddGroup given the
+// group's first members, as every node does: its configuration is then
+// raft's, from a snapshot's header or the first members, and the changes
+// in the log after it, as they are applied. A node stops a group once it
+// applies a configuration without it, and releases its log of the group;
+// one that missed its removal's commit learns of it when it campaigns: a
+// member whose configuration is newer than its own and does not hold it
+// answers so, and it stops. A node restarted after its removal is not to
+// add the group again (AddGroup may refuse it, its entries gone). Where
+// nodes are (the transport's addresses) is the caller's business.
+//
 // # What a Host does not do yet
 //
-// Snapshots (a group's log is never released, and a restarted host
-// rebuilds each StateMachine by applying its log from the start) and
-// membership changes: each group's members are fixed when it is added.
+// Change several members at once (raft's joint configurations): changes
+// are made one at a time. Remember the node ids removed from a group: a
+// removed node must not be added back under its id (raft would take it
+// for the old member, its vote included), and nothing stops a caller
+// from doing so.
 package multiraft

@@ -26,6 +26,18 @@ type group struct {
 	quiesced atomic.Bool
 	qlead    atomic.Uint64
 	queued   atomic.Bool // in the host's queue: pushed once until a worker takes it
+	// snapper is sm, if a Snapshotter, or nil: the group takes no
+	// snapshots.
+	snapper Snapshotter
+	// askSnap: the log asked the group to snapshot (see askSnapshots).
+	askSnap atomic.Bool
+	// snapFiles serializes the writes and installs of the group's
+	// snapshot files, and a Restore with the write of a snapshot (see
+	// snapLoop). snapGen counts the snapshots installed from a leader,
+	// so that a snapshot of the state before one is not written after
+	// it: written holding both mu and snapFiles, read holding either.
+	snapFiles sync.Mutex
+	snapGen   uint64
 
 	// in is what waits for a worker, filled by any goroutine.
 	in struct {
@@ -34,7 +46,10 @@ type group struct {
 		unreachable []uint64
 		ticks       int
 		quiesce     *raftpb.Message // the leader's last quiesce message
+		removedAt   uint64          // the newest index a member says this node was removed by
 		written     bool            // the log writer saved rd
+		snapsSent   []snapSent      // snapshot streams to members, ended
+		snapsDone   []snapDone      // snapshots of this member, written
 	}
 
 	// mu is held by the worker processing the group, and by Propose.
@@ -57,7 +72,18 @@ type group struct {
 	// index, by id; readWaits those waiting to apply up to it.
 	reads     map[uint64]chan error
 	readWaits []readWait
-	applied   uint64 // the last entry applied to sm
+	// Invariant: snapIndex <= applied. applied is the last entry applied
+	// to sm (or the snapshot sm was restored from), appliedTerm its term,
+	// and conf the group's configuration as of it; snapIndex is that of
+	// the newest snapshot durable here, which raft's storage and the log
+	// are compacted to. snapping: a snapshot is being written.
+	applied, appliedTerm, snapIndex uint64
+	conf                            raftpb.ConfState
+	snapping                        bool
+	// changing is the membership change proposed here and waiting, or
+	// nil; removed: this node was removed from the group, which stopped.
+	changing *confWait
+	removed  bool
 }
 
 type result struct {
@@ -65,8 +91,15 @@ type result struct {
 	err error
 }
 
-func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState) *group {
-	return &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{}}
+// newGroup returns group id, restored from snap, which takes snapshots if
+// snapshots and sm is a Snapshotter.
+func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMachine, saved raftpb.HardState, snap raftpb.SnapshotMetadata, snapshots bool) *group {
+	g := &group{id: id, rn: rn, storage: storage, sm: sm, saved: saved, waiters: map[uint64]chan result{}, reads: map[uint64]chan error{},
+		applied: snap.Index, appliedTerm: snap.Term, snapIndex: snap.Index, conf: snap.ConfState}
+	if snapshots {
+		g.snapper, _ = sm.(Snapshotter)
+	}
+	return g
 }
 
 // quiesceContext marks a leader's quiesce message (see the package doc).
@@ -82,6 +115,9 @@ func (g *group) receive(msgs []raftpb.Message) bool {
 	for i := range msgs {
 		if m := &msgs[i]; m.Type == raftpb.MsgHeartbeat && string(m.Context) == string(quiesceContext) {
 			g.in.quiesce = m
+			continue
+		} else if m.Type == raftpb.MsgHeartbeat && string(m.Context) == string(removedContext) {
+			g.in.removedAt = max(g.in.removedAt, m.Commit)
 			continue
 		}
 		if !isHeartbeat(msgs[i].Type) {
@@ -120,18 +156,41 @@ func (g *group) wake() { g.quiesced.Store(false) }
 func (h *Host) process(g *group) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.removed {
+		return
+	}
 	g.in.Lock()
 	msgs, unreachable, ticks, quiesce, written := g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written
 	g.in.msgs, g.in.unreachable, g.in.ticks, g.in.quiesce, g.in.written = nil, nil, 0, nil, false
+	sent, done, removedAt := g.in.snapsSent, g.in.snapsDone, g.in.removedAt
+	g.in.snapsSent, g.in.snapsDone = nil, nil
 	g.in.Unlock()
+	for _, s := range sent {
+		status := raft.SnapshotFinish
+		if !s.ok {
+			status = raft.SnapshotFailure
+		}
+		g.rn.ReportSnapshot(s.to, status)
+	}
 	if written {
 		rd := *g.rd
 		g.rd = nil
 		h.finish(g, rd)
 	}
+	for _, d := range done {
+		h.snapshotWritten(g, d)
+	}
+	if g.removed {
+		return
+	}
+	if removedAt > g.applied && isMember(g.conf, h.cfg.Node) {
+		h.removeGroup(g) // see tellRemoved
+		return
+	}
 	for _, to := range unreachable {
 		g.rn.ReportUnreachable(to)
 	}
+	h.tellRemoved(g, msgs)
 	for _, m := range msgs {
 		if !isHeartbeat(m.Type) {
 			g.quiesce = nil // woken since
@@ -146,6 +205,10 @@ func (h *Host) process(g *group) {
 		g.idle++
 	}
 	h.ready(g)
+	if g.removed {
+		return
+	}
+	h.maybeSnapshot(g)
 	if quiesce != nil {
 		g.quiesce = quiesce
 	}
@@ -160,7 +223,7 @@ func (h *Host) process(g *group) {
 // ready takes raft's Readys until one has a write, which it hands to the
 // log writer, or until raft has none.
 func (h *Host) ready(g *group) {
-	for g.rd == nil && g.rn.HasReady() {
+	for g.rd == nil && !g.removed && g.rn.HasReady() {
 		rd := g.rn.Ready()
 		if rd.SoftState != nil {
 			g.lead.Store(rd.SoftState.Lead)
@@ -168,6 +231,7 @@ func (h *Host) ready(g *group) {
 				g.dropWaiters(errLeadershipLost) // their entries may or may not commit
 			}
 		}
+		g.placeChange(rd.Entries, h.cfg.Node)
 		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
 			g.idle = 0
 		}
@@ -179,28 +243,59 @@ func (h *Host) ready(g *group) {
 		if !raft.IsEmptyHardState(hs) && hs.Term == g.saved.Term && hs.Vote == g.saved.Vote {
 			hs = raftpb.HardState{}
 		}
-		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(hs) {
+		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(hs) || !raft.IsEmptySnap(rd.Snapshot) {
 			if !raft.IsEmptyHardState(rd.HardState) {
 				g.saved = rd.HardState
 			}
 			g.rd = &rd
-			h.writer.submit(g, wal.Write{Group: g.id, Entries: rd.Entries, HardState: rd.HardState})
+			x := wal.Write{Group: g.id, Entries: rd.Entries, HardState: rd.HardState}
+			var s *raftpb.Snapshot
+			if !raft.IsEmptySnap(rd.Snapshot) {
+				s, x.Restart = &rd.Snapshot, rd.Snapshot.Metadata.Index
+			}
+			h.writer.submit(g, x, s)
 			return
 		}
 		h.finish(g, rd)
 	}
 }
 
-// finish completes rd, whose write (if any) is durable: its messages go,
-// its committed entries are applied, read barriers that waited for them
-// are answered, and raft advances.
+// finish completes rd, whose write (if any) is durable: the snapshot it
+// installs becomes the state, its messages go (a snapshot as a stream of
+// its own), its committed entries are applied, read barriers that waited
+// for them are answered, and raft advances.
 func (h *Host) finish(g *group, rd raft.Ready) {
-	h.send(g.id, rd.Messages)
-	for _, e := range rd.CommittedEntries {
-		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
-			h.apply(g, e)
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		h.installSnapshot(g, rd.Snapshot.Metadata)
+	}
+	msgs := rd.Messages[:0:0]
+	for _, m := range rd.Messages {
+		if m.Type == raftpb.MsgSnap {
+			h.sendSnapshot(g, m)
+		} else {
+			msgs = append(msgs, m)
 		}
-		g.applied = e.Index
+	}
+	h.send(g.id, msgs)
+	for _, e := range rd.CommittedEntries {
+		if e.Index != g.applied+1 {
+			// The state would not be the log's: a snapshot that does
+			// not match its index, or an entry skipped.
+			panic(fmt.Sprintf("multiraft: group %d applies entry %d after entry %d", g.id, e.Index, g.applied))
+		}
+		g.applied, g.appliedTerm = e.Index, e.Term
+		switch {
+		case e.Type == raftpb.EntryConfChange || e.Type == raftpb.EntryConfChangeV2:
+			if !h.applyConfChange(g, &e) {
+				h.removeGroup(g)
+				return
+			}
+		case len(e.Data) > 0:
+			g.checkChange(&e)
+			h.apply(g, e)
+		default:
+			g.checkChange(&e)
+		}
 	}
 	g.confirmReads(rd.ReadStates)
 	g.rn.Advance(rd)
@@ -243,11 +338,8 @@ func (h *Host) Propose(ctx context.Context, id uint64, data []byte) (any, error)
 	}
 	pid := h.proposals.Add(1)
 	ch := make(chan result, 1)
-	g.mu.Lock()
-	g.wake()
-	if g.lead.Load() != h.cfg.Node {
-		g.mu.Unlock()
-		return nil, ErrNotLeader
+	if err := h.lockLeading(g, true); err != nil {
+		return nil, err
 	}
 	if err := g.rn.Propose(encodeProposal(h.cfg.Node, pid, data)); err != nil {
 		g.mu.Unlock()
@@ -268,6 +360,24 @@ func (h *Host) Propose(ctx context.Context, id uint64, data []byte) (any, error)
 	case <-h.stop:
 		return nil, ErrStopped
 	}
+}
+
+// lockLeading locks g.mu and wakes g, or returns why not, with g.mu not
+// held: g was removed from this node (ErrRemoved), or this node sees no
+// leader, or, if self, is not the leader itself (ErrNotLeader).
+func (h *Host) lockLeading(g *group, self bool) error {
+	g.mu.Lock()
+	g.wake()
+	err := ErrRemoved
+	switch lead := g.lead.Load(); {
+	case g.removed:
+	case lead == 0 || self && lead != h.cfg.Node:
+		err = ErrNotLeader
+	default:
+		return nil
+	}
+	g.mu.Unlock()
+	return err
 }
 
 // A proposal's entry is the proposing node's id and the proposal's id, as

@@ -15,15 +15,33 @@ import (
 
 	"github.com/flintkv/flint/internal/raftlog"
 	"github.com/flintkv/flint/internal/transport"
+	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
 
 // StateMachine is a group's state, which its committed entries change. A
-// Host calls Apply from one goroutine at a time for a group, in log order,
-// once per entry (and again from the first entry after a restart: see the
-// package doc); what it returns goes to the proposer, if on this node.
+// Host calls Apply from one goroutine at a time for a group, the group's
+// apply goroutine, in log order, once per entry since the state was made
+// or last restored (after a restart, from the group's first entry, or
+// from the first after its newest snapshot: see the package doc); what it
+// returns goes to the proposer, if on this node.
 type StateMachine interface {
 	Apply(index uint64, data []byte) any
+}
+
+// Snapshotter is implemented by a StateMachine whose groups take snapshots
+// (if Config.SnapDir is set): such a group writes its state to a snapshot file now and then, releases
+// its log up to there, restores the state from its newest snapshot when
+// it starts, and sends its snapshot to a member too far behind for its
+// log (see the package doc). A group whose StateMachine is not a
+// Snapshotter keeps its whole log. The host calls Restore on the group's
+// apply goroutine too, never while a write of the group runs, and never
+// calls a write captured before a Restore after it.
+type Snapshotter interface {
+	// Snapshot captures the state as of the last entry applied. It is called on the group's apply goroutine and must be cheap; write, called later on another goroutine while Apply goes on, writes that state.
+	Snapshot() (write func(w io.Writer) error, err error)
+	// Restore replaces the state with one that a Snapshot's write wrote.
+	Restore(r io.Reader) error
 }
 
 // Config configures a Host.
@@ -31,6 +49,17 @@ type Config struct {
 	Node   uint64      // this node's id, also its member id in every group; not 0
 	Log    *wal.Shared // the node's log, open; the caller closes it after Stop
 	Sender transport.Sender
+	// FS and SnapDir are where the groups' snapshots go, each group's in
+	// a directory of its own (see the package doc). Without a SnapDir, no
+	// group takes snapshots, Snapshotter or not: each keeps its whole log.
+	FS      vfs.FS
+	SnapDir string
+	// SnapshotEntries is how many entries a group applies between two
+	// snapshots; default 10,000. MaxLogBytes is the size of the log past
+	// which the groups that keep its oldest segment are asked to snapshot
+	// (wal.Shared.Holders); default 256 MiB.
+	SnapshotEntries int
+	MaxLogBytes     int64
 	// Workers is how many groups are processed at once; default 4.
 	Workers int
 	// TickInterval is raft's tick; default 100 ms. ElectionTicks (default
@@ -56,6 +85,12 @@ func (c *Config) withDefaults() {
 	if c.HeartbeatTicks <= 0 {
 		c.HeartbeatTicks = 1
 	}
+	if c.SnapshotEntries <= 0 {
+		c.SnapshotEntries = 10000
+	}
+	if c.MaxLogBytes <= 0 {
+		c.MaxLogBytes = 256 << 20
+	}
 	if c.QuiesceTicks <= 0 {
 		c.QuiesceTicks = c.ElectionTicks
 	}
@@ -78,6 +113,7 @@ type Host struct {
 	cfg    Config
 	queue  queue
 	writer writer
+	snaps  snapQueue
 	live   liveness
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -103,42 +139,49 @@ func New(cfg Config) *Host {
 	h.proposals.Store(uint64(time.Now().UnixNano()))
 	h.queue.init()
 	h.writer.init()
+	h.snaps.init()
 	h.live.init()
-	h.wg.Add(cfg.Workers + 2)
+	h.wg.Add(cfg.Workers + 3)
 	for range cfg.Workers {
 		go h.work()
 	}
 	go h.writeLoop()
+	go h.snapLoop()
 	go h.tickLoop()
 	return h
 }
 
 // AddGroup starts group id (not 0) on this node, with members, the node
-// ids of its voters, and sm, its state, which the group's log is applied
-// to from its first entry. A group that the log holds entries of goes on
-// from them.
+// ids of the group's first voters (the same on every node and at every
+// start, whatever changes were made since: see the package doc,
+// "Membership changes"), and sm, its state. A group that has a snapshot
+// here restores sm from its newest one and goes on from the log after it;
+// one that has none applies its log to sm from the first entry.
 func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	if id == 0 {
 		return errors.New("multiraft: group 0 is the node's own channel")
 	}
-	lg, err := h.cfg.Log.Group(id, 0)
+	snap, lg, err := h.restore(id, members, sm)
 	if err != nil {
 		return err
 	}
-	snap := raftpb.SnapshotMetadata{ConfState: raftpb.ConfState{Voters: members}}
-	storage, err := raftlog.New(lg, snap, lg.HardState(), raftlog.Options{CacheBytes: groupCacheBytes, CacheEntries: groupCacheEntries})
+	// The commit index alone is not written (see ready): the snapshot's
+	// entries are committed.
+	hs := lg.HardState()
+	hs.Commit = max(hs.Commit, snap.Index)
+	storage, err := raftlog.New(lg, snap, hs, raftlog.Options{CacheBytes: groupCacheBytes, CacheEntries: groupCacheEntries})
 	if err != nil {
 		return err
 	}
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID: h.cfg.Node, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
+		ID: h.cfg.Node, Applied: snap.Index, ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
 		Storage: storage, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
-		CheckQuorum: true, PreVote: true, Logger: silentRaft,
+		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, Logger: silentRaft,
 	})
 	if err != nil {
 		return fmt.Errorf("multiraft: group %d: %w", id, err)
 	}
-	g := newGroup(id, rn, storage, sm, lg.HardState())
+	g := newGroup(id, rn, storage, sm, hs, snap, h.cfg.SnapDir != "")
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.mu.groups[id]; ok {
@@ -146,12 +189,20 @@ func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	}
 	h.mu.groups[id] = g
 	h.mu.list = append(h.mu.list, g)
-	for _, m := range members {
-		if m != h.cfg.Node {
-			h.live.addPeer(m)
+	h.addPeers(snap.ConfState)
+	return nil
+}
+
+// addPeers makes the nodes of cs, but this one, peers that the host
+// sends its heartbeat to (see liveness).
+func (h *Host) addPeers(cs raftpb.ConfState) {
+	for _, ids := range [][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext} {
+		for _, m := range ids {
+			if m != h.cfg.Node {
+				h.live.addPeer(m)
+			}
 		}
 	}
-	return nil
 }
 
 // groupList returns the groups, in the order added. The list returned is
@@ -249,6 +300,7 @@ func (h *Host) Stop() {
 	h.mu.Unlock()
 	h.queue.close()
 	h.writer.close()
+	h.snaps.close()
 	h.wg.Wait()
 	for _, g := range groups {
 		g.mu.Lock()
@@ -270,12 +322,6 @@ func (h *Host) Receive(from, group uint64, msgs []raftpb.Message) {
 	}
 }
 
-// ReceiveSnapshot implements transport.Handler: a Host takes no snapshot
-// yet (see the package doc).
-func (h *Host) ReceiveSnapshot(from, group uint64, m raftpb.Message, body io.Reader) error {
-	return errors.New("multiraft: snapshots are not supported")
-}
-
 // Unreachable implements transport.Handler.
 func (h *Host) Unreachable(to, group uint64) {
 	if g := h.group(group); g != nil {
@@ -283,9 +329,6 @@ func (h *Host) Unreachable(to, group uint64) {
 		h.queue.push(g)
 	}
 }
-
-// SnapshotDone implements transport.Handler; no Host sends snapshots.
-func (h *Host) SnapshotDone(to, group uint64, err error) {}
 
 // send sends msgs, in order, grouped by the node they go to.
 func (h *Host) send(group uint64, msgs []raftpb.Message) {

@@ -1,10 +1,12 @@
 package multiraft
 
 import (
+	"errors"
 	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -73,15 +75,16 @@ type writer struct {
 }
 
 type pendingWrite struct {
-	g *group
-	w wal.Write
+	g    *group
+	w    wal.Write
+	snap *raftpb.Snapshot // the snapshot that w.Restart installs, or nil
 }
 
 func (w *writer) init() { w.cond = sync.NewCond(&w.mu) }
 
-func (w *writer) submit(g *group, x wal.Write) {
+func (w *writer) submit(g *group, x wal.Write, s *raftpb.Snapshot) {
 	w.mu.Lock()
-	w.pending = append(w.pending, pendingWrite{g, x})
+	w.pending = append(w.pending, pendingWrite{g, x, s})
 	w.mu.Unlock()
 	w.cond.Signal()
 }
@@ -133,6 +136,14 @@ func (h *Host) writeLoop() {
 			return
 		}
 		for _, p := range batch {
+			// The snapshot's file is durable (see ReceiveSnapshot), and
+			// now the log's restart after it.
+			if p.snap != nil {
+				if err := p.g.storage.ApplySnapshot(*p.snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+					h.fail(err)
+					return
+				}
+			}
 			if err := p.g.storage.Append(p.w.Entries); err != nil {
 				h.fail(err)
 				return
@@ -161,12 +172,28 @@ func (h *Host) tickLoop() {
 		case <-t.C:
 		}
 		h.live.beat(h.cfg.Sender)
+		h.askSnapshots()
 		for _, g := range h.groupList() {
 			if g.quiesced.Load() && !h.live.silent(g.qlead.Load(), h.cfg.ElectionTicks) {
 				continue
 			}
 			g.wake()
 			g.tick()
+			h.queue.push(g)
+		}
+	}
+}
+
+// askSnapshots asks the groups that keep the log's oldest segment to
+// snapshot, once the log is longer than Config.MaxLogBytes, so that the
+// segment can go (as TiKV's raft-engine does). A group that takes no
+// snapshots is asked in vain: it keeps the log.
+func (h *Host) askSnapshots() {
+	if h.cfg.Log.Metrics().LogBytes <= h.cfg.MaxLogBytes {
+		return
+	}
+	for _, id := range h.cfg.Log.Holders() {
+		if g := h.group(id); g != nil && g.snapper != nil && !g.askSnap.Swap(true) {
 			h.queue.push(g)
 		}
 	}

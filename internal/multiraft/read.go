@@ -29,11 +29,8 @@ func (h *Host) ReadBarrier(ctx context.Context, id uint64) error {
 	}
 	rid := h.proposals.Add(1)
 	ch := make(chan error, 1)
-	g.mu.Lock()
-	g.wake()
-	if g.lead.Load() == 0 {
-		g.mu.Unlock()
-		return ErrNotLeader
+	if err := h.lockLeading(g, false); err != nil {
+		return err
 	}
 	g.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, rid))
 	g.reads[rid] = ch

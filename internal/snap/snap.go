@@ -65,6 +65,14 @@
 // bounded by the file's size: an id list's count by the header's bytes, a
 // section's data length by the bytes left in the file.
 //
+// # Streams
+//
+// A state that is not made of pairs, but written as a stream of bytes
+// (WriteStream, ReadStream), is a file of this format whose pairs are the
+// stream's chunks, in order: chunk k, at most 64 KiB of the stream, under
+// the key k as 8 bytes big-endian, from 0. Such a file is an ordinary
+// snapshot to everything else here (Verify, Install, OpenFile, Prune).
+//
 // # Format, version 1
 //
 // Version 1 files are still read; none is written. They are version 2

@@ -29,6 +29,12 @@ func Verify(fs vfs.FS, name string) (Meta, error) {
 
 // verify is Verify, with errors not yet prefixed with the package's name.
 func verify(fs vfs.FS, name string) (Meta, error) {
+	return verifyPairs(fs, name, nil)
+}
+
+// verifyPairs is verify, which also calls put, if not nil, for each pair
+// in order; put's first error stops it, and is returned.
+func verifyPairs(fs vfs.FS, name string, put func(key, val []byte) error) (Meta, error) {
 	f, err := fs.Open(name)
 	if err != nil {
 		return Meta{}, err
@@ -38,13 +44,15 @@ func verify(fs vfs.FS, name string) (Meta, error) {
 	if err != nil {
 		return Meta{}, err
 	}
-	s := &sequential{loader: &loader{name: name, size: size}}
+	s := &sequential{loader: &loader{name: name, size: size}, put: put}
 	src := frame.NewReader(f, size)
 	end, lerr := s.dispatch(src, s.pairs)
 	if lerr == nil {
 		lerr = s.end(end, s.count, s.bytes, src)
 	}
 	switch {
+	case s.putErr != nil:
+		return s.meta, s.putErr
 	case s.ioErr != nil:
 		return s.meta, fmt.Errorf("reading %s: %w", name, s.ioErr)
 	case lerr != nil:
@@ -60,13 +68,23 @@ type sequential struct {
 	last         []byte // the last key so far, a copy: frames' payloads do not last
 	any          bool   // a key was read: last is one
 	count, bytes uint64
+	put          func(key, val []byte) error // or nil
+	putErr       error                       // put's first error
 }
 
 // pairs checks the pairs frame fr, and that its keys follow the last one.
 func (s *sequential) pairs(fr frame.Frame) *Error {
 	r := &run{off: fr.Offset}
-	if err := decodePairs(r, fr.Payload, func(_, _ []byte) {}); err != nil {
+	err := decodePairs(r, fr.Payload, func(key, val []byte) {
+		if s.put != nil && s.putErr == nil {
+			s.putErr = s.put(key, val)
+		}
+	})
+	if err != nil {
 		return s.errorAt(fr.Offset, err.Error())
+	}
+	if s.putErr != nil {
+		return s.errorAt(fr.Offset, "stopped reading")
 	}
 	if r.first == nil {
 		return nil

@@ -23,6 +23,12 @@ type Pairs func(yield func(key string, val []byte) bool)
 // snapshot cannot hold (see Section and MaxSections) fail it before any
 // file is made.
 func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error) {
+	return writeFile(fs, dir, meta, pairs, func() error { return nil })
+}
+
+// writeFile is Write, which fails, leaving nothing behind, if failed
+// returns an error once pairs returned.
+func writeFile(fs vfs.FS, dir string, meta Meta, pairs Pairs, failed func() error) (string, int64, error) {
 	name := fileName(meta.Index, meta.Term)
 	if err := checkSections(meta.Sections); err != nil {
 		return "", 0, fmt.Errorf("snap: writing %s: %w", name, err)
@@ -37,6 +43,9 @@ func Write(fs vfs.FS, dir string, meta Meta, pairs Pairs) (string, int64, error)
 	w := &writer{f: &vfs.Paced{File: f}, buf: frame.Append(nil, typeHeader, appendHeader(nil, meta))}
 	w.sections(meta.Sections)
 	size, err := w.write(pairs)
+	if err == nil {
+		err = failed()
+	}
 	if err == nil {
 		err = f.Sync()
 	}
