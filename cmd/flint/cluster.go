@@ -89,6 +89,7 @@ func clusterUpCmd(args []string) int {
 	fsync := fs.String("fsync", "always", "each member's --fsync")
 	hosted := fs.Bool("hosted", false, "with --groups: run the data groups on --nodes processes (nodes), each hosting its members of\nseveral groups on one log, every member on its own client port, rather than a process per member")
 	rf := fs.Int("rf", 0, "with --hosted: the members of each data group, spread evenly over the nodes (default min(3, --nodes))")
+	snapEntries := fs.Uint64("snapshot-entries", 0, "each member's --snapshot-entries (default: flint serve's)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, or with\n--groups a sharded cluster of such groups and its manager; with --hosted as well, --nodes\nprocesses host the groups' members, --rf to a group. Prints each process's client\naddress, and stops them on Ctrl-C. Run again on the same --dir, it starts the same\ncluster again.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -107,8 +108,12 @@ func clusterUpCmd(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	serveArgs := []string{"--fsync", *fsync}
+	if *snapEntries > 0 {
+		serveArgs = append(serveArgs, "--snapshot-entries", fmt.Sprint(*snapEntries))
+	}
 	err = localcluster.Up(ctx, localcluster.Config{Bin: bin, Dir: *dir, Nodes: *nodes, Groups: *groups, Stdout: os.Stdout, Hosted: *hosted, RF: *rf,
-		Args: []string{"--fsync", *fsync}})
+		Args: serveArgs})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flint cluster up: %v\n", err)
 		return 1

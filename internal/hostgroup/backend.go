@@ -91,6 +91,13 @@ func (b *Backend) Store() *store.Store { return b.sm.Store() }
 // Applied implements server.Positioner.
 func (b *Backend) Applied() uint64 { return b.sm.Applied() }
 
+// PersistenceInfo implements server.PersistenceInfo: the group's writes
+// are durable, the node's shared log fsyncing each batch before it is
+// acknowledged. Its snapshots are the Host's, on the Host's schedule.
+func (b *Backend) PersistenceInfo() []string {
+	return []string{"fsync_policy:always", fmt.Sprintf("applied_index:%d", b.Applied()), "rdb_bgsave_in_progress:0"}
+}
+
 // Errors of a stopped host, as a replica's.
 var errStopped = fmt.Errorf("%w: %w", replica.ErrOutcomeUnknown, replica.ErrStopped)
 

@@ -244,7 +244,8 @@ func TestLeaderChange(t *testing.T) {
 	}
 }
 
-// TestNoLeaderAndMembership sees FLINT.MEMBER answer an error, and a
+// TestNoLeaderAndMembership sees FLINT.MEMBER and SAVE answer an error,
+// INFO say the group is durable, and a
 // write to a group that lost its majority fail: as an unknown outcome at
 // the leader that loses its leadership meanwhile, then, once LeaderWait
 // passes with no leader, with CLUSTERDOWN.
@@ -255,6 +256,14 @@ func TestNoLeaderAndMembership(t *testing.T) {
 	rc := client(t, c.addrs[1][lead.id])
 	if err := rc.Do(ctx, "FLINT.MEMBER", "REMOVE", "2").Err(); err == nil || !strings.Contains(err.Error(), "not supported") {
 		t.Fatalf("FLINT.MEMBER REMOVE = %v, want an error saying it is not supported", err)
+	}
+	// Its writes are durable, its snapshots the Host's.
+	if info, err := rc.Info(ctx, "persistence").Result(); err != nil || !strings.Contains(info, "durable:1\r\n") ||
+		!strings.Contains(info, "fsync_policy:always\r\n") {
+		t.Fatalf("INFO persistence = %q, %v; want durable:1 and fsync_policy:always", info, err)
+	}
+	if err := rc.Save(ctx).Err(); err == nil || !strings.Contains(err.Error(), "on its own schedule") {
+		t.Fatalf("SAVE = %v, want an error saying snapshots are taken on their own schedule", err)
 	}
 	for _, nd := range c.nodes {
 		if nd != lead {

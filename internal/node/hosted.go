@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"path"
 	"slices"
 	"sync"
@@ -96,8 +97,12 @@ func runHosted(ctx context.Context, cfg Config) error {
 			t.SetPeer(m.ID, m.Peer)
 		}
 	}
+	// Each group snapshots after --snapshot-entries of its entries, and
+	// the groups that keep the log's oldest segment once the log is longer
+	// than --snapshot-bytes, so that the log is released behind them.
 	h := multiraft.New(multiraft.Config{Node: c.ID, Log: lg, Sender: t, TickInterval: c.TickInterval,
-		ElectionTicks: c.ElectionTicks, Logger: log})
+		ElectionTicks: c.ElectionTicks, Logger: log, FS: vfs.OS, SnapDir: path.Join(cfg.Dir, "snap"),
+		SnapshotEntries: int(min(cfg.Replica.SnapshotEntries, math.MaxInt32)), MaxLogBytes: cfg.Replica.SnapshotBytes})
 	defer h.Stop()
 	var srvs []*server.Server
 	var views []*shardView

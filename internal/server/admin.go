@@ -41,11 +41,21 @@ type Snapshotter interface {
 	BackgroundSnapshot() (bool, error)
 }
 
+// noSaveErr is the error of SAVE and BGSAVE for a Backend that is not a
+// Snapshotter: one that keeps nothing on disk, or one whose snapshots are
+// taken on their own schedule (a group hosted with others on a node).
+func (s *Server) noSaveErr() string {
+	if _, durable := s.kv.(PersistenceInfo); durable {
+		return "ERR this server takes its snapshots on its own schedule: SAVE and BGSAVE are not supported"
+	}
+	return "ERR this server keeps no data on disk"
+}
+
 // save is SAVE: write a snapshot now and reply once it is on disk.
 func (c *conn) save([][]byte) {
 	sn, ok := c.srv.kv.(Snapshotter)
 	if !ok {
-		c.err("ERR this server keeps no data on disk")
+		c.err(c.srv.noSaveErr())
 		return
 	}
 	if err := sn.Snapshot(); err != nil {
@@ -67,7 +77,7 @@ func (c *conn) bgsave(args [][]byte) {
 		c.errSyntax()
 		return
 	case !ok:
-		c.err("ERR this server keeps no data on disk")
+		c.err(c.srv.noSaveErr())
 		return
 	}
 	started, err := sn.BackgroundSnapshot()
