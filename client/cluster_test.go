@@ -424,6 +424,44 @@ func TestClusterSessions(t *testing.T) {
 	}
 }
 
+// TestClusterSessionAsked: a slot move copies the source's sessions to the
+// target before the source gives the slots up (docs/SHARDING.md, "Moving
+// slots", steps 5 and 6), so a session the source opened after the copy
+// is unknown to the target. A write in it to a slot the source has given
+// up goes to the target after ASK, which refuses it SESSIONEXPIRED; the
+// client's map still names the source, so the write is sent again in a
+// session opened at the target, where it applies, and not in a new one of
+// the source's, which the target would refuse too. The source's session
+// stays open for the slots the source serves, and the next write that
+// the target refuses so goes again in the same session of the target's.
+func TestClusterSessionAsked(t *testing.T) {
+	cl := resptest.StartCluster(t, 3)
+	c := newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	ctx := ctxT(t)
+	keys := shardKeys(cl, 2)
+	k, staying := keys[0][0], keys[0][1]
+	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
+		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
+	}
+	must(t, c.Set(ctx, staying, []byte("1"))) // opens the source's session
+	cl.Migrate(slot.Of([]byte(k)), 1)         // the source answers ASK for k, which it does not hold
+	for i := range 2 {
+		if n, err := c.Incr(ctx, k); err != nil || n != int64(i+1) {
+			t.Fatalf("Incr(%s) %d, its slot moving to a group that does not know the session = %d, %v; want %d", k, i+1, n, err, i+1)
+		}
+	}
+	must(t, c.Set(ctx, staying, []byte("2")))
+	if o, a := cl.Count(0, "FLINT.SESSION"), cl.Count(1, "FLINT.SESSION"); o != 1 || a != 1 {
+		t.Fatalf("the source opened %d sessions and the target %d, want one each", o, a)
+	}
+	if n := cl.Count(1, "FLINT.SEQ"); n != 4 {
+		t.Fatalf("the target got %d writes, want 4: each INCR refused in the source's session, then applied in its own", n)
+	}
+	if n := cl.Count(0, "FLINT.SEQ"); n != 6 {
+		t.Fatalf("the source got %d writes, want 6: 2 SETs, and each INCR twice, answered ASK", n)
+	}
+}
+
 // TestClusterNotSharded checks that a client of a server without CLUSTER
 // SLOTS sends everything to it, as one target, RANGE and MGET as they
 // are.
