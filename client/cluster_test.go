@@ -3,7 +3,10 @@ package client_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -460,6 +463,79 @@ func TestClusterSessionAsked(t *testing.T) {
 	if n := cl.Count(0, "FLINT.SEQ"); n != 6 {
 		t.Fatalf("the source got %d writes, want 6: 2 SETs, and each INCR twice, answered ASK", n)
 	}
+}
+
+// TestClusterSessionAskedOnward: a write's slot moves from group A to B,
+// and on from B to C, before the client learns a map that names either.
+// B refuses the write in A's session, and C the write in the session the
+// client opened at B (it opened it before C copied B's sessions): each
+// refusal comes from a member other than the one that opened the session,
+// so the write goes again in a session opened at the member that refused
+// it, and applies once, at C.
+func TestClusterSessionAskedOnward(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	var a, b, c *resptest.Server
+	bMovedOn := false // B has given the slot to C
+	member := func(name string, id int64, h func(args []string) string) resptest.Handler {
+		return func(args []string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, name+": "+strings.Join(args, " "))
+			switch strings.ToUpper(args[0]) {
+			case "CLUSTER":
+				return resptest.Array(slotsRange(0, 8191, a.Addr), slotsRange(8192, slot.Count-1, c.Addr))
+			case "ASKING":
+				return resptest.OK
+			case "FLINT.SESSION":
+				return resptest.Int(id)
+			}
+			return h(args)
+		}
+	}
+	expired := resptest.Err("SESSIONEXPIRED the client session expired or is unknown; open a new one with FLINT.SESSION")
+	a = resptest.Start(t, member("A", 1, func(args []string) string {
+		return resptest.Err(fmt.Sprintf("ASK %d %s", slot.Of([]byte(args[5])), b.Addr))
+	}))
+	b = resptest.Start(t, member("B", 2, func(args []string) string {
+		if bMovedOn {
+			return resptest.Err(fmt.Sprintf("ASK %d %s", slot.Of([]byte(args[5])), c.Addr))
+		}
+		bMovedOn = true // once the client opened its session here
+		return expired
+	}))
+	c = resptest.Start(t, member("C", 3, func(args []string) string {
+		if args[1] != "3" {
+			return expired
+		}
+		return resptest.Int(1)
+	}))
+	cl := newClient(t, a.Addr, client.WithSessions())
+	k := "key"
+	for slot.Of([]byte(k)) > 8191 {
+		k += "+"
+	}
+	if n, err := cl.Incr(ctxT(t), k); err != nil || n != 1 {
+		t.Fatalf("Incr(%s) = %d, %v; want 1", k, n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"A: CLUSTER SLOTS", "A: FLINT.SESSION", "A: FLINT.SEQ 1 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 1 1 1 INCR " + k,
+		"B: FLINT.SESSION", "A: FLINT.SEQ 2 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 2 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 2 1 1 INCR " + k,
+		"C: FLINT.SESSION", "A: FLINT.SEQ 3 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 3 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 3 1 1 INCR " + k,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the members got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// slotsRange is a range of a CLUSTER SLOTS reply: the slots first..last,
+// served by the master at addr.
+func slotsRange(first, last int, addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return resptest.Array(resptest.Int(int64(first)), resptest.Int(int64(last)), resptest.Array(resptest.Bulk(host), resptest.Int(int64(p))))
 }
 
 // TestClusterNotSharded checks that a client of a server without CLUSTER

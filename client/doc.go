@@ -198,7 +198,10 @@
 // the range's session stays open for the slots its group serves, and the
 // call of one command sends the write once more in a session opened at
 // that member (kept for the next such refusal), since any new session of
-// the range's group would be refused there too.
+// the range's group would be refused there too. A call of one command
+// whose new session is refused in turn by a member other than the one
+// that opened it (the slot moved on, or the map learned was older) sends
+// it again likewise, until three sessions refused it.
 //
 // A server that does not know FLINT.SESSION (Redis, an older Flint) or
 // has no replicated log to keep sessions in (a Flint store used without

@@ -59,7 +59,8 @@ type sessionSlot struct {
 // session is one open session and the sequence numbers of its writes.
 type session struct {
 	id uint64
-	sp span // the span it was opened for, in the group that serves it
+	sp span  // the span it was opened for, in the group that serves it
+	at *pool // the member that opened it
 	mu struct {
 		sync.Mutex
 		next uint64 // the number the next write gets; the first is 1
@@ -72,8 +73,8 @@ type session struct {
 	}
 }
 
-func newSession(id uint64, sp span) *session {
-	s := &session{id: id, sp: sp}
+func newSession(id uint64, sp span, at *pool) *session {
+	s := &session{id: id, sp: sp, at: at}
 	s.mu.next, s.mu.low = 1, 1
 	s.mu.sent = make(map[uint64]struct{})
 	return s
@@ -114,7 +115,7 @@ func (s *session) done(first uint64, n int) {
 // range, which a resend keeps, so that the server applies it once however
 // often it is sent.
 func (c *Client) call(ctx context.Context, req request) ([]Value, error) {
-	return c.callIn(ctx, req, false, nil)
+	return c.callIn(ctx, req, 0, nil)
 }
 
 // sessionWrite is one write of a request and the session it goes in.
@@ -125,11 +126,34 @@ type sessionWrite struct {
 	low uint64 // s's lowest unacknowledged number when seq was given
 }
 
-// callIn is call. A single write that its session refused as expired, in
-// the only send that may have applied it, is sent once more in a new
-// session, unless retried says this is that second call; in the session
-// opened at asked, if that is not nil.
-func (c *Client) callIn(ctx context.Context, req request, retried bool, asked *pool) ([]Value, error) {
+// maxRefusals bounds how many sessions in turn may refuse one write as
+// expired (see callIn).
+const maxRefusals = 3
+
+// callIn is call, refused being how many sessions refused req's write
+// before (see below); with asked set, the write goes in the session opened
+// at asked.
+//
+// A single write refused as expired, in the only send that may have
+// applied it, was applied nowhere: that send was refused, and each earlier
+// one too. So it may go again as a new write, in a new session, of the
+// group that refused it, since a group knows only its own sessions and
+// those a slot move copied to it. After ASK that is the move's target,
+// which refuses a session that the source opened after the move copied
+// the source's sessions to it (docs/SHARDING.md, "Moving slots", step 5),
+// and so every new session of the source's, where the map sends
+// FLINT.SESSION until the client learns the map that gives the target the
+// slots (step 8): the new session is then opened at the target, and the
+// write goes where the map routes it, in that session, and after ASK to
+// the target. Otherwise it is a new session of the write's range.
+//
+// The write goes again after its first refusal, and after each later one
+// by a member other than the one that opened the session it refused: the
+// session was new, and the refusal is another group's (the write's slots
+// moved on meanwhile, or the map the client learned was older), up to
+// maxRefusals. A session refused by the member that opened it expired
+// there, or was dropped, at once: the call fails.
+func (c *Client) callIn(ctx context.Context, req request, refused int, asked *pool) ([]Value, error) {
 	if !c.opts.sessions || c.sess.off.Load() {
 		return c.exec(ctx, req)
 	}
@@ -158,31 +182,20 @@ func (c *Client) callIn(ctx context.Context, req request, retried bool, asked *p
 		// nothing of the session in the source, where it stays open for
 		// the slots the source serves. Any other is the session's own
 		// group's: the next write of its span opens a new one.
-		target := at.wasAsked(w.cmd)
+		target, by := at.wasAsked(w.cmd), at.of(w.cmd)
 		if !target || w.s.sp.at != "" {
 			c.sess.expired(w.s)
 		}
 		rerr := &ReplyError{Msg: string(v.Str)}
+		again := req.len() == 1 && refused < maxRefusals && (refused == 0 || by != w.s.at)
 		switch {
 		case resent:
 			return nil, fmt.Errorf("%w: client session %d expired before the write was answered (later writes go in a new session): %w",
 				ErrUnknownOutcome, w.s.id, rerr)
-		case req.len() == 1 && !retried && target:
-			// Refused, and no earlier send may have applied it (each
-			// was refused), so it was applied nowhere and may go again
-			// as a new write; in a session of the group that refused
-			// it, since a group knows only its own sessions and those a
-			// move copied to it. The target refuses a session that the
-			// source opened after the move copied the source's sessions
-			// to it (docs/SHARDING.md, "Moving slots", step 5), and so
-			// every new session of the source's, where the map sends
-			// FLINT.SESSION until the client learns the map that gives
-			// the target the slots (step 8). So the new session is
-			// opened at the target, and the write goes where the map
-			// routes it, with that session, and after ASK to the target.
-			return c.callIn(ctx, req, true, at.of(w.cmd))
-		case req.len() == 1 && !retried:
-			return c.callIn(ctx, req, true, nil) // refused, so not applied: send it in a new session
+		case again && target:
+			return c.callIn(ctx, req, refused+1, by)
+		case again:
+			return c.callIn(ctx, req, refused+1, nil)
 		}
 		return nil, fmt.Errorf("client: client session %d had expired, and the writes it refused were not applied (later writes go in a new session): %w", w.s.id, rerr)
 	}
@@ -336,8 +349,9 @@ func (c *Client) sessionFor(ctx context.Context, slot int, asked *pool) (*sessio
 // holds up only its own writes.
 func (c *Client) session(ctx context.Context, slot int) (*session, error) {
 	sp, route := c.spanOf(slot)
-	return c.openIn(ctx, sp, func() ([]Value, error) {
-		return c.exec(ctx, request{cmd: openSession, slots: []int{route}})
+	return c.openIn(ctx, sp, func() ([]Value, *pool, error) {
+		v, at, _, err := c.execResent(ctx, request{cmd: openSession, slots: []int{route}})
+		return v, at.of(0), err
 	})
 }
 
@@ -347,13 +361,14 @@ func (c *Client) session(ctx context.Context, slot int) (*session, error) {
 // callIn), opening one at p if there is none. A MOVED from p, which led
 // its group no more, sends FLINT.SESSION to the leader it names.
 func (c *Client) askedSession(ctx context.Context, p *pool) (*session, error) {
-	return c.openIn(ctx, span{first: -1, last: -1, at: p.addr}, func() ([]Value, error) {
-		v, err := p.send(ctx, openSession, 1)
+	return c.openIn(ctx, span{first: -1, last: -1, at: p.addr}, func() ([]Value, *pool, error) {
+		to := p
+		v, err := to.send(ctx, openSession, 1)
 		if err == nil && v[0].IsError() && refusalOf(v[0].Str) == movedTo {
 			_, _, addr, _ := parseRedirect(v[0].Str)
 			p = c.poolOf(addr)
 		}
-		return v, err
+		return v, to, err
 	})
 }
 
@@ -361,10 +376,11 @@ func (c *Client) askedSession(ctx context.Context, p *pool) (*session, error) {
 var openSession = appendArgs(nil, "FLINT.SESSION")
 
 // openIn returns the open session of sp, opening one if there is none by
-// sending FLINT.SESSION with send, or nil if the server has no sessions.
+// sending FLINT.SESSION with send, which returns the replies and the
+// member that gave them, or nil if the server has no sessions.
 // The error says why no session could be opened; the write that needed it
 // was not sent.
-func (c *Client) openIn(ctx context.Context, sp span, send func() ([]Value, error)) (*session, error) {
+func (c *Client) openIn(ctx context.Context, sp span, send func() ([]Value, *pool, error)) (*session, error) {
 	ss := c.sess.slot(sp, c.table.Load())
 	if s := ss.cur.Load(); s != nil {
 		return s, nil
@@ -380,7 +396,7 @@ func (c *Client) openIn(ctx context.Context, sp span, send func() ([]Value, erro
 	}
 	wait := backoff.Default()
 	for {
-		v, err := send()
+		v, at, err := send()
 		switch {
 		case err != nil && errors.Is(err, ErrUnknownOutcome):
 			// The user's write was not sent, whatever became of FLINT.SESSION.
@@ -399,7 +415,7 @@ func (c *Client) openIn(ctx context.Context, sp span, send func() ([]Value, erro
 			}
 			continue
 		}
-		return c.opened(ss, sp, v[0])
+		return c.opened(ss, sp, v[0], at)
 	}
 }
 
@@ -446,10 +462,10 @@ func (ss *sessions) expired(s *session) {
 }
 
 // opened handles the reply to FLINT.SESSION for the span sp, whose slot
-// is ss.
-func (c *Client) opened(ss *sessionSlot, sp span, v Value) (*session, error) {
+// is ss, from the member at.
+func (c *Client) opened(ss *sessionSlot, sp span, v Value, at *pool) (*session, error) {
 	if v.Kind == KindInt && v.Int > 0 {
-		s := newSession(uint64(v.Int), sp)
+		s := newSession(uint64(v.Int), sp, at)
 		ss.cur.Store(s)
 		return s, nil
 	}
