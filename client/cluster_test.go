@@ -3,7 +3,10 @@ package client_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -422,6 +425,117 @@ func TestClusterSessions(t *testing.T) {
 	if n := cl.Count(0, "FLINT.SESSION"); n != 2 {
 		t.Fatalf("the new owner opened %d sessions, want 2 (one for the moved slot)", n)
 	}
+}
+
+// TestClusterSessionAsked: a slot move copies the source's sessions to the
+// target before the source gives the slots up (docs/SHARDING.md, "Moving
+// slots", steps 5 and 6), so a session the source opened after the copy
+// is unknown to the target. A write in it to a slot the source has given
+// up goes to the target after ASK, which refuses it SESSIONEXPIRED; the
+// client's map still names the source, so the write is sent again in a
+// session opened at the target, where it applies, and not in a new one of
+// the source's, which the target would refuse too. The source's session
+// stays open for the slots the source serves, and the next write that
+// the target refuses so goes again in the same session of the target's.
+func TestClusterSessionAsked(t *testing.T) {
+	cl := resptest.StartCluster(t, 3)
+	c := newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	ctx := ctxT(t)
+	keys := shardKeys(cl, 2)
+	k, staying := keys[0][0], keys[0][1]
+	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
+		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
+	}
+	must(t, c.Set(ctx, staying, []byte("1"))) // opens the source's session
+	cl.Migrate(slot.Of([]byte(k)), 1)         // the source answers ASK for k, which it does not hold
+	for i := range 2 {
+		if n, err := c.Incr(ctx, k); err != nil || n != int64(i+1) {
+			t.Fatalf("Incr(%s) %d, its slot moving to a group that does not know the session = %d, %v; want %d", k, i+1, n, err, i+1)
+		}
+	}
+	must(t, c.Set(ctx, staying, []byte("2")))
+	if o, a := cl.Count(0, "FLINT.SESSION"), cl.Count(1, "FLINT.SESSION"); o != 1 || a != 1 {
+		t.Fatalf("the source opened %d sessions and the target %d, want one each", o, a)
+	}
+	if n := cl.Count(1, "FLINT.SEQ"); n != 4 {
+		t.Fatalf("the target got %d writes, want 4: each INCR refused in the source's session, then applied in its own", n)
+	}
+	if n := cl.Count(0, "FLINT.SEQ"); n != 6 {
+		t.Fatalf("the source got %d writes, want 6: 2 SETs, and each INCR twice, answered ASK", n)
+	}
+}
+
+// TestClusterSessionAskedOnward: a write's slot moves from group A to B,
+// and on from B to C, before the client learns a map that names either.
+// B refuses the write in A's session, and C the write in the session the
+// client opened at B (it opened it before C copied B's sessions): each
+// refusal comes from a member other than the one that opened the session,
+// so the write goes again in a session opened at the member that refused
+// it, and applies once, at C.
+func TestClusterSessionAskedOnward(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	var a, b, c *resptest.Server
+	bMovedOn := false // B has given the slot to C
+	member := func(name string, id int64, h func(args []string) string) resptest.Handler {
+		return func(args []string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, name+": "+strings.Join(args, " "))
+			switch strings.ToUpper(args[0]) {
+			case "CLUSTER":
+				return resptest.Array(slotsRange(0, 8191, a.Addr), slotsRange(8192, slot.Count-1, c.Addr))
+			case "ASKING":
+				return resptest.OK
+			case "FLINT.SESSION":
+				return resptest.Int(id)
+			}
+			return h(args)
+		}
+	}
+	expired := resptest.Err("SESSIONEXPIRED the client session expired or is unknown; open a new one with FLINT.SESSION")
+	a = resptest.Start(t, member("A", 1, func(args []string) string {
+		return resptest.Err(fmt.Sprintf("ASK %d %s", slot.Of([]byte(args[5])), b.Addr))
+	}))
+	b = resptest.Start(t, member("B", 2, func(args []string) string {
+		if bMovedOn {
+			return resptest.Err(fmt.Sprintf("ASK %d %s", slot.Of([]byte(args[5])), c.Addr))
+		}
+		bMovedOn = true // once the client opened its session here
+		return expired
+	}))
+	c = resptest.Start(t, member("C", 3, func(args []string) string {
+		if args[1] != "3" {
+			return expired
+		}
+		return resptest.Int(1)
+	}))
+	cl := newClient(t, a.Addr, client.WithSessions())
+	k := "key"
+	for slot.Of([]byte(k)) > 8191 {
+		k += "+"
+	}
+	if n, err := cl.Incr(ctxT(t), k); err != nil || n != 1 {
+		t.Fatalf("Incr(%s) = %d, %v; want 1", k, n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"A: CLUSTER SLOTS", "A: FLINT.SESSION", "A: FLINT.SEQ 1 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 1 1 1 INCR " + k,
+		"B: FLINT.SESSION", "A: FLINT.SEQ 2 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 2 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 2 1 1 INCR " + k,
+		"C: FLINT.SESSION", "A: FLINT.SEQ 3 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 3 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 3 1 1 INCR " + k,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the members got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// slotsRange is a range of a CLUSTER SLOTS reply: the slots first..last,
+// served by the master at addr.
+func slotsRange(first, last int, addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return resptest.Array(resptest.Int(int64(first)), resptest.Int(int64(last)), resptest.Array(resptest.Bulk(host), resptest.Int(int64(p))))
 }
 
 // TestClusterNotSharded checks that a client of a server without CLUSTER

@@ -192,7 +192,16 @@
 // answered UNKNOWN), the call fails with ErrUnknownOutcome wrapping the
 // *ReplyError: the reply that would say so went with the session, and the
 // write is not sent again. Either way the next write of the range opens a
-// new session.
+// new session; but for a refusal by the member an ASK named, the target
+// of a slot move, which does not know the sessions the source opened
+// after the move copied its sessions (docs/SHARDING.md, "Moving slots"):
+// the range's session stays open for the slots its group serves, and the
+// call of one command sends the write once more in a session opened at
+// that member (kept for the next such refusal), since any new session of
+// the range's group would be refused there too. A call of one command
+// whose new session is refused in turn by a member other than the one
+// that opened it (the slot moved on, or the map learned was older) sends
+// it again likewise, until three sessions refused it.
 //
 // A server that does not know FLINT.SESSION (Redis, an older Flint) or
 // has no replicated log to keep sessions in (a Flint store used without

@@ -14,7 +14,7 @@ import (
 // exec runs req's commands and returns their replies, error replies
 // included (see send).
 func (c *Client) exec(ctx context.Context, req request) ([]Value, error) {
-	replies, resent, err := c.execResent(ctx, req)
+	replies, _, resent, err := c.execResent(ctx, req)
 	if err == nil && resent {
 		err = abortedAfterResend(req, replies)
 	}
@@ -34,26 +34,27 @@ func abortedAfterResend(req request, replies []Value) error {
 	return nil
 }
 
-// execResent is exec that also reports, as send does, whether a write was
-// sent again after an attempt that may have applied it.
+// execResent is exec that also reports, as send does, which member gave
+// each reply and whether a write was sent again after an attempt that may
+// have applied it. at is the zero origin, which names no member, when a
+// command was split into parts.
 //
 // In a sharded map each command is routed by the slot of its first key
 // (see slotOf), and some are split into parts that go to different
 // members and whose replies are joined (see plan). A request whose slots
 // are set already goes as it is.
-func (c *Client) execResent(ctx context.Context, req request) ([]Value, bool, error) {
+func (c *Client) execResent(ctx context.Context, req request) (replies []Value, at origin, resent bool, err error) {
 	t := c.table.Load()
 	if !t.sharded() || req.slots != nil {
-		replies, _, resent, err := c.send(ctx, req)
-		return replies, resent, err
+		return c.send(ctx, req)
 	}
 	pl := plan(t, req)
-	replies, at, resent, err := c.send(ctx, pl.parts)
+	replies, at, resent, err = c.send(ctx, pl.parts)
 	if err != nil || pl.splits == nil {
-		return replies, resent, err
+		return replies, at, resent, err
 	}
 	out := c.join(pl, replies, at)
-	return out, resent, c.recheckRanges(ctx, t, pl, at, out)
+	return out, origin{}, resent, c.recheckRanges(ctx, t, pl, at, out)
 }
 
 // planned is how a request goes out in a sharded map: its commands as parts,

@@ -83,13 +83,14 @@ func (c *Client) send(ctx context.Context, req request) (replies []Value, at ori
 		c.sendLegs(ctx, req, legs)
 	}
 	replies, err = rt.run(ctx, legs)
-	return replies, origin{each: rt.at()}, rt.maybe != nil, err
+	return replies, rt.origin(), rt.maybe != nil, err
 }
 
 // origin tells which member gave each reply of a request.
 type origin struct {
-	all  *pool   // every reply's, if each is nil
-	each []*pool // the reply of command i's
+	all   *pool   // every reply's, if each is nil
+	each  []*pool // the reply of command i's
+	asked []bool  // whether command i went to each[i] after an ASK; nil if none did
 }
 
 func (o origin) of(i int) *pool {
@@ -98,6 +99,11 @@ func (o origin) of(i int) *pool {
 	}
 	return o.each[i]
 }
+
+// wasAsked reports whether command i's reply came from the member an ASK
+// named: the target of a slot move, which the map does not name for the
+// command's slot.
+func (o origin) wasAsked(i int) bool { return o.asked != nil && o.asked[i] }
 
 // settled reports whether every reply to req is final: none is a refusal
 // or a session write to send again (see classify).
@@ -181,13 +187,20 @@ func newRetrier(c *Client, req request, to func(i int) *pool) *retrier {
 	return rt
 }
 
-// at returns the member that answered each command.
-func (rt *retrier) at() []*pool {
-	at := make([]*pool, len(rt.hops))
+// origin returns the member that answered each command, and whether an
+// ASK named it.
+func (rt *retrier) origin() origin {
+	o := origin{each: make([]*pool, len(rt.hops))}
 	for i, h := range rt.hops {
-		at[i] = h.to
+		o.each[i] = h.to
+		if h.via == viaAsked {
+			if o.asked == nil {
+				o.asked = make([]bool, len(rt.hops))
+			}
+			o.asked[i] = true
+		}
 	}
-	return at
+	return o
 }
 
 // run makes attempts until every command has its final reply or the call

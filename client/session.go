@@ -39,11 +39,16 @@ type sessions struct {
 
 // span is the slots first..last that one session serves: those of a range
 // of a sharded map, or, as {-1, -1}, every slot of a map that is not
-// sharded, or no range holds.
-type span struct{ first, last int }
+// sharded, or no range holds. With at set (and the slots -1), it is the
+// writes that the member at, the target of a slot move, refused in the
+// session of the range that the map routes them by (see callIn).
+type span struct {
+	first, last int
+	at          string
+}
 
 // anySpan is the span of the commands that go to the target.
-var anySpan = span{-1, -1}
+var anySpan = span{first: -1, last: -1}
 
 // sessionSlot holds the session of one span.
 type sessionSlot struct {
@@ -54,7 +59,8 @@ type sessionSlot struct {
 // session is one open session and the sequence numbers of its writes.
 type session struct {
 	id uint64
-	sp span // the span it was opened for, in the group that serves it
+	sp span  // the span it was opened for, in the group that serves it
+	at *pool // the member that opened it
 	mu struct {
 		sync.Mutex
 		next uint64 // the number the next write gets; the first is 1
@@ -67,8 +73,8 @@ type session struct {
 	}
 }
 
-func newSession(id uint64, sp span) *session {
-	s := &session{id: id, sp: sp}
+func newSession(id uint64, sp span, at *pool) *session {
+	s := &session{id: id, sp: sp, at: at}
 	s.mu.next, s.mu.low = 1, 1
 	s.mu.sent = make(map[uint64]struct{})
 	return s
@@ -109,7 +115,7 @@ func (s *session) done(first uint64, n int) {
 // range, which a resend keeps, so that the server applies it once however
 // often it is sent.
 func (c *Client) call(ctx context.Context, req request) ([]Value, error) {
-	return c.callIn(ctx, req, false)
+	return c.callIn(ctx, req, 0, nil)
 }
 
 // sessionWrite is one write of a request and the session it goes in.
@@ -120,14 +126,38 @@ type sessionWrite struct {
 	low uint64 // s's lowest unacknowledged number when seq was given
 }
 
-// callIn is call. A single write that its session refused as expired, in
-// the only send that may have applied it, is sent once more in a new
-// session, unless retried says this is that second call.
-func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value, error) {
+// maxRefusals bounds how many sessions in turn may refuse one write as
+// expired (see callIn).
+const maxRefusals = 3
+
+// callIn is call, refused being how many sessions refused req's write
+// before (see below); with asked set, the write goes in the session opened
+// at asked.
+//
+// A single write refused as expired, in the only send that may have
+// applied it, was applied nowhere: that send was refused, and each earlier
+// one too. So it may go again as a new write, in a new session, of the
+// group that refused it, since a group knows only its own sessions and
+// those a slot move copied to it. After ASK that is the move's target,
+// which refuses a session that the source opened after the move copied
+// the source's sessions to it (docs/SHARDING.md, "Moving slots", step 5),
+// and so every new session of the source's, where the map sends
+// FLINT.SESSION until the client learns the map that gives the target the
+// slots (step 8): the new session is then opened at the target, and the
+// write goes where the map routes it, in that session, and after ASK to
+// the target. Otherwise it is a new session of the write's range.
+//
+// The write goes again after its first refusal, and after each later one
+// by a member other than the one that opened the session it refused: the
+// session was new, and the refusal is another group's (the write's slots
+// moved on meanwhile, or the map the client learned was older), up to
+// maxRefusals. A session refused by the member that opened it expired
+// there, or was dropped, at once: the call fails.
+func (c *Client) callIn(ctx context.Context, req request, refused int, asked *pool) ([]Value, error) {
 	if !c.opts.sessions || c.sess.off.Load() {
 		return c.exec(ctx, req)
 	}
-	ws, err := c.sessionWrites(ctx, req)
+	ws, err := c.sessionWrites(ctx, req, asked)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +165,7 @@ func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value
 		return c.exec(ctx, req)
 	}
 	done := issue(ws)
-	replies, resent, err := c.execResent(ctx, wrap(req, ws))
+	replies, at, resent, err := c.execResent(ctx, wrap(req, ws))
 	done()
 	if err == nil && resent {
 		err = abortedAfterResend(req, replies)
@@ -148,14 +178,24 @@ func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value
 		if !v.IsError() || !bytes.HasPrefix(v.Str, []byte("SESSIONEXPIRED")) {
 			continue
 		}
-		c.sess.expired(w.s) // the next write of its span opens a new one
+		// A refusal after ASK is the slot move's target's, which says
+		// nothing of the session in the source, where it stays open for
+		// the slots the source serves. Any other is the session's own
+		// group's: the next write of its span opens a new one.
+		target, by := at.wasAsked(w.cmd), at.of(w.cmd)
+		if !target || w.s.sp.at != "" {
+			c.sess.expired(w.s)
+		}
 		rerr := &ReplyError{Msg: string(v.Str)}
+		again := req.len() == 1 && refused < maxRefusals && (refused == 0 || by != w.s.at)
 		switch {
 		case resent:
 			return nil, fmt.Errorf("%w: client session %d expired before the write was answered (later writes go in a new session): %w",
 				ErrUnknownOutcome, w.s.id, rerr)
-		case req.len() == 1 && !retried:
-			return c.callIn(ctx, req, true) // refused, so not applied: send it in a new session
+		case again && target:
+			return c.callIn(ctx, req, refused+1, by)
+		case again:
+			return c.callIn(ctx, req, refused+1, nil)
 		}
 		return nil, fmt.Errorf("client: client session %d had expired, and the writes it refused were not applied (later writes go in a new session): %w", w.s.id, rerr)
 	}
@@ -164,14 +204,15 @@ func (c *Client) callIn(ctx context.Context, req request, retried bool) ([]Value
 
 // sessionWrites returns the writes of req with the sessions they go in,
 // opening those that are not open, or nil if req has no write or the
-// server has no sessions.
+// server has no sessions. With asked set, req's one write goes in the
+// session opened at asked (see callIn).
 //
 // A transaction that req holds whole, MULTI to EXEC, and that writes is
 // one write: its commands go as they are, and its EXEC in FLINT.SEQ, in
 // the session of its first key's slot (where routeTx sends it), so that a
 // resent transaction is answered with the reply of its one application,
 // its reads' included.
-func (c *Client) sessionWrites(ctx context.Context, req request) ([]sessionWrite, error) {
+func (c *Client) sessionWrites(ctx context.Context, req request, asked *pool) ([]sessionWrite, error) {
 	var ws []sessionWrite
 	ends := txEnds(req)
 	txSlot, txWrites := -1, false // of the transaction under way
@@ -194,7 +235,7 @@ func (c *Client) sessionWrites(ctx context.Context, req request) ([]sessionWrite
 		case !sessionWrites[name]:
 			continue
 		}
-		s, err := c.session(ctx, slot)
+		s, err := c.sessionFor(ctx, slot, asked)
 		if err != nil || s == nil {
 			return nil, err
 		}
@@ -286,6 +327,16 @@ func splitCommand(cmd []byte) (n int, body []byte, name string) {
 	return n, body, strings.ToUpper(string(body[j+1 : j+1+l]))
 }
 
+// sessionFor returns the session of a write routed by slot: the one
+// opened at asked, if that is not nil (see askedSession), else that of
+// slot's range (see session).
+func (c *Client) sessionFor(ctx context.Context, slot int, asked *pool) (*session, error) {
+	if asked != nil {
+		return c.askedSession(ctx, asked)
+	}
+	return c.session(ctx, slot)
+}
+
 // session returns the open session of the range holding slot (-1 for a
 // write without keys), opening one if there is none, or nil if the server
 // has no sessions. The error says why no session could be opened; the
@@ -298,6 +349,38 @@ func splitCommand(cmd []byte) (n int, body []byte, name string) {
 // holds up only its own writes.
 func (c *Client) session(ctx context.Context, slot int) (*session, error) {
 	sp, route := c.spanOf(slot)
+	return c.openIn(ctx, sp, func() ([]Value, *pool, error) {
+		v, at, _, err := c.execResent(ctx, request{cmd: openSession, slots: []int{route}})
+		return v, at.of(0), err
+	})
+}
+
+// askedSession returns the open session of the group of p, the member
+// that an ASK named, the target of a slot move, for the writes that it
+// refused in the session of the range that the map routes them by (see
+// callIn), opening one at p if there is none. A MOVED from p, which led
+// its group no more, sends FLINT.SESSION to the leader it names.
+func (c *Client) askedSession(ctx context.Context, p *pool) (*session, error) {
+	return c.openIn(ctx, span{first: -1, last: -1, at: p.addr}, func() ([]Value, *pool, error) {
+		to := p
+		v, err := to.send(ctx, openSession, 1)
+		if err == nil && v[0].IsError() && refusalOf(v[0].Str) == movedTo {
+			_, _, addr, _ := parseRedirect(v[0].Str)
+			p = c.poolOf(addr)
+		}
+		return v, to, err
+	})
+}
+
+// openSession is the encoding of FLINT.SESSION.
+var openSession = appendArgs(nil, "FLINT.SESSION")
+
+// openIn returns the open session of sp, opening one if there is none by
+// sending FLINT.SESSION with send, which returns the replies and the
+// member that gave them, or nil if the server has no sessions.
+// The error says why no session could be opened; the write that needed it
+// was not sent.
+func (c *Client) openIn(ctx context.Context, sp span, send func() ([]Value, *pool, error)) (*session, error) {
 	ss := c.sess.slot(sp, c.table.Load())
 	if s := ss.cur.Load(); s != nil {
 		return s, nil
@@ -313,7 +396,7 @@ func (c *Client) session(ctx context.Context, slot int) (*session, error) {
 	}
 	wait := backoff.Default()
 	for {
-		v, err := c.exec(ctx, request{cmd: appendArgs(nil, "FLINT.SESSION"), slots: []int{route}})
+		v, at, err := send()
 		switch {
 		case err != nil && errors.Is(err, ErrUnknownOutcome):
 			// The user's write was not sent, whatever became of FLINT.SESSION.
@@ -321,17 +404,18 @@ func (c *Client) session(ctx context.Context, slot int) (*session, error) {
 		case err != nil:
 			return nil, fmt.Errorf("client: request not sent: opening a session: %w", err)
 		case v[0].IsError() && (bytes.Contains(v[0].Str, []byte("too many sessions opened")) ||
-			bytes.HasPrefix(v[0].Str, []byte("UNKNOWN "))):
+			bytes.HasPrefix(v[0].Str, []byte("UNKNOWN ")) || refusalOf(v[0].Str) != accepted):
 			// Too many opened at once, or a leader lost its leadership
 			// while it logged this one (which, if it was opened, goes
-			// unused and expires): the user's write was not sent, and
+			// unused and expires), or a member that sent it on or
+			// could not take it: the user's write was not sent, and
 			// is sent in the session opened next.
 			if werr := wait.Wait(ctx); werr != nil {
 				return nil, fmt.Errorf("client: request not sent: opening a session: %w", werr)
 			}
 			continue
 		}
-		return c.opened(ss, sp, v[0])
+		return c.opened(ss, sp, v[0], at)
 	}
 }
 
@@ -344,12 +428,13 @@ func (c *Client) spanOf(slot int) (span, int) {
 		return anySpan, -1
 	}
 	r := t.ranges[i]
-	return span{r.first, r.last}, r.first
+	return span{first: r.first, last: r.last}, r.first
 }
 
 // slot returns the session slot of sp, adding it if there is none. Adding
-// one drops those of spans that are no longer ranges of t's map, whose
-// sessions the server lets expire.
+// one drops those of spans that are no longer ranges of t's map, those
+// opened at a move's target among them, whose sessions the server lets
+// expire.
 func (ss *sessions) slot(sp span, t *table) *sessionSlot {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -377,10 +462,10 @@ func (ss *sessions) expired(s *session) {
 }
 
 // opened handles the reply to FLINT.SESSION for the span sp, whose slot
-// is ss.
-func (c *Client) opened(ss *sessionSlot, sp span, v Value) (*session, error) {
+// is ss, from the member at.
+func (c *Client) opened(ss *sessionSlot, sp span, v Value, at *pool) (*session, error) {
 	if v.Kind == KindInt && v.Int > 0 {
-		s := newSession(uint64(v.Int), sp)
+		s := newSession(uint64(v.Int), sp, at)
 		ss.cur.Store(s)
 		return s, nil
 	}
