@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -173,18 +174,27 @@ func Map(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]
 	return parseMap(addr, v, err, shardmap.Decode)
 }
 
-// Map is Map of package ask, over the pool's connection to addr.
+// Map is Map of package ask, over the pool's connection to addr, except
+// that once it has a map it sends its epoch (FLINT.MAP epoch), and the
+// node sends the map only if its own is of another epoch.
 func (p *Pool) Map(ctx context.Context, addr string) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
-	v, err := p.One(ctx, addr, "FLINT.MAP")
+	args := []string{"FLINT.MAP"}
+	p.last.Lock()
+	if p.last.m != nil { // so that the map comes only if it is of another epoch
+		args = append(args, strconv.FormatUint(p.last.m.Epoch, 10))
+	}
+	p.last.Unlock()
+	v, err := p.One(ctx, addr, args...)
 	return parseMap(addr, v, err, p.decode)
 }
 
 // decode decodes a map's encoding, or returns the map it decoded last if
-// enc is the same (a map is never modified once decoded).
+// enc is nil (the node has a map of its epoch: see Map) or the same (a map
+// is never modified once decoded).
 func (p *Pool) decode(enc []byte) (*shardmap.Map, error) {
 	p.last.Lock()
 	defer p.last.Unlock()
-	if p.last.m != nil && bytes.Equal(enc, p.last.enc) {
+	if p.last.m != nil && (enc == nil || bytes.Equal(enc, p.last.enc)) {
 		return p.last.m, nil
 	}
 	m, err := shardmap.Decode(enc)

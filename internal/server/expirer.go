@@ -47,17 +47,20 @@ func (s *Server) expire() {
 	var last time.Time // of the last look at the due keys
 	for {
 		st := s.kv.Store()
-		timer.Reset(max(untilDue(st), time.Until(last.Add(period))))
+		wait := max(untilDue(st), time.Until(last.Add(period)))
+		if wait <= 0 {
+			last = time.Now()
+			for n := expireBatch; n == expireBatch && !s.closing.Load(); { // while keys are due
+				n = s.expireOnce(&b)
+			}
+			continue
+		}
+		timer.Reset(wait)
 		select {
 		case <-s.stopping:
 			return
-		case <-st.DeadlineSet():
-			continue // a key got an earlier deadline: sleep until it instead
+		case <-st.DeadlineSet(): // a key got an earlier deadline: sleep until it instead
 		case <-timer.C:
-		}
-		last = time.Now()
-		for n := expireBatch; n == expireBatch && !s.closing.Load(); { // while keys are due
-			n = s.expireOnce(&b)
 		}
 	}
 }
