@@ -90,25 +90,23 @@ func (p *rolePoll) poll(ctx context.Context, sh *server.Shards) (map[uint64]uint
 	}
 	// The processes known, each once.
 	heard := map[shardmap.MemberKey]bool{} // the members that answered: whether they lead
-	runs := map[string]string{}            // run id -> the address it was asked at
+	runs := map[string]string{}            // run id -> the address its process is asked at
 	targets := slices.Compact(slices.Sorted(maps.Values(p.via)))
 	answers := p.askAll(ctx, targets, "ALL")
 	for _, t := range targets {
-		r, ok := answers[t]
-		if !ok {
-			continue
-		}
-		runs[r.run] = t
-		for _, m := range r.members {
-			k := shardmap.MemberKey{Group: m.Group, Member: m.Member}
-			if addr, ok := addrOf[k]; ok {
-				heard[k] = m.Leads
-				p.via[addr] = t
-			}
+		if r, ok := answers[t]; ok {
+			runs[r.run] = t
+			p.tally(t, r, addrOf, heard)
 		}
 	}
-	// The members no process answered for, unless their process is down.
-	var rest []string
+	// The members no process answered for, unless their process is down:
+	// each asked for itself, or, at an address that serves several, for
+	// them all.
+	members := map[string]int{} // by address
+	for _, addr := range addrOf {
+		members[addr]++
+	}
+	var one, several []string
 	for k, addr := range addrOf {
 		if _, ok := heard[k]; ok {
 			continue
@@ -119,20 +117,30 @@ func (p *rolePoll) poll(ctx context.Context, sh *server.Shards) (map[uint64]uint
 			}
 			delete(p.via, addr) // its process no longer serves it
 		}
-		rest = append(rest, addr)
+		if members[addr] > 1 {
+			several = append(several, addr)
+		} else {
+			one = append(one, addr)
+		}
 	}
-	slices.Sort(rest)
-	rest = slices.Compact(rest)
-	answers = p.askAll(ctx, rest)
+	slices.Sort(several)
+	several = slices.Compact(several)
+	for t, r := range p.askAll(ctx, several, "ALL") {
+		if _, known := runs[r.run]; !known {
+			runs[r.run] = t
+		}
+		p.tally(runs[r.run], r, addrOf, heard)
+	}
+	answers = p.askAll(ctx, one)
 	for k, addr := range addrOf {
 		r, ok := answers[addr]
-		if _, done := heard[k]; done || !ok || len(r.members) != 1 {
+		if !ok || len(r.members) != 1 {
 			continue
 		}
 		heard[k] = r.members[0].Leads // the member at addr's, as ROLE's
 		if m := r.members[0]; m.Group == k.Group && m.Member == k.Member {
 			if _, known := runs[r.run]; !known {
-				runs[r.run] = addr // where its process is asked from now on
+				runs[r.run] = addr
 			}
 			p.via[addr] = runs[r.run]
 		}
@@ -151,6 +159,19 @@ func (p *rolePoll) poll(ctx context.Context, sh *server.Shards) (map[uint64]uint
 		}
 	}
 	return leaders, down
+}
+
+// tally takes the roles that the process asked at t answered with for
+// all its members: those in the map (addrOf) have answered (heard), and
+// their process is asked at t from now on.
+func (p *rolePoll) tally(t string, r roles, addrOf map[shardmap.MemberKey]string, heard map[shardmap.MemberKey]bool) {
+	for _, m := range r.members {
+		k := shardmap.MemberKey{Group: m.Group, Member: m.Member}
+		if addr, ok := addrOf[k]; ok {
+			heard[k] = m.Leads
+			p.via[addr] = t
+		}
+	}
 }
 
 // askAll asks each of addrs FLINT.ROLES with args, at once, and returns

@@ -75,23 +75,25 @@ func (m fakeMember) ClusterView() server.ClusterView {
 	return v
 }
 
-// TestRolePoll runs the manager's poll of the leaders against two
-// "processes" that serve a member of each of two groups: it asks each
-// member once, then each process once a poll, and follows a leader
-// change, a process that stops answering (all its members are down, and
-// they are not asked one by one), and a process that stops serving a
-// member (which is then asked itself).
+// TestRolePoll runs the manager's poll of the leaders against three
+// "processes" that serve a member of each of two groups, A and B each
+// member on an address of its own, C both on one: it asks each member of
+// A and B once, and C for all its members, then each process once a poll,
+// and follows a leader change, a process that stops answering (all its
+// members are down, and they are not asked one by one), and a process
+// that stops serving a member (which is then asked itself).
 func TestRolePoll(t *testing.T) {
 	a := &fakeProcess{name: "A", self: 1, leads: map[uint64]bool{1: true, 2: false}}
 	b := &fakeProcess{name: "B", self: 2, leads: map[uint64]bool{1: false, 2: true}}
+	c := &fakeProcess{name: "C", self: 3, leads: map[uint64]bool{1: false, 2: false}}
 	start := func(p *fakeProcess, g uint64) *servertest.Server {
 		return servertest.StartBackend(t, server.Config{},
 			fakeMember{server.Local{S: store.New(store.Options{})}, newShardView(g, nil), p, g})
 	}
-	a1, a2, b1, b2 := start(a, 1), start(a, 2), start(b, 1), start(b, 2)
+	a1, a2, b1, b2, c12 := start(a, 1), start(a, 2), start(b, 1), start(b, 2), start(c, 1)
 	m, err := shardmap.New(1, []shardmap.Group{
-		{ID: 1, Slots: []shardmap.Range{{First: 0, Last: 8191}}, Members: []shardmap.Member{{ID: 1, Addr: a1.Addr}, {ID: 2, Addr: b1.Addr}}},
-		{ID: 2, Slots: []shardmap.Range{{First: 8192, Last: 16383}}, Members: []shardmap.Member{{ID: 1, Addr: a2.Addr}, {ID: 2, Addr: b2.Addr}}},
+		{ID: 1, Slots: []shardmap.Range{{First: 0, Last: 8191}}, Members: []shardmap.Member{{ID: 1, Addr: a1.Addr}, {ID: 2, Addr: b1.Addr}, {ID: 3, Addr: c12.Addr}}},
+		{ID: 2, Slots: []shardmap.Range{{First: 8192, Last: 16383}}, Members: []shardmap.Member{{ID: 1, Addr: a2.Addr}, {ID: 2, Addr: b2.Addr}, {ID: 3, Addr: c12.Addr}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,30 +101,30 @@ func TestRolePoll(t *testing.T) {
 	p := &rolePoll{pool: ask.NewPool(""), via: map[string]string{}}
 	defer p.pool.Close()
 	sh := &server.Shards{Map: m}
-	poll := func(step string, leaders map[uint64]uint64, down []shardmap.MemberKey, alls, briefs [2]int64) {
+	poll := func(step string, leaders map[uint64]uint64, down []shardmap.MemberKey, alls, briefs [3]int64) {
 		t.Helper()
 		l, d := p.poll(context.Background(), sh)
 		if !maps.Equal(l, leaders) || !maps.Equal(d, keySet(down)) {
 			t.Errorf("%s: leaders %v, down %v; want %v, %v", step, l, d, leaders, down)
 		}
-		got := [2][2]int64{{a.alls.Load(), b.alls.Load()}, {a.briefs.Load(), b.briefs.Load()}}
-		if got != [2][2]int64{alls, briefs} {
-			t.Errorf("%s: FLINT.ROLES ALL asked of A and B %v times so far, FLINT.ROLES %v; want %v, %v", step, got[0], got[1], alls, briefs)
+		got := [2][3]int64{{a.alls.Load(), b.alls.Load(), c.alls.Load()}, {a.briefs.Load(), b.briefs.Load(), c.briefs.Load()}}
+		if got != [2][3]int64{alls, briefs} {
+			t.Errorf("%s: FLINT.ROLES ALL asked of A, B and C %v times so far, FLINT.ROLES %v; want %v, %v", step, got[0], got[1], alls, briefs)
 		}
 		sh = &server.Shards{Map: m, Leaders: l, Down: d}
 	}
-	poll("the first poll, of every member", map[uint64]uint64{1: 1, 2: 2}, nil, [2]int64{0, 0}, [2]int64{2, 2})
-	poll("the next, of every process", map[uint64]uint64{1: 1, 2: 2}, nil, [2]int64{1, 1}, [2]int64{2, 2})
+	poll("the first poll, of every member", map[uint64]uint64{1: 1, 2: 2}, nil, [3]int64{0, 0, 1}, [3]int64{2, 2, 0})
+	poll("the next, of every process", map[uint64]uint64{1: 1, 2: 2}, nil, [3]int64{1, 1, 2}, [3]int64{2, 2, 0})
 	a.setLeads(1, false)
 	b.setLeads(1, true)
-	poll("after a leader change", map[uint64]uint64{1: 2, 2: 2}, nil, [2]int64{2, 2}, [2]int64{2, 2})
+	poll("after a leader change", map[uint64]uint64{1: 2, 2: 2}, nil, [3]int64{2, 2, 3}, [3]int64{2, 2, 0})
 	a1.Stop(t)
 	a2.Stop(t)
 	poll("with A stopped", map[uint64]uint64{1: 2, 2: 2}, []shardmap.MemberKey{{Group: 1, Member: 1}, {Group: 2, Member: 1}},
-		[2]int64{2, 3}, [2]int64{2, 2})
+		[3]int64{2, 3, 4}, [3]int64{2, 2, 0})
 	b.leave(2) // b2 still answers for itself, as a slave
 	poll("with B no longer listing group 2", map[uint64]uint64{1: 2}, []shardmap.MemberKey{{Group: 1, Member: 1}, {Group: 2, Member: 1}},
-		[2]int64{2, 4}, [2]int64{2, 3})
+		[3]int64{2, 4, 5}, [3]int64{2, 3, 0})
 }
 
 func keySet(keys []shardmap.MemberKey) map[shardmap.MemberKey]bool {
