@@ -27,21 +27,18 @@ import (
 // it does nothing, and while keys are due it looks again every
 // ExpireDelay/2, so that it takes over within that once it leads. A batch
 // that fails (leadership lost, shutdown) is left; the keys are found due
-// again next time. The expirer also wakes every expireRecheck, for a
-// backend whose store was replaced (a replica that installed a snapshot):
-// it then watches the new store.
+// again next time. A backend that replaces its store (a replica that
+// installs a snapshot) wakes the expirer (store.Replaced), which then
+// watches the new one.
 
 // expireBatch is the most keys one expirer batch removes.
 const expireBatch = 1024
-
-// expireRecheck is the longest the expirer sleeps.
-const expireRecheck = time.Second
 
 // expire runs the expirer until Shutdown.
 func (s *Server) expire() {
 	defer s.wg.Done()
 	period := max(s.cfg.ExpireDelay/2, time.Millisecond)
-	timer := time.NewTimer(expireRecheck)
+	timer := time.NewTimer(expireIdle)
 	defer timer.Stop()
 	var b store.Batch
 	var last time.Time // of the last look at the due keys
@@ -59,7 +56,7 @@ func (s *Server) expire() {
 		select {
 		case <-s.stopping:
 			return
-		case <-st.DeadlineSet(): // a key got an earlier deadline: sleep until it instead
+		case <-st.DeadlineSet(): // a key got an earlier deadline, or st was replaced
 		case <-timer.C:
 		}
 	}
@@ -68,18 +65,22 @@ func (s *Server) expire() {
 // untilDue returns how long until the earliest deadline in st has passed
 // by this server's clock or st's, whichever is ahead (a key has expired
 // once the clock is past its deadline, in whole milliseconds), but at most
-// expireRecheck.
+// expireIdle.
 func untilDue(st *store.Store) time.Duration {
 	next := st.NextDeadline()
 	now := max(time.Now().UnixMilli(), st.Clock()/1e6)
 	switch {
 	case next < now:
 		return 0
-	case next-now >= expireRecheck.Milliseconds():
-		return expireRecheck
+	case next-now >= expireIdle.Milliseconds():
+		return expireIdle
 	}
 	return time.Duration(next+1-now) * time.Millisecond
 }
+
+// expireIdle is the longest the expirer sleeps: a store with no deadline
+// wakes it hardly ever.
+const expireIdle = time.Hour
 
 // expireOnce applies one batch that removes up to expireBatch due keys,
 // unless another member leads, and returns how many keys it named.

@@ -33,9 +33,14 @@ func (a *alarm) set(at int64) {
 		return
 	}
 	lower(&a.until, at)
+	a.wake()
+}
+
+// wake leaves a wake-up in c, unless one is waiting.
+func (a *alarm) wake() {
 	select {
 	case a.c <- struct{}{}:
-	default: // a wake-up is already waiting
+	default:
 	}
 }
 
@@ -70,6 +75,11 @@ func (s *Store) NextDeadline() int64 {
 
 // DeadlineSet receives a value after a key is given a deadline earlier
 // than NextDeadline last returned (or any deadline, before the first
-// call). A wake-up may also be spurious: the waiter calls NextDeadline
-// again.
+// call), and after Replaced. A wake-up may also be spurious: the waiter
+// calls NextDeadline again.
 func (s *Store) DeadlineSet() <-chan struct{} { return s.alarm.c }
+
+// Replaced wakes the waiter on DeadlineSet: a backend that replaces its
+// store with another (a snapshot's) calls it on the old one, so that the
+// expirer moves to the new one.
+func (s *Store) Replaced() { s.alarm.wake() }

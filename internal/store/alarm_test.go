@@ -60,4 +60,8 @@ func TestDeadlineSet(t *testing.T) {
 	if got := s.NextDeadline(); got != 5000 {
 		t.Errorf("after PERSIST e: NextDeadline %d, want 5000", got)
 	}
+	s.Replaced()
+	if !woken() {
+		t.Error("Replaced did not wake the waiter")
+	}
 }
