@@ -3,11 +3,11 @@
 # SETTLE seconds, then prints the CPU of each node and of the manager over SECONDS seconds, in
 # percent of one core (utime+stime from /proc/PID/stat), and stops the cluster.
 #
-# usage: scripts/hosted_idle.sh BIN G [SETTLE [SECONDS]]    (defaults: 30 and 10)
+# usage: scripts/hosted_idle.sh BIN G [SETTLE [SECONDS]]    (defaults: 60 and 10)
 #   Example: scripts/hosted_idle.sh bin/flint 1000
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 BIN G [SETTLE [SECONDS]]" >&2; exit 2; }
-BIN=$1; G=$2; SETTLE=${3:-30}; SECONDS_=${4:-10}
+BIN=$1; G=$2; SETTLE=${3:-60}; SECONDS_=${4:-10}
 
 die() { echo "$0: $*" >&2; exit 1; }
 dir=$(mktemp -d /tmp/hosted_idle.XXXX)

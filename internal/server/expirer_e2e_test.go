@@ -20,7 +20,7 @@ func (b *swapBackend) Apply(_ context.Context, batch []byte, done func(int, stor
 }
 
 func (b *swapBackend) ReadBarrier(context.Context) error { return nil }
-func (b *swapBackend) Store() *store.Store             { return b.st.Load() }
+func (b *swapBackend) Store() *store.Store               { return b.st.Load() }
 
 // TestExpirerFollowsReplacedStore: the expirer of a server whose store
 // holds no deadline sleeps; once the backend replaces the store with one
