@@ -308,7 +308,7 @@ var keyless = map[string]bool{
 	"CONFIG": true, "TIME": true, "HELLO": true, "AUTH": true, "SELECT": true, "QUIT": true,
 	"CLIENT": true, "READONLY": true, "READWRITE": true, "ASKING": true, "MULTI": true, "EXEC": true,
 	"DISCARD": true, "KEYS": true, "SCAN": true, "RANDOMKEY": true, "WAIT": true, "SHUTDOWN": true,
-	"FLINT.SESSION": true, "FLINT.MEMBER": true, "FLINT.MAP": true,
+	"FLINT.SESSION": true, "FLINT.MEMBER": true, "FLINT.MAP": true, "FLINT.ROLES": true,
 }
 
 // slotOf returns the slot a command is routed by: its first key's, or -1

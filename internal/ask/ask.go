@@ -6,10 +6,12 @@ package ask
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -90,6 +92,13 @@ type Pool struct {
 	password string
 	mu       sync.Mutex
 	conns    map[string]*pooled // by address; only those asked since the last Forget
+	// last is the map Map decoded last, and enc its encoding: a node asks
+	// for the map every poll, and it seldom changes.
+	last struct {
+		sync.Mutex
+		enc []byte
+		m   *shardmap.Map
+	}
 }
 
 // pooled is the pool's connection to one address, c nil while there is
@@ -162,24 +171,49 @@ func bytesOf(args []string) [][]byte {
 // see package server).
 func Map(ctx context.Context, addr, password string) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
 	v, err := One(ctx, addr, password, "FLINT.MAP")
-	return parseMap(addr, v, err)
+	return parseMap(addr, v, err, shardmap.Decode)
 }
 
-// Map is Map of package ask, over the pool's connection to addr.
+// Map is Map of package ask, over the pool's connection to addr, except
+// that once it has a map it sends its epoch (FLINT.MAP epoch), and the
+// node sends the map only if its own is of another epoch.
 func (p *Pool) Map(ctx context.Context, addr string) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
-	v, err := p.One(ctx, addr, "FLINT.MAP")
-	return parseMap(addr, v, err)
+	args := []string{"FLINT.MAP"}
+	p.last.Lock()
+	if p.last.m != nil { // so that the map comes only if it is of another epoch
+		args = append(args, strconv.FormatUint(p.last.m.Epoch, 10))
+	}
+	p.last.Unlock()
+	v, err := p.One(ctx, addr, args...)
+	return parseMap(addr, v, err, p.decode)
 }
 
-// parseMap parses the reply v to FLINT.MAP from addr, or returns err.
-func parseMap(addr string, v protocol.Value, err error) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
+// decode decodes a map's encoding, or returns the map it decoded last if
+// enc is nil (the node has a map of its epoch: see Map) or the same (a map
+// is never modified once decoded).
+func (p *Pool) decode(enc []byte) (*shardmap.Map, error) {
+	p.last.Lock()
+	defer p.last.Unlock()
+	if p.last.m != nil && (enc == nil || bytes.Equal(enc, p.last.enc)) {
+		return p.last.m, nil
+	}
+	m, err := shardmap.Decode(enc)
+	if err == nil {
+		p.last.enc, p.last.m = bytes.Clone(enc), m
+	}
+	return m, err
+}
+
+// parseMap parses the reply v to FLINT.MAP from addr, decoding the map
+// with decode, or returns err.
+func parseMap(addr string, v protocol.Value, err error, decode func([]byte) (*shardmap.Map, error)) (*shardmap.Map, map[uint64]uint64, map[shardmap.MemberKey]bool, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if len(v.Elems) != 3 || len(v.Elems[1].Elems)%2 != 0 || len(v.Elems[2].Elems)%2 != 0 {
 		return nil, nil, nil, fmt.Errorf("ask: a malformed FLINT.MAP reply from %s", addr)
 	}
-	m, err := shardmap.Decode(v.Elems[0].Str)
+	m, err := decode(v.Elems[0].Str)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("ask: the map from %s: %w", addr, err)
 	}

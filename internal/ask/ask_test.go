@@ -3,11 +3,15 @@ package ask
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/resptest"
+	"github.com/flintkv/flint/internal/shardmap"
 )
 
 // TestPool: the pool asks every question to an address over one
@@ -53,5 +57,37 @@ func TestPool(t *testing.T) {
 	}
 	if conns.Load() != 2 || auths.Load() != 2 {
 		t.Fatalf("after a broken connection: %d connections, %d AUTHs, want 2 and 2", conns.Load(), auths.Load())
+	}
+}
+
+// TestPoolMap: once the pool has a map it sends its epoch with FLINT.MAP,
+// and keeps its map when the node sends a null in its place.
+func TestPoolMap(t *testing.T) {
+	m, err := shardmap.Even([][]shardmap.Member{{{ID: 1, Addr: "127.0.0.1:7001"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	srv := resptest.Start(t, func(args []string) string {
+		asked = append(asked, strings.Join(args, " "))
+		enc := resptest.Bulk(string(m.Encode()))
+		if len(args) == 2 {
+			enc = resptest.Null
+		}
+		return resptest.Array(enc, resptest.Array(resptest.Int(1), resptest.Int(1)), resptest.Array())
+	})
+	p := NewPool("")
+	defer p.Close()
+	var got []*shardmap.Map
+	for range 2 {
+		gm, leaders, _, err := p.Map(context.Background(), srv.Addr)
+		if err != nil || leaders[1] != 1 {
+			t.Fatalf("FLINT.MAP: %v, leaders %v", err, leaders)
+		}
+		got = append(got, gm)
+	}
+	want := []string{"FLINT.MAP", fmt.Sprint("FLINT.MAP ", m.Epoch)}
+	if !slices.Equal(asked, want) || got[0] != got[1] || got[0].Epoch != m.Epoch {
+		t.Errorf("asked %q, got maps %p %p; want %q, the same map twice", asked, got[0], got[1], want)
 	}
 }

@@ -113,7 +113,7 @@ func (sm *StateMachine) Restore(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("hostgroup: restoring a snapshot: %w", err)
 	}
-	sm.st.Store(st)
+	sm.st.Swap(st).Replaced() // so that the server's expirer watches st
 	sm.applied.Store(meta.Index)
 	return nil
 }

@@ -36,6 +36,7 @@ type HostedGroup struct {
 type hostedMember struct {
 	*hostgroup.Backend
 	*shardView
+	*hostRoles
 }
 
 // hostRouter is the transport's Handler for a node's Host: it hands what
@@ -106,6 +107,7 @@ func runHosted(ctx context.Context, cfg Config) error {
 	defer h.Stop()
 	var srvs []*server.Server
 	var views []*shardView
+	roles := &hostRoles{h: h, self: c.ID}
 	for _, g := range cfg.Hosted {
 		addr, ok := g.Members[c.ID]
 		if !ok {
@@ -122,7 +124,8 @@ func runHosted(ctx context.Context, cfg Config) error {
 		v := newShardView(g.ID, cfg.Shard.Managers)
 		scfg := cfg.Server
 		scfg.Addr = addr
-		srvs, views = append(srvs, server.New(scfg, hostedMember{b, v})), append(views, v)
+		srvs, views = append(srvs, server.New(scfg, hostedMember{b, v, roles})), append(views, v)
+		roles.groups = append(roles.groups, g.ID)
 	}
 	if len(srvs) == 0 {
 		return fmt.Errorf("node: node %d hosts a member of none of the %d groups", c.ID, len(cfg.Hosted))

@@ -1,12 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,10 +99,14 @@ func followManagers(ctx context.Context, cfg *ShardConfig, log *slog.Logger, vie
 	pool := ask.NewPool(cfg.Password)
 	defer pool.Close()
 	i, failing := 0, false
+	var last server.Shards // what the views were set to last
 	for {
 		m, leaders, down, err := pool.Map(ctx, cfg.Managers[i])
 		switch {
+		case err == nil && m == last.Map && maps.Equal(leaders, last.Leaders) && maps.Equal(down, last.Down):
+			failing = false // nothing new: a node hosting 1,000 groups has 1,000 views
 		case err == nil:
+			last = server.Shards{Map: m, Leaders: leaders, Down: down}
 			learned := false
 			for _, v := range views {
 				learned = v.setAll(m, leaders, down) || learned
@@ -123,60 +127,6 @@ func followManagers(ctx context.Context, cfg *ShardConfig, log *slog.Logger, vie
 			return
 		}
 	}
-}
-
-// pollLeaders keeps v's leaders and the members that are down those that
-// the data groups' members say, asking every member its ROLE every poll,
-// until ctx ends. A member that does not answer within a second is down;
-// a group's leader is a member that says it is a master (the one known
-// before, if two do, as a deposed leader may until it learns it is). A
-// group none of whose members says so has no leader in v until one does.
-func pollLeaders(ctx context.Context, cfg *ShardConfig, v *shardView) {
-	pool := ask.NewPool(cfg.Password)
-	defer pool.Close()
-	for ; ; sleep(ctx, cfg.poll()) {
-		if ctx.Err() != nil {
-			return
-		}
-		sh := v.Shards()
-		if sh.Map == nil { // until the manager reads a map
-			continue
-		}
-		leaders, down := map[uint64]uint64{}, map[shardmap.MemberKey]bool{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for _, g := range sh.Map.Groups {
-			for _, m := range g.Members {
-				wg.Go(func() {
-					master, ok := askRole(ctx, pool, m.Addr)
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case !ok:
-						down[shardmap.MemberKey{Group: g.ID, Member: m.ID}] = true
-					case master && (leaders[g.ID] == 0 || m.ID == sh.Leaders[g.ID]):
-						leaders[g.ID] = m.ID
-					}
-				})
-			}
-		}
-		wg.Wait()
-		if ctx.Err() == nil && (!maps.Equal(leaders, sh.Leaders) || !maps.Equal(down, sh.Down)) {
-			v.setAll(sh.Map, leaders, down)
-		}
-	}
-}
-
-// askRole asks the member at addr for its ROLE, and reports whether it
-// is a master, and whether it answered within a second.
-func askRole(ctx context.Context, pool *ask.Pool, addr string) (master, ok bool) {
-	qctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	v, err := pool.One(qctx, addr, "ROLE")
-	if err != nil || len(v.Elems) == 0 {
-		return false, false
-	}
-	return string(v.Elems[0].Str) == "master", true
 }
 
 // sleep waits d, and reports false if ctx ended first.
@@ -247,6 +197,7 @@ func keepMap(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, self u
 		want = cfg.Map.Encode()
 	}
 	warned := false
+	var last []byte // the encoding of the map taken last
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := rep.ReadBarrier(rctx)
@@ -256,7 +207,8 @@ func keepMap(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, self u
 			switch {
 			case !ok && want != nil && rep.Leader() == self:
 				writeMap(ctx, rep, want, log)
-			case ok:
+			case ok && !bytes.Equal(got, last):
+				last = bytes.Clone(got) // the store may reuse its memory
 				m, err := shardmap.Decode(got)
 				if err != nil {
 					log.Error("the meta group holds a map that does not decode", "err", err)
@@ -295,11 +247,13 @@ func (v *shardView) leaders() map[uint64]uint64 { return v.Shards().Leaders }
 // followLocal keeps an in-memory manager's view the map its store holds,
 // once it holds one, reading it every poll, until ctx ends.
 func followLocal(ctx context.Context, cfg *ShardConfig, s *store.Store, v *shardView, log *slog.Logger) {
+	var last []byte // the encoding of the map taken last
 	for sleep(ctx, cfg.poll()) {
 		got, ok := s.Get([]byte(mapKey))
-		if !ok {
+		if !ok || bytes.Equal(got, last) {
 			continue
 		}
+		last = bytes.Clone(got) // the store may reuse its memory
 		m, err := shardmap.Decode(got)
 		if err != nil {
 			log.Error("the manager's store holds a map that does not decode", "err", err)

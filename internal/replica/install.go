@@ -106,7 +106,7 @@ func (r *Replica) installSnapshot(md raftpb.SnapshotMetadata) error {
 	if err := r.restoreIncarnations(meta.Sections); err != nil {
 		return err
 	}
-	r.st.Store(st)
+	r.st.Swap(st).Replaced() // so that the server's expirer watches st
 	r.applied.Store(md.Index)
 	r.conf = md.ConfState
 	s := &r.snaps

@@ -20,7 +20,7 @@ var adminCommands = []*command{
 	{name: "role", arity: 1, flags: "loading stale fast", run: (*conn).roleCmd},
 	{name: "flint.session", arity: 1, flags: "write", run: (*conn).sessionCmd},
 	{name: "flint.member", arity: -3, flags: "admin", run: (*conn).memberCmd},
-	{name: "flint.map", arity: 1, flags: "loading stale", run: (*conn).mapCmd},
+	{name: "flint.map", arity: -1, flags: "loading stale", run: (*conn).mapCmd},
 	{name: "flint.mapset", arity: 2, flags: "admin write", run: (*conn).mapSetCmd},
 	{name: "flint.slots", arity: -2, flags: "admin write", run: (*conn).slotsCmd},
 	{name: "flint.seq", arity: -5, flags: "write", first: 5, last: 5, step: 1, run: (*conn).seqCmd},

@@ -129,7 +129,8 @@ type Backend interface {
 	// before the call, making the reads that follow linearizable; or, with
 	// an error, once ctx ends first.
 	ReadBarrier(ctx context.Context) error
-	// Store is the state machine that reads are served from.
+	// Store is the state machine that reads are served from. A backend
+	// that replaces it with another calls Replaced on the old one.
 	Store() *store.Store
 }
 

@@ -131,6 +131,7 @@ func (st *stripe) setDeadlineLocked(key []byte, at int64) {
 	d.at[k] = at
 	d.push(due{at, k})
 	st.tidyLocked()
+	st.alarm.set(at)
 }
 
 // clearDeadlineLocked removes key's deadline, if it has one.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -275,6 +276,7 @@ func (et *expiryTest) checkAll() {
 	if !slices.Equal(got, want) || !slices.Equal(gotN, want) {
 		et.t.Errorf("at %d: Range %q, RangeN %q, want %q", et.m.now, got, gotN, want)
 	}
+	et.checkNextDeadline()
 	keys := make([][]byte, len(et.keys))
 	for i, k := range et.keys {
 		keys[i] = []byte(k)
@@ -284,6 +286,22 @@ func (et *expiryTest) checkAll() {
 			et.t.Errorf("MGET %s at %d: %q %v, want %+v %v", et.keys[i], et.m.now, v, found, e, ok)
 		}
 	})
+}
+
+// checkNextDeadline checks NextDeadline against the model: a deadline
+// that has not passed is the earliest the model holds (an earlier one may
+// be a key that has expired but is not removed yet).
+func (et *expiryTest) checkNextDeadline() {
+	et.t.Helper()
+	want := int64(math.MaxInt64)
+	for _, k := range et.keys {
+		if e, ok := et.m.get(k); ok && e.has {
+			want = min(want, e.at)
+		}
+	}
+	if got := et.s.NextDeadline(); got > want || got >= et.m.now && got != want {
+		et.t.Errorf("NextDeadline at %d: %d, want %d (or a passed one)", et.m.now, got, want)
+	}
 }
 
 // restart replaces the store with one loaded from its snapshot and

@@ -137,6 +137,7 @@ type Store struct {
 	retain   bool      // see Retain
 	fresh    int       // see Options.fresh
 	ver      *versions // the watch table: see Watch positions
+	alarm    *alarm    // wakes the expirer: see alarm.go
 	// applying is read-locked while an entry or a batch applies, and
 	// write-locked while one with a transaction does: so that a
 	// transaction's WATCH check and its writes are atomic, whatever
@@ -193,6 +194,7 @@ type stripe struct {
 		dl   deadlines // the keys' deadlines: see expiry.go
 	}
 	ver   *versions    // the store's watch table: every write of a key touches it
+	alarm *alarm       // the store's: every deadline set tells it
 	keys  atomic.Int64 // number of keys, written under mu
 	bytes atomic.Int64 // sum of key and value lengths, written under mu
 	_     [64]byte     // keep neighbouring stripes' locks off one cache line
@@ -315,10 +317,10 @@ func New(opt Options) *Store {
 	if opt.hashBits > 0 {
 		s.hashMask = 1<<opt.hashBits - 1
 	}
-	s.ver = newVersions()
+	s.ver, s.alarm = newVersions(), newAlarm()
 	for i := range s.stripes {
 		s.stripes[i].resetLocked(s.freshOf(i))
-		s.stripes[i].ver = s.ver
+		s.stripes[i].ver, s.stripes[i].alarm = s.ver, s.alarm
 	}
 	s.sessions.t = newSessionTable(limitsOf(opt))
 	s.every = make(lockSet, n)
