@@ -291,18 +291,30 @@ const adminTimeout = 30 * time.Second
 // leader, or the member asked no longer leads. (Flint's client would send
 // it, a command without keys, to the leader of slot 0, in a sharded
 // cluster another group's.)
+//
+// A change whose outcome is unknown (its leader lost leadership) is sent
+// again: an ADD resumes a learner added with the same addresses, and is
+// refused for an id that is a member already, which the lost attempt then
+// made a voter; a REMOVE is refused for an id no longer a member, which
+// the lost attempt then removed. Either refusal, after an unknown
+// outcome, is the change done.
 func (c *cluster) admin(args ...string) error {
 	deadline := time.Now().Add(adminTimeout)
+	unknown := false
 	for {
 		lead, err := c.leader(time.Until(deadline))
 		if err == nil {
 			_, err = askOne(lead.srv.addr, time.Until(deadline), append([]string{"FLINT.MEMBER"}, args...)...)
 		}
 		var re *client.ReplyError
-		retry := errors.Is(err, errNotSent) ||
-			errors.As(err, &re) && (re.Code() == "READONLY" || re.Code() == "CLUSTERDOWN" || strings.Contains(re.Msg, "in progress"))
+		isReply := errors.As(err, &re)
+		done := unknown && isReply && (args[0] == "ADD" && strings.Contains(re.Msg, "is, or was, a member's") ||
+			args[0] == "REMOVE" && strings.Contains(re.Msg, "no current member"))
+		unknown = unknown || isReply && re.Code() == "UNKNOWN"
+		retry := errors.Is(err, errNotSent) || isReply && (re.Code() == "READONLY" || re.Code() == "CLUSTERDOWN" ||
+			re.Code() == "UNKNOWN" || strings.Contains(re.Msg, "in progress"))
 		switch {
-		case err == nil:
+		case err == nil || done:
 			return nil
 		case !retry || time.Now().After(deadline):
 			return fmt.Errorf("%w: FLINT.MEMBER %v: %w", ErrServer, args, err)
