@@ -180,6 +180,8 @@ func TestServeRejectsBadHostFlags(t *testing.T) {
 		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:3=127.0.0.1:7001", "--managers", "m:1"}, "--host-groups: bad member"},
 		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001;1:2=127.0.0.1:7002", "--managers", "m:1"}, "--host-groups: bad group"},
 		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001", "--managers", "m:1", "--shard-group", "1"}, "not --initial-members"},
+		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001,2=127.0.0.1:7002", "--managers", "m:1", "--join-groups", "2"}, "--join-groups: \"2\" is not a group"},
+		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:2=127.0.0.1:7002", "--managers", "m:1", "--join-groups", "1"}, "--join-groups: group 1: this node"},
 	} {
 		cmd := exec.Command(flintBin, append([]string{"serve"}, c.args...)...)
 		cmd.Env = append(os.Environ(), "FLINT_CLUSTER_SECRET=s")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,12 +16,15 @@ import (
 // hostFlags are serve's flags for a node that hosts members of several
 // data groups of a sharded cluster on one log and one raft host.
 type hostFlags struct {
-	nodes, groups string
+	nodes, groups, join string
 }
 
 func (f *hostFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodes, "host-nodes", "", "the nodes of a cluster whose nodes host several data groups each, the same list on\neach: id=peerhost:peerport,...; with --id, --host-groups and --managers")
 	fs.StringVar(&f.groups, "host-groups", "", "the data groups the --host-nodes host, the same list on each: group:id=host:port,...;...\n(each member's node id and client address); this node serves its members of them")
+	fs.StringVar(&f.join, "join-groups", "", "the groups of --host-groups this node joins as a new member, on every start: group,...;\n"+
+		"it runs each with its other members as the group's first ones, and the leader adds it\n"+
+		"with FLINT.MEMBER ADD id client-host:port@peerhost:peerport (flint cluster add-node)")
 }
 
 // on reports whether the node hosts groups.
@@ -46,6 +50,9 @@ func (f *hostFlags) config(cf *clusterFlags, sf *shardFlags, password string) (*
 	groups, err := parseHostGroups(f.groups, nodes)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--host-groups: %v", err)
+	}
+	if err := markJoins(groups, f.join, cf.id); err != nil {
+		return nil, nil, nil, fmt.Errorf("--join-groups: %v", err)
 	}
 	secret := cf.secret
 	if secret == "" {
@@ -116,4 +123,21 @@ func parseHostGroups(s string, nodes []node.Member) ([]node.HostedGroup, error) 
 		gs = append(gs, hg)
 	}
 	return gs, nil
+}
+
+// markJoins marks the groups listed in join ("group,...") as ones node
+// self joins: each must be one of groups with self a member, and others.
+func markJoins(groups []node.HostedGroup, join string, self uint64) error {
+	for _, s := range splitList(join) {
+		g, err := strconv.ParseUint(s, 10, 64)
+		i := slices.IndexFunc(groups, func(hg node.HostedGroup) bool { return hg.ID == g })
+		switch {
+		case err != nil || i < 0:
+			return fmt.Errorf("%q is not a group of --host-groups", s)
+		case groups[i].Members[self] == "" || len(groups[i].Members) < 2:
+			return fmt.Errorf("group %d: this node (--id %d) joins a group it is listed in, with others", g, self)
+		}
+		groups[i].Join = true
+	}
+	return nil
 }

@@ -23,10 +23,17 @@
 // the group has no leader or the leader is lost meanwhile, for at most
 // LeaderWait.
 //
-// # What a hosted group does not do yet
+// # Membership
 //
-// Membership changes: FLINT.MEMBER answers an error. Snapshots are the
-// Host's to take (StateMachine.Snapshot and Restore write and read them).
+// FLINT.MEMBER ADD, REMOVE and TRANSFER, at the group's leader, are the
+// Host's AddMember, RemoveMember and TransferLeadership (see AddMember for
+// how the members reach a new one). A node that joins an existing group
+// runs it with AddGroup given the group's first members, without itself.
+// Only the node where a change was made learns the client addresses it
+// changes: the others answer Redirect and ClusterView from the members
+// they were started with (the managers' map is what clients follow).
+// Snapshots are the Host's to take (StateMachine.Snapshot and Restore
+// write and read them).
 package hostgroup
 
 import (
@@ -34,7 +41,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,8 +61,13 @@ type Config struct {
 	Host  *multiraft.Host
 	Group uint64 // the group's id on the Host
 	Self  uint64 // this node's id, its member id in the group
-	// Members is each member's client address, by member (node) id.
+	// Members is each member's client address, by member (node) id, as
+	// the node was started with; AddMember and RemoveMember at this node
+	// change the Backend's copy.
 	Members map[uint64]string
+	// SetPeer, if not nil, points this node's transport at a node's peer
+	// address (AddMember calls it for the member it adds).
+	SetPeer func(node uint64, addr string)
 	// LeaderWait is how long writes and reads wait while the group has no
 	// leader before they fail with replica.ErrNoLeader; default 2 s (two
 	// election timeouts of the default clock).
@@ -64,9 +80,11 @@ const maxBatchBytes = 512 << 20
 // Backend is a server.Backend (and server.Cluster and server.Positioner)
 // of one group on a Host. Its methods are safe for concurrent use.
 type Backend struct {
-	cfg  Config
-	sm   *StateMachine
-	next atomic.Uint64 // the last call id used
+	cfg     Config
+	sm      *StateMachine
+	next    atomic.Uint64 // the last call id used
+	mu      sync.Mutex
+	members map[uint64]string // see memberAddrs
 }
 
 var (
@@ -82,7 +100,7 @@ func New(cfg Config, sm *StateMachine) *Backend {
 	if cfg.LeaderWait <= 0 {
 		cfg.LeaderWait = 2 * time.Second
 	}
-	return &Backend{cfg: cfg, sm: sm}
+	return &Backend{cfg: cfg, sm: sm, members: maps.Clone(cfg.Members)}
 }
 
 // Store implements server.Backend.
@@ -202,33 +220,116 @@ func (b *Backend) Redirect() (string, bool) {
 	if lead == 0 || lead == b.cfg.Self {
 		return "", false
 	}
-	addr, ok := b.cfg.Members[lead]
+	addr, ok := b.memberAddrs()[lead]
 	return addr, ok
 }
 
-// ClusterView implements server.Cluster. Every member votes: a hosted
-// group's members are fixed.
+// ClusterView implements server.Cluster: the members whose client
+// addresses this node knows (see memberAddrs), each taken for a voter.
 func (b *Backend) ClusterView() server.ClusterView {
 	v := server.ClusterView{Self: b.cfg.Self, Leader: b.cfg.Host.Leader(b.cfg.Group), Applied: b.sm.Applied()}
 	st, err := b.cfg.Host.Status(b.cfg.Group)
 	if err == nil {
 		v.Term, v.Commit = st.Term, st.Commit
 	}
-	for id, addr := range b.cfg.Members {
+	for id, addr := range b.memberAddrs() {
 		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: addr, Voter: true, Match: st.Progress[id].Match})
 	}
 	slices.SortFunc(v.Members, func(x, y server.ClusterMember) int { return cmp.Compare(x.ID, y.ID) })
 	return v
 }
 
-// ErrMembership refuses FLINT.MEMBER: a hosted group's members are fixed.
-var ErrMembership = errors.New("membership changes of a group hosted with others on a node are not supported yet")
+// AddMember implements server.Membership at the group's leader: node id
+// joins as a learner, is caught up, then promoted (Host.AddMember).
+// addrs is its client@peer: this node's transport connects to the peer
+// address (Config.SetPeer) before the change, so that it can reach the
+// learner, and Redirect and ClusterView know the client address. The
+// other members learn the peer address from the new node itself: it is
+// started with every member's peer address (the group's first members)
+// and connects to each, and a transport learns the address a connecting
+// peer advertises when it knows none for it (package transport), so any
+// of them can reach it once it leads.
+func (b *Backend) AddMember(ctx context.Context, id uint64, addrs string) error {
+	client, peer, err := parseAddrs(addrs)
+	if err != nil {
+		return err
+	}
+	if b.cfg.Host.Leader(b.cfg.Group) != b.cfg.Self {
+		return replica.ErrNotLeader
+	}
+	if b.cfg.SetPeer != nil && id != b.cfg.Self {
+		b.cfg.SetPeer(id, peer)
+	}
+	b.setMember(id, client)
+	return changeErr(b.cfg.Host.AddMember(ctx, b.cfg.Group, id))
+}
 
-// AddMember implements server.Membership: it refuses.
-func (b *Backend) AddMember(context.Context, uint64, string) error { return ErrMembership }
+// parseAddrs parses a member's addresses: host:port@peerport, the peer's
+// host the client's (as Redis's ip:port@cport), or host:port@peerhost:peerport.
+func parseAddrs(addrs string) (client, peer string, err error) {
+	client, peer, _ = strings.Cut(addrs, "@")
+	host, _, err := net.SplitHostPort(client)
+	if err == nil && !strings.Contains(peer, ":") {
+		peer = net.JoinHostPort(host, peer)
+	}
+	if err == nil {
+		_, _, err = net.SplitHostPort(peer)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("hostgroup: member addresses %q: want host:port@peerport or host:port@peerhost:peerport: %w", addrs, err)
+	}
+	return client, peer, nil
+}
 
-// RemoveMember implements server.Membership: it refuses.
-func (b *Backend) RemoveMember(context.Context, uint64) error { return ErrMembership }
+// RemoveMember implements server.Membership at the group's leader
+// (Host.RemoveMember): the removed member stops the group.
+func (b *Backend) RemoveMember(ctx context.Context, id uint64) error {
+	if err := changeErr(b.cfg.Host.RemoveMember(ctx, b.cfg.Group, id)); err != nil {
+		return err
+	}
+	b.setMember(id, "")
+	return nil
+}
 
-// TransferLeadership implements server.Membership: it refuses.
-func (b *Backend) TransferLeadership(context.Context, uint64) error { return ErrMembership }
+// TransferLeadership implements server.Membership at the group's leader
+// (Host.TransferLeadership).
+func (b *Backend) TransferLeadership(ctx context.Context, id uint64) error {
+	return changeErr(b.cfg.Host.TransferLeadership(ctx, b.cfg.Group, id))
+}
+
+// changeErr maps a Host's membership change error to package replica's.
+func changeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, multiraft.ErrNotLeader):
+		return replica.ErrNotLeader
+	case errors.Is(err, multiraft.ErrStopped), errors.Is(err, multiraft.ErrNoGroup), errors.Is(err, multiraft.ErrRemoved):
+		return errStopped
+	case errors.Is(err, multiraft.ErrUnknownState):
+		return fmt.Errorf("%w: %w", replica.ErrOutcomeUnknown, err)
+	}
+	return err
+}
+
+// setMember records member id's client address, or forgets the member if
+// addr is empty.
+func (b *Backend) setMember(id uint64, addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ms := maps.Clone(b.members)
+	if addr == "" {
+		delete(ms, id)
+	} else {
+		ms[id] = addr
+	}
+	b.members = ms
+}
+
+// memberAddrs returns each member's client address, by member id: the
+// map is never changed in place.
+func (b *Backend) memberAddrs() map[uint64]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.members
+}

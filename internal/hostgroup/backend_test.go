@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +72,7 @@ type testCluster struct {
 	net   *transporttest.Network
 	nodes []*testNode
 	addrs map[uint64]map[uint64]string
+	peers sync.Map // node id -> the peer address the last SetPeer gave
 }
 
 func startCluster(t *testing.T, groups int) *testCluster {
@@ -86,26 +89,7 @@ func startCluster(t *testing.T, groups int) *testCluster {
 		}
 	}
 	for n := uint64(1); n <= 3; n++ {
-		nd := &testNode{id: n, backends: map[uint64]*Backend{}}
-		ep := c.net.Register(n, &nd.router)
-		log, err := wal.OpenShared(vfs.NewMem(), "wal", wal.Options{Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nd.log = log
-		nd.host = multiraft.New(multiraft.Config{Node: n, Log: log, Sender: ep, TickInterval: 10 * time.Millisecond, Logger: quiet})
-		for g := uint64(1); g <= uint64(groups); g++ {
-			sm := NewStateMachine(store.Options{})
-			if err := nd.host.AddGroup(g, []uint64{1, 2, 3}, sm); err != nil {
-				t.Fatal(err)
-			}
-			b := New(Config{Host: nd.host, Group: g, Self: n, Members: c.addrs[g], LeaderWait: time.Second}, sm)
-			srv := server.New(server.Config{Logger: quiet}, b)
-			go srv.Serve(lns[g][n])
-			nd.backends[g], nd.servers = b, append(nd.servers, srv)
-		}
-		nd.router.h.Store(nd.host)
-		c.nodes = append(c.nodes, nd)
+		c.startNode(t, n, []uint64{1, 2, 3}, lns, func(id uint64, addr string) { c.peers.Store(id, addr) })
 	}
 	t.Cleanup(func() {
 		for _, nd := range c.nodes {
@@ -114,6 +98,33 @@ func startCluster(t *testing.T, groups int) *testCluster {
 		c.net.Close()
 	})
 	return c
+}
+
+// startNode starts node n, a member of each group of lns, whose first
+// members are first, serving group g's clients on lns[g][n]; setPeer is
+// its backends' Config.SetPeer.
+func (c *testCluster) startNode(t *testing.T, n uint64, first []uint64, lns map[uint64]map[uint64]net.Listener, setPeer func(uint64, string)) *testNode {
+	nd := &testNode{id: n, backends: map[uint64]*Backend{}}
+	ep := c.net.Register(n, &nd.router)
+	log, err := wal.OpenShared(vfs.NewMem(), "wal", wal.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.log = log
+	nd.host = multiraft.New(multiraft.Config{Node: n, Log: log, Sender: ep, TickInterval: 10 * time.Millisecond, Logger: quiet})
+	for g := uint64(1); g <= uint64(len(lns)); g++ {
+		sm := NewStateMachine(store.Options{})
+		if err := nd.host.AddGroup(g, first, sm); err != nil {
+			t.Fatal(err)
+		}
+		b := New(Config{Host: nd.host, Group: g, Self: n, Members: c.addrs[g], LeaderWait: time.Second, SetPeer: setPeer}, sm)
+		srv := server.New(server.Config{Logger: quiet}, b)
+		go srv.Serve(lns[g][n])
+		nd.backends[g], nd.servers = b, append(nd.servers, srv)
+	}
+	nd.router.h.Store(nd.host)
+	c.nodes = append(c.nodes, nd)
+	return nd
 }
 
 // stop stops node nd's servers and host.
@@ -244,19 +255,16 @@ func TestLeaderChange(t *testing.T) {
 	}
 }
 
-// TestNoLeaderAndMembership sees FLINT.MEMBER and SAVE answer an error,
-// INFO say the group is durable, and a
+// TestNoLeader sees SAVE answer an error, INFO say the group is durable,
+// and a
 // write to a group that lost its majority fail: as an unknown outcome at
 // the leader that loses its leadership meanwhile, then, once LeaderWait
 // passes with no leader, with CLUSTERDOWN.
-func TestNoLeaderAndMembership(t *testing.T) {
+func TestNoLeader(t *testing.T) {
 	c := startCluster(t, 1)
 	ctx := context.Background()
 	lead := c.leader(t, 1)
 	rc := client(t, c.addrs[1][lead.id])
-	if err := rc.Do(ctx, "FLINT.MEMBER", "REMOVE", "2").Err(); err == nil || !strings.Contains(err.Error(), "not supported") {
-		t.Fatalf("FLINT.MEMBER REMOVE = %v, want an error saying it is not supported", err)
-	}
 	// Its writes are durable, its snapshots the Host's.
 	if info, err := rc.Info(ctx, "persistence").Result(); err != nil || !strings.Contains(info, "durable:1\r\n") ||
 		!strings.Contains(info, "fsync_policy:always\r\n") {
@@ -345,5 +353,95 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	if err := got.Restore(strings.NewReader("not a snapshot")); err == nil {
 		t.Fatal("Restore took garbage")
+	}
+}
+
+// TestMembership starts node 4 as a joiner of group 1 (given the group's
+// first members), adds it with FLINT.MEMBER ADD at the leader, writing
+// before and after, removes an original follower, writes more, hands the
+// leadership to node 4 and writes there: every acknowledged write reads
+// back at node 4. A change asked of a follower, or with a bad address,
+// is refused, and the removed member answers CLUSTERDOWN.
+func TestMembership(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx := context.Background()
+	lead := c.leader(t, 1)
+	rc := client(t, c.addrs[1][lead.id])
+	var keys []string
+	write := func(rc *redis.Client, prefix string) {
+		t.Helper()
+		for i := range 30 {
+			k := fmt.Sprintf("%s-%d", prefix, i)
+			if err := rc.Set(ctx, k, k, 0).Err(); err != nil {
+				t.Fatalf("SET %s: %v", k, err)
+			}
+			keys = append(keys, k)
+		}
+	}
+	write(rc, "before")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addrs[1][4] = ln.Addr().String()
+	joiner := c.startNode(t, 4, []uint64{1, 2, 3}, map[uint64]map[uint64]net.Listener{1: {4: ln}}, nil)
+	var follower *testNode
+	for _, nd := range c.nodes[:3] {
+		if nd != lead {
+			follower = nd
+		}
+	}
+	add := []any{"FLINT.MEMBER", "ADD", "4", c.addrs[1][4] + "@peer4:7000"}
+	if err := client(t, c.addrs[1][follower.id]).Do(ctx, add...).Err(); err == nil || !strings.HasPrefix(err.Error(), "READONLY") {
+		t.Fatalf("FLINT.MEMBER ADD at a follower = %v, want READONLY", err)
+	}
+	if err := rc.Do(ctx, "FLINT.MEMBER", "ADD", "4", "no-peer").Err(); err == nil || !strings.Contains(err.Error(), "want host:port@peerport") {
+		t.Fatalf("FLINT.MEMBER ADD without a peer address = %v, want an error naming the form", err)
+	}
+	if err := rc.Do(ctx, add...).Err(); err != nil {
+		t.Fatalf("FLINT.MEMBER ADD: %v", err)
+	}
+	if p, _ := c.peers.Load(uint64(4)); p != "peer4:7000" {
+		t.Fatalf("the leader's transport was pointed at %v for node 4, want peer4:7000", p)
+	}
+	write(rc, "added")
+
+	if err := rc.Do(ctx, "FLINT.MEMBER", "REMOVE", fmt.Sprint(follower.id)).Err(); err != nil {
+		t.Fatalf("FLINT.MEMBER REMOVE %d: %v", follower.id, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := follower.host.Status(1); errors.Is(err, multiraft.ErrNoGroup) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the removed member did not stop the group")
+		}
+	}
+	if err := client(t, c.addrs[1][follower.id]).Set(ctx, "x", "y", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") {
+		t.Fatalf("SET at the removed member = %v, want CLUSTERDOWN", err)
+	}
+	c.stop(follower)
+	write(rc, "removed")
+
+	if err := rc.Do(ctx, "FLINT.MEMBER", "TRANSFER", "4").Err(); err != nil {
+		t.Fatalf("FLINT.MEMBER TRANSFER 4: %v", err)
+	}
+	if got := c.leader(t, 1); got != joiner {
+		t.Fatalf("node %d leads after the transfer to node 4", got.id)
+	}
+	rc4 := client(t, c.addrs[1][4])
+	write(rc4, "joiner")
+	for _, k := range keys {
+		if v, err := rc4.Get(ctx, k).Result(); err != nil || v != k {
+			t.Fatalf("GET %s at node 4 = %q, %v", k, v, err)
+		}
+	}
+	var ids []uint64
+	for _, m := range lead.backends[1].ClusterView().Members {
+		ids = append(ids, m.ID)
+	}
+	if !slices.Contains(ids, 4) || slices.Contains(ids, follower.id) || len(ids) != 3 {
+		t.Fatalf("the members the changes were made at are %v, want node 4 in and node %d out", ids, follower.id)
 	}
 }

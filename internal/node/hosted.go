@@ -26,10 +26,25 @@ import (
 // HostedGroup is a data group of a sharded cluster whose members are
 // hosted by nodes (see Config.Hosted): its id in the map, and each
 // member's client address by member id, which is the id of the node that
-// hosts it.
+// hosts it. Join says that this node joins the group as a new member: it
+// runs the group with its other members as the first ones, as multiraft
+// requires, until the leader adds it (FLINT.MEMBER ADD). The node's
+// configuration starts from them on every start, and its log holds the
+// changes since, so Join stays set on restarts.
 type HostedGroup struct {
 	ID      uint64
 	Members map[uint64]string
+	Join    bool
+}
+
+// first returns g's first members, as node self runs the group: all of
+// them, or, for a group it joins, the others.
+func (g HostedGroup) first(self uint64) []uint64 {
+	ids := slices.Sorted(maps.Keys(g.Members))
+	if g.Join {
+		ids = slices.DeleteFunc(ids, func(id uint64) bool { return id == self })
+	}
+	return ids
 }
 
 // hostedMember is the backend of a member of a hosted group.
@@ -116,11 +131,14 @@ func runHosted(ctx context.Context, cfg Config) error {
 		opt := cfg.Replica.Store
 		opt.Group = g.ID // in the client ids its sessions get: unique in the cluster
 		sm := hostgroup.NewStateMachine(opt)
-		if err := h.AddGroup(g.ID, slices.Sorted(maps.Keys(g.Members)), sm); err != nil {
+		if err := h.AddGroup(g.ID, g.first(c.ID), sm); err != nil {
 			return fmt.Errorf("node: group %d: %w", g.ID, err)
 		}
+		// A member that this node adds learns its peer address from
+		// FLINT.MEMBER ADD; the other nodes learn it when it connects to
+		// them (see hostgroup.Backend.AddMember).
 		b := hostgroup.New(hostgroup.Config{Host: h, Group: g.ID, Self: c.ID, Members: g.Members,
-			LeaderWait: 2 * c.electionTimeout()}, sm)
+			LeaderWait: 2 * c.electionTimeout(), SetPeer: t.SetPeer}, sm)
 		v := newShardView(g.ID, cfg.Shard.Managers)
 		scfg := cfg.Server
 		scfg.Addr = addr
