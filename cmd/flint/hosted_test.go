@@ -116,8 +116,19 @@ func readAtOwner(ctx context.Context, t *testing.T, members []*redis.Client, key
 }
 
 // killNode kills with SIGKILL the process serving the data directory
-// dir, found by its command line, and returns that command line.
+// dir, and returns its command line.
 func killNode(t *testing.T, dir string) []string {
+	t.Helper()
+	pid, args := findNode(t, dir)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return args
+}
+
+// findNode returns the pid and command line of the process serving the
+// data directory dir, found by its command line.
+func findNode(t *testing.T, dir string) (int, []string) {
 	t.Helper()
 	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range pids {
@@ -127,13 +138,10 @@ func killNode(t *testing.T, dir string) []string {
 		}
 		var pid int
 		fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		return pid, strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 	}
 	t.Fatalf("no process serves %s", dir)
-	return nil
+	return 0, nil
 }
 
 // restartNode starts the command line args again, with the cluster
@@ -150,6 +158,7 @@ func restartNode(t *testing.T, args []string, secret string) {
 
 // hostedLayout is what the tests read of a hosted cluster's cluster.json.
 type hostedLayout struct {
+	Nodes  string   // each node's peer address, id=host:port
 	Hosted []string // each group's members, id=client address
 	Secret string
 }
@@ -164,6 +173,55 @@ func readLayout(t *testing.T, dir string) hostedLayout {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestHostedAddNode runs `flint cluster up --hosted --nodes 3 --groups 1`,
+// starts a fourth node with --join-groups 1, adds it with `flint cluster
+// add-node` and removes node 1 with `remove-node`, while a go-redis
+// ClusterClient writes: every acknowledged write reads back, linearizably
+// (READONLY), at node 4.
+func TestHostedAddNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, addrs, _ := clusterUpArgs(t, "--hosted", "--nodes", "3", "--groups", "1", "--dir", dir)
+	l := readLayout(t, dir)
+	_, args := findNode(t, filepath.Join(dir, "n1"))
+	a := freeAddrs(t, 2)
+	client4, peer4 := a[0], a[1]
+	set := map[string]string{"--id": "4", "--dir": filepath.Join(dir, "n4"), "--host-nodes": l.Nodes + ",4=" + peer4,
+		"--host-groups": "1:" + l.Hosted[0] + ",4=" + client4}
+	for i := 1; i+1 < len(args); i++ {
+		if v, ok := set[args[i]]; ok {
+			args[i+1] = v
+		}
+	}
+	restartNode(t, append(args, "--join-groups", "1"), l.Secret)
+
+	cc := clusterClient(addrs[:1])
+	defer cc.Close()
+	w := startWriter(ctx, t, cc)
+	w.await(50, "")
+	clusterChange(t, nil, "was added to group 1, and votes", "add-node", "--addr", addrs[0], "--group", "1", "--id", "4",
+		"--node", client4+"@"+peer4, "--timeout", "1m")
+	w.await(50, "")
+	clusterChange(t, nil, "member 1 was removed from group 1", "remove-node", "--addr", addrs[0], "--group", "1", "--node", "1",
+		"--timeout", "1m")
+	w.await(50, "")
+	served, _ := w.stop()
+
+	rc := redis.NewClient(&redis.Options{Addr: client4, MaxRetries: -1,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	defer rc.Close()
+	acked := 0
+	for i, by := range served {
+		if by == "" {
+			continue
+		}
+		acked++
+		readAtOwner(ctx, t, []*redis.Client{rc}, fmt.Sprint("k", i), fmt.Sprint(i))
+	}
+	t.Logf("%d acknowledged writes, all at node 4", acked)
 }
 
 // TestServeRejectsBadHostFlags: a node hosting groups refuses, with exit

@@ -23,6 +23,7 @@ func (f *hostFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodes, "host-nodes", "", "the nodes of a cluster whose nodes host several data groups each, the same list on\neach: id=peerhost:peerport,...; with --id, --host-groups and --managers")
 	fs.StringVar(&f.groups, "host-groups", "", "the data groups the --host-nodes host, the same list on each: group:id=host:port,...;...\n(each member's node id and client address); this node serves its members of them")
 	fs.StringVar(&f.join, "join-groups", "", "the groups of --host-groups this node joins as a new member, on every start: group,...;\n"+
+		"its --host-nodes is the cluster's first nodes' list and itself;\n"+
 		"it runs each with its other members as the group's first ones, and the leader adds it\n"+
 		"with FLINT.MEMBER ADD id client-host:port@peerhost:peerport (flint cluster add-node)")
 }
@@ -63,6 +64,13 @@ func (f *hostFlags) config(cf *clusterFlags, sf *shardFlags, password string) (*
 	}
 	c := &node.ClusterConfig{ID: cf.id, Members: nodes, PeerListen: cf.peerListen, Secret: []byte(secret), Name: cf.name,
 		TickInterval: cf.tick, ElectionTicks: cf.electionTicks}
+	if f.join != "" {
+		// A joining node is not one of the cluster's first nodes, whose
+		// list names the cluster (its transport's cluster id), as a
+		// replica started with --join is not one of --initial-members.
+		i := slices.IndexFunc(nodes, func(m node.Member) bool { return m.ID == cf.id })
+		c.Join, c.Members = &nodes[i], slices.Delete(slices.Clone(nodes), i, i+1)
+	}
 	shard := &node.ShardConfig{Managers: splitList(sf.managers), Password: password, Poll: sf.poll}
 	return c, groups, shard, nil
 }
