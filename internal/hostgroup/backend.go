@@ -254,13 +254,21 @@ func (b *Backend) AddMember(ctx context.Context, id uint64, addrs string) error 
 	if err != nil {
 		return err
 	}
-	if b.cfg.Host.Leader(b.cfg.Group) != b.cfg.Self {
+	st, err := b.cfg.Host.Status(b.cfg.Group)
+	if err != nil {
+		return changeErr(err)
+	}
+	if st.Lead != b.cfg.Self {
 		return replica.ErrNotLeader
 	}
-	if b.cfg.SetPeer != nil && id != b.cfg.Self {
-		b.cfg.SetPeer(id, peer)
+	// A member already (a voter, or a learner an earlier ADD left) keeps
+	// the addresses it has: a wrong peer address would cut it off.
+	if _, member := st.Progress[id]; !member {
+		if b.cfg.SetPeer != nil {
+			b.cfg.SetPeer(id, peer)
+		}
+		b.setMember(id, client)
 	}
-	b.setMember(id, client)
 	return changeErr(b.cfg.Host.AddMember(ctx, b.cfg.Group, id))
 }
 

@@ -402,6 +402,10 @@ func TestMembership(t *testing.T) {
 	if err := rc.Do(ctx, add...).Err(); err != nil {
 		t.Fatalf("FLINT.MEMBER ADD: %v", err)
 	}
+	// Added again, with other addresses, a member keeps its own.
+	if err := rc.Do(ctx, "FLINT.MEMBER", "ADD", "4", "127.0.0.1:1@peer4:7001").Err(); err != nil {
+		t.Fatalf("FLINT.MEMBER ADD of a voter: %v", err)
+	}
 	if p, _ := c.peers.Load(uint64(4)); p != "peer4:7000" {
 		t.Fatalf("the leader's transport was pointed at %v for node 4, want peer4:7000", p)
 	}
