@@ -23,7 +23,7 @@ func (f *hostFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodes, "host-nodes", "", "the nodes of a cluster whose nodes host several data groups each, the same list on\neach: id=peerhost:peerport,...; with --id, --host-groups and --managers")
 	fs.StringVar(&f.groups, "host-groups", "", "the data groups the --host-nodes host, the same list on each: group:id=host:port,...;...\n(each member's node id and client address); this node serves its members of them")
 	fs.StringVar(&f.join, "join-groups", "", "the groups of --host-groups this node joins as a new member, on every start: group,...;\n"+
-		"its --host-nodes is the cluster's first nodes' list and itself;\n"+
+		"a new node, joining all its groups, gives as --host-nodes the cluster's first nodes and itself;\n"+
 		"it runs each with its other members as the group's first ones, and the leader adds it\n"+
 		"with FLINT.MEMBER ADD id client-host:port@peerhost:peerport (flint cluster add-node)")
 }
@@ -64,10 +64,12 @@ func (f *hostFlags) config(cf *clusterFlags, sf *shardFlags, password string) (*
 	}
 	c := &node.ClusterConfig{ID: cf.id, Members: nodes, PeerListen: cf.peerListen, Secret: []byte(secret), Name: cf.name,
 		TickInterval: cf.tick, ElectionTicks: cf.electionTicks}
-	if f.join != "" {
-		// A joining node is not one of the cluster's first nodes, whose
-		// list names the cluster (its transport's cluster id), as a
-		// replica started with --join is not one of --initial-members.
+	if joinsAll(groups, cf.id) {
+		// A node that joins every group it hosts is a new node, not one
+		// of the cluster's first nodes, whose list names the cluster (its
+		// transport's cluster id), as a replica started with --join is
+		// not one of --initial-members. A first node that joins another
+		// group stays one of them.
 		i := slices.IndexFunc(nodes, func(m node.Member) bool { return m.ID == cf.id })
 		c.Join, c.Members = &nodes[i], slices.Delete(slices.Clone(nodes), i, i+1)
 	}
@@ -148,4 +150,19 @@ func markJoins(groups []node.HostedGroup, join string, self uint64) error {
 		groups[i].Join = true
 	}
 	return nil
+}
+
+// joinsAll reports whether node self joins every group of groups it is a
+// member of, and hosts some.
+func joinsAll(groups []node.HostedGroup, self uint64) bool {
+	hosts := false
+	for _, g := range groups {
+		if _, ok := g.Members[self]; ok {
+			if !g.Join {
+				return false
+			}
+			hosts = true
+		}
+	}
+	return hosts
 }
