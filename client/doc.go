@@ -143,7 +143,11 @@
 //     key.
 //
 // In a Batch, the commands a member refuses are sent again, in order, and
-// each reply still takes its command's place; a batch's request to a
+// each reply still takes its command's place; a transaction the Batch holds
+// whole goes again whole, MULTI to EXEC, when a member refused any of its
+// commands (a follower answers MULTI, turns the queued commands away with
+// MOVED, and discards the transaction), since a queued command sent on
+// alone would apply outside the transaction and its session; a batch's request to a
 // member that holds a write is not resent after its connection broke,
 // unless the Client has a session, and the batch then fails with
 // ErrUnknownOutcome, whatever became of its requests to other members.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -146,7 +147,8 @@ type retrier struct {
 	final   []bool  // whether replies[i] has come
 	pending []int   // the commands with no final reply yet, in order
 	hops    []hop   // each command's way
-	last    error   // the last failure or refusal, for when the call gives up
+	txs     []txSpan
+	last    error // the last failure or refusal, for when the call gives up
 	// maybe is why an earlier attempt of a write may have taken effect (a
 	// session's write resent after its outcome was unknown), or nil: a
 	// call that gives up after one must not say its writes were not sent.
@@ -179,6 +181,7 @@ func newRetrier(c *Client, req request, to func(i int) *pool) *retrier {
 	n := req.len()
 	rt := &retrier{c: c, req: req, wait: backoff.Default()}
 	rt.replies, rt.final = make([]Value, n), make([]bool, n)
+	rt.txs = txSpans(req)
 	rt.pending, rt.hops = make([]int, n), make([]hop, n)
 	for i := range n {
 		p := to(i)
@@ -212,6 +215,7 @@ func (rt *retrier) run(ctx context.Context, legs []leg) ([]Value, error) {
 				return nil, rt.giveUp(err)
 			}
 		}
+		rt.keepTxsWhole()
 		rt.pending = rt.stillPending()
 		if len(rt.pending) == 0 {
 			return rt.replies, nil
@@ -261,6 +265,45 @@ func (rt *retrier) file(ctx context.Context, lg *leg) error {
 		rt.last = &ReplyError{Msg: string(v.Str)}
 	}
 	return nil
+}
+
+// keepTxsWhole makes each transaction that the request holds whole,
+// MULTI to EXEC, go again as a whole once any of its commands is to go
+// again: every one of its commands takes the way of the first that has no
+// final reply. A queued command that a member turned away (MOVED, ASK,
+// TRYAGAIN, ...) was not queued, and made EXEC discard the transaction;
+// sent on alone it would apply outside the transaction, and outside the
+// session that its EXEC is in, so that a transaction an earlier attempt
+// applied would apply again. Invariant, after each attempt: a
+// transaction's commands are all final, or all pending.
+func (rt *retrier) keepTxsWhole() {
+	for _, tx := range rt.txs {
+		k := slices.Index(rt.final[tx.multi:tx.exec+1], false)
+		if k < 0 {
+			continue
+		}
+		h := rt.hops[tx.multi+k]
+		for i := tx.multi; i <= tx.exec; i++ {
+			rt.final[i], rt.hops[i] = false, h
+		}
+	}
+}
+
+// txSpan is a transaction that a request holds whole: the indexes of its
+// MULTI and of its EXEC (in FLINT.SEQ or not).
+type txSpan struct{ multi, exec int }
+
+// txSpans returns the transactions that req holds whole, in order.
+func txSpans(req request) []txSpan {
+	var txs []txSpan
+	ends := txEnds(req)
+	for i := 0; i < len(ends); i++ {
+		if ends[i] >= 0 { // the first command after a MULTI
+			txs = append(txs, txSpan{multi: i - 1, exec: ends[i]})
+			i = ends[i]
+		}
+	}
+	return txs
 }
 
 // failed takes a leg whose request failed with lg.err.

@@ -1,9 +1,12 @@
 package client_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,4 +88,86 @@ func startCutEveryOtherExec(t *testing.T) (*resptest.CutProxy, *client.Client, c
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return p, c, ctx
+}
+
+// txFollower answers as a follower of a replicated group does: MULTI is
+// OK, a command with a key is MOVED to leader (which marks the
+// transaction), and EXEC, in FLINT.SEQ or not, is then refused. CLUSTER is
+// unknown, so the client keeps its map of one member. FLINT.SESSION it
+// sends on to the leader, as a member that led when the session was
+// opened did.
+func txFollower(t *testing.T, n *counts, leader string) resptest.Handler {
+	return func(args []string) string {
+		n.add(args)
+		switch name := strings.ToUpper(args[0]); {
+		case name == "FLINT.SESSION":
+			return openAt(t, leader)
+		case name == "CLUSTER":
+			return resptest.Err("ERR unknown command 'CLUSTER'")
+		case name == "MULTI":
+			return "+OK\r\n"
+		case name == "EXEC" || name == "FLINT.SEQ" && strings.EqualFold(args[len(args)-1], "EXEC"):
+			return resptest.Err("EXECABORT Transaction discarded because of previous errors.")
+		}
+		return resptest.Moved(866, leader)
+	}
+}
+
+// TestTxMovedWhole sends transactions to a follower, which answers MULTI
+// and turns the queued commands away with MOVED: the client sends the
+// whole transaction again to the leader, MULTI to EXEC, so it applies
+// there as one, in its session if the client has sessions. Sending the
+// refused commands on alone would apply them outside the transaction, and
+// outside the session: a transaction that an earlier attempt applied
+// would then apply again.
+func TestTxMovedWhole(t *testing.T) {
+	for _, sessions := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sessions=%v", sessions), func(t *testing.T) {
+			var n counts
+			leader := startReplica(t)
+			fol := resptest.Start(t, txFollower(t, &n, leader))
+			opts := []client.Option{}
+			if sessions {
+				opts = append(opts, client.WithSessions())
+			}
+			c := newClient(t, fol.Addr, opts...)
+			ctx := ctxT(t)
+			for i := range 3 {
+				b := c.Batch()
+				b.Do("MULTI")
+				b.Incr("n")
+				b.Do("INCRBY", "m", 10)
+				b.Do("EXEC")
+				vals, err := b.Exec(ctx)
+				if err != nil {
+					t.Fatalf("transaction %d: %v", i+1, err)
+				}
+				if got, want := fmt.Sprint(vals), fmt.Sprintf(`["OK" "QUEUED" "QUEUED" [%d %d]]`, i+1, 10*(i+1)); got != want {
+					t.Fatalf("transaction %d: replies %s, want %s", i+1, got, want)
+				}
+			}
+			if n.get("MULTI") != 1 {
+				t.Fatalf("the follower got %d MULTIs, want 1 (the leader takes the rest)", n.get("MULTI"))
+			}
+		})
+	}
+}
+
+// openAt opens a session at the server at addr and returns its reply.
+func openAt(t *testing.T, addr string) string {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Error(err)
+		return resptest.Err("ERR " + err.Error())
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write([]byte("*1\r\n$13\r\nFLINT.SESSION\r\n")); err != nil {
+		return resptest.Err("ERR " + err.Error())
+	}
+	line, err := bufio.NewReader(nc).ReadString('\n')
+	if err != nil {
+		return resptest.Err("ERR " + err.Error())
+	}
+	return line
 }
