@@ -23,20 +23,7 @@ import (
 func TestSessionTxResendAfterCut(t *testing.T) {
 	p, c, ctx := startCutEveryOtherExec(t)
 	const txs = 10
-	for i := range txs {
-		b := c.Batch()
-		b.Do("MULTI")
-		b.Incr("n")
-		b.Do("INCRBY", "m", 10)
-		b.Do("EXEC")
-		vals, err := b.Exec(ctx)
-		if err != nil {
-			t.Fatalf("transaction %d: %v", i+1, err)
-		}
-		if got := vals[3].String(); got != fmt.Sprintf("[%d %d]", i+1, 10*(i+1)) {
-			t.Fatalf("transaction %d: EXEC = %s", i+1, got)
-		}
-	}
+	runIncrTxs(t, ctx, c, txs)
 	if p.Cuts() < txs/2 {
 		t.Fatalf("the proxy cut %d connections, want %d: the test did not test resends", p.Cuts(), txs/2)
 	}
@@ -70,6 +57,27 @@ func TestSessionTxReadResendAfterCut(t *testing.T) {
 	}
 	if p.Cuts() < txs/2 {
 		t.Fatalf("the proxy cut %d connections, want %d: the test did not test resends", p.Cuts(), txs/2)
+	}
+}
+
+// runIncrTxs runs n transactions in turn, each MULTI, INCR n, INCRBY m
+// 10, EXEC in a Batch, on keys no other client writes, and checks that
+// each applied once, whole.
+func runIncrTxs(t *testing.T, ctx context.Context, c *client.Client, n int) {
+	t.Helper()
+	for i := range n {
+		b := c.Batch()
+		b.Do("MULTI")
+		b.Incr("n")
+		b.Do("INCRBY", "m", 10)
+		b.Do("EXEC")
+		vals, err := b.Exec(ctx)
+		if err != nil {
+			t.Fatalf("transaction %d: %v", i+1, err)
+		}
+		if got, want := fmt.Sprint(vals), fmt.Sprintf(`["OK" "QUEUED" "QUEUED" [%d %d]]`, i+1, 10*(i+1)); got != want {
+			t.Fatalf("transaction %d: replies %s, want %s", i+1, got, want)
+		}
 	}
 }
 
@@ -132,20 +140,7 @@ func TestTxMovedWhole(t *testing.T) {
 			}
 			c := newClient(t, fol.Addr, opts...)
 			ctx := ctxT(t)
-			for i := range 3 {
-				b := c.Batch()
-				b.Do("MULTI")
-				b.Incr("n")
-				b.Do("INCRBY", "m", 10)
-				b.Do("EXEC")
-				vals, err := b.Exec(ctx)
-				if err != nil {
-					t.Fatalf("transaction %d: %v", i+1, err)
-				}
-				if got, want := fmt.Sprint(vals), fmt.Sprintf(`["OK" "QUEUED" "QUEUED" [%d %d]]`, i+1, 10*(i+1)); got != want {
-					t.Fatalf("transaction %d: replies %s, want %s", i+1, got, want)
-				}
-			}
+			runIncrTxs(t, ctx, c, 3)
 			if n.get("MULTI") != 1 {
 				t.Fatalf("the follower got %d MULTIs, want 1 (the leader takes the rest)", n.get("MULTI"))
 			}
