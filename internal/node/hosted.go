@@ -127,7 +127,7 @@ func runHosted(ctx context.Context, cfg Config) error {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	n := &hostedNode{cfg: cfg, h: h, setPeer: t.SetPeer, roles: &hostRoles{h: h, self: c.ID}, ctx: fctx,
-		errc: make(chan error, 1), groups: map[uint64]bool{}, started: started}
+		errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}, started: started}
 	var views []*shardView
 	for _, g := range withStarted(cfg.Hosted, started) {
 		addr, ok := g.Members[c.ID]
@@ -138,7 +138,7 @@ func runHosted(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		n.srvs, views, n.groups[g.ID] = append(n.srvs, s), append(views, v), true
+		n.srvs, views, n.groups[g.ID] = append(n.srvs, s), append(views, v), g.Members
 	}
 	if len(n.srvs) == 0 {
 		return fmt.Errorf("node: node %d hosts a member of none of the %d groups", c.ID, len(cfg.Hosted))

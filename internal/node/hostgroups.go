@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -128,9 +129,9 @@ type hostedNode struct {
 
 	mu      sync.Mutex
 	srvs    []*server.Server
-	groups  map[uint64]bool // those it hosts a member of, or is starting one of
-	started []HostedGroup   // as the GROUPS file lists them
-	closed  bool            // shutting down: it starts no more
+	groups  map[uint64]map[uint64]string // the members of each group it hosts, or is starting
+	started []HostedGroup                // as the GROUPS file lists them
+	closed  bool                         // shutting down: it starts no more
 }
 
 // member makes the member of group g whose client address is addr: its
@@ -175,7 +176,7 @@ func (n *hostedNode) StartGroup(id uint64, members map[uint64]string) (err error
 		}
 	}
 	g := HostedGroup{ID: id, Members: members}
-	if err := n.reserve(id); err != nil {
+	if err := n.reserve(g); err != nil {
 		return err
 	}
 	defer func() {
@@ -216,18 +217,26 @@ func (n *hostedNode) knows(id uint64) bool {
 	return id == c.ID || slices.ContainsFunc(c.Members, func(m Member) bool { return m.ID == id })
 }
 
-// reserve marks group id as starting, unless the node hosts it, starts it
+// ErrGroupRuns, in an error of StartGroup, says that the node runs the
+// group already, with the members asked for: `flint cluster add-group`
+// run again after a failure takes it for done.
+var ErrGroupRuns = errors.New("runs on this node already, with these members")
+
+// reserve marks group g as starting, unless the node hosts it, starts it
 // already, or is shutting down.
-func (n *hostedNode) reserve(id uint64) error {
+func (n *hostedNode) reserve(g HostedGroup) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	old, runs := n.groups[g.ID]
 	switch {
 	case n.closed:
 		return errors.New("the node is shutting down")
-	case n.groups[id]:
-		return fmt.Errorf("group %d runs on this node already", id)
+	case runs && maps.Equal(old, g.Members):
+		return fmt.Errorf("group %d %w", g.ID, ErrGroupRuns)
+	case runs:
+		return fmt.Errorf("group %d runs on this node already, with other members", g.ID)
 	}
-	n.groups[id] = true
+	n.groups[g.ID] = g.Members
 	return nil
 }
 

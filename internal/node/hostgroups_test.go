@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -11,10 +12,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/multiraft"
 	"github.com/flintkv/flint/internal/server"
-	"github.com/flintkv/flint/internal/transport/transporttest"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -29,6 +30,15 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// dropAll is a transport.Sender to nodes that never answer.
+type dropAll struct{}
+
+func (dropAll) Send(to, group uint64, msgs []raftpb.Message) {}
+
+func (dropAll) SendSnapshot(to, group uint64, m raftpb.Message, body io.ReadCloser, size int64) {
+	body.Close()
+}
+
 // testHostedNode returns node 1 of nodes 1 to 3, running a Host with no
 // group, its data directory dir; the test's end stops it.
 func testHostedNode(t *testing.T, dir string) *hostedNode {
@@ -36,13 +46,12 @@ func testHostedNode(t *testing.T, dir string) *hostedNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nw := transporttest.NewNetwork(1)
-	h := multiraft.New(multiraft.Config{Node: 1, Log: lg, Sender: nw.Register(1, nil), TickInterval: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	h := multiraft.New(multiraft.Config{Node: 1, Log: lg, Sender: dropAll{}, TickInterval: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := Config{Dir: dir, Logger: slog.New(slog.DiscardHandler), Server: server.DefaultConfig,
 		Cluster: &ClusterConfig{ID: 1, Members: []Member{{ID: 1}, {ID: 2}, {ID: 3}}, TickInterval: 5 * time.Millisecond, ElectionTicks: 10},
 		Shard:   &ShardConfig{Managers: []string{freeAddr(t)}}}
-	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: 1}, ctx: ctx, errc: make(chan error, 1), groups: map[uint64]bool{}}
+	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: 1}, ctx: ctx, errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()
@@ -51,7 +60,6 @@ func testHostedNode(t *testing.T, dir string) *hostedNode {
 		}
 		cancel()
 		h.Stop()
-		nw.Close()
 		lg.Close()
 	})
 	return n
@@ -92,7 +100,8 @@ func TestStartGroup(t *testing.T) {
 		members map[uint64]string
 		want    string
 	}{
-		{7, map[uint64]string{1: freeAddr(t)}, "group 7 runs on this node already"},
+		{7, map[uint64]string{1: addr}, "group 7 runs on this node already, with these members"},
+		{7, map[uint64]string{1: freeAddr(t)}, "group 7 runs on this node already, with other members"},
 		{8, map[uint64]string{1: freeAddr(t), 9: freeAddr(t)}, "node 9 is not a node of this cluster"},
 		{8, map[uint64]string{2: freeAddr(t), 3: freeAddr(t)}, "this node (1) is not among group 8's members"},
 		{70000, map[uint64]string{1: freeAddr(t)}, "a group id is 1 to 65535"},
