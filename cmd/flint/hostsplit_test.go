@@ -34,15 +34,17 @@ func TestHostedAddGroup(t *testing.T) {
 	a := freeAddrs(t, 3)
 	members := fmt.Sprintf("1=%s,2=%s,3=%s", a[0], a[1], a[2])
 	inUse := strings.Split(strings.Split(l.Hosted[0], ",")[0], "=")[1] // node 1's member of group 1
-	for _, bad := range []struct{ members, group, want string }{
-		{members, "1", "group 1 is in the map already, with other members"},
-		{"1=" + a[0] + ",9=" + a[1] + ",3=" + a[2], "3", "node 9 hosts no member of the cluster's groups"},
-		{"1=" + a[0], "3", "group 3 would have 1 members, fewer than the 3 of group 1"},
-		{"1=" + inUse + ",2=" + a[1] + ",3=" + a[2], "3", "node 1 (at "},
+	for _, bad := range []struct{ members, group, from, want string }{
+		{members, "1", "0", "group 1 is in the map already, with other members"},
+		{members, "3", "7", "no group 7 to take slots from"},
+		{"1=" + a[0] + ",9=" + a[1] + ",3=" + a[2], "3", "0", "node 9 hosts no member of the cluster's groups"},
+		{"1=" + a[0], "3", "0", "group 3 would have 1 members, fewer than the 3 of group 1"},
+		{"1=" + inUse + ",2=" + a[1] + ",3=" + a[2], "3", "0", "node 1 (at "},
 	} {
-		out, code := runFlint(t, flintBin, nil, "cluster", "add-group", "--hosted", "--addr", manager, "--group", bad.group, "--members", bad.members)
+		out, code := runFlint(t, flintBin, nil, "cluster", "add-group", "--hosted", "--addr", manager, "--group", bad.group, "--members", bad.members,
+			"--from", bad.from)
 		if code != 1 || !strings.Contains(out, bad.want) {
-			t.Fatalf("add-group --group %s --members %s: exit %d, want 1 and %q:\n%s", bad.group, bad.members, code, bad.want, out)
+			t.Fatalf("add-group --group %s --members %s --from %s: exit %d, want 1 and %q:\n%s", bad.group, bad.members, bad.from, code, bad.want, out)
 		}
 	}
 	clusterChange(t, nil, ": 2 groups, 16384 of 16384 slots assigned", "status", "--addr", manager)

@@ -23,8 +23,9 @@ const groupRuns = "runs on this node already, with these members"
 // (FLINT.GROUP START, at the client address of a member they host in the
 // map), then adds it to the map and moves half of group from's slots to it
 // as AddGroup does. It refuses, starting nothing, a group id the map has
-// with other members, a node that hosts no member in the map, and fewer
-// members than the group whose slots it takes has. Called again with the
+// with other members, a group from the map does not have, a node that
+// hosts no member in the map, and fewer members than the group whose
+// slots it takes has. Called again with the
 // same arguments after a failure, it resumes: a node that runs the group
 // with these members already is passed over.
 func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
@@ -36,8 +37,11 @@ func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardma
 		return fmt.Errorf("clusterctl: group %d is in the map already, with other members", id)
 	}
 	src := sh.Map.Group(from)
-	if from == 0 {
+	switch {
+	case from == 0:
 		src = largest(sh.Map, id)
+	case src == nil || from == id:
+		return fmt.Errorf("clusterctl: no group %d to take slots from", from)
 	}
 	if src != nil && len(members) < len(src.Members) {
 		return fmt.Errorf("clusterctl: group %d would have %d members, fewer than the %d of group %d, whose slots it takes: name as many nodes",
