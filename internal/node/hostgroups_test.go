@@ -15,20 +15,11 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/flintkv/flint/internal/multiraft"
+	"github.com/flintkv/flint/internal/proctest"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
-
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // dropAll is a transport.Sender to nodes that never answer.
 type dropAll struct{}
@@ -50,7 +41,7 @@ func testHostedNode(t *testing.T, dir string) *hostedNode {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := Config{Dir: dir, Logger: slog.New(slog.DiscardHandler), Server: server.DefaultConfig,
 		Cluster: &ClusterConfig{ID: 1, Members: []Member{{ID: 1}, {ID: 2}, {ID: 3}}, TickInterval: 5 * time.Millisecond, ElectionTicks: 10},
-		Shard:   &ShardConfig{Managers: []string{freeAddr(t)}}}
+		Shard:   &ShardConfig{Managers: []string{proctest.FreeAddr(t)}}}
 	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: 1}, ctx: ctx, errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -73,7 +64,7 @@ func testHostedNode(t *testing.T, dir string) *hostedNode {
 func TestStartGroup(t *testing.T) {
 	dir := t.TempDir()
 	n := testHostedNode(t, dir)
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	if err := n.StartGroup(7, map[uint64]string{1: addr}); err != nil {
 		t.Fatalf("StartGroup: %v", err)
 	}
@@ -101,10 +92,10 @@ func TestStartGroup(t *testing.T) {
 		want    string
 	}{
 		{7, map[uint64]string{1: addr}, "group 7 runs on this node already, with these members"},
-		{7, map[uint64]string{1: freeAddr(t)}, "group 7 runs on this node already, with other members"},
-		{8, map[uint64]string{1: freeAddr(t), 9: freeAddr(t)}, "node 9 is not a node of this cluster"},
-		{8, map[uint64]string{2: freeAddr(t), 3: freeAddr(t)}, "this node (1) is not among group 8's members"},
-		{70000, map[uint64]string{1: freeAddr(t)}, "a group id is 1 to 65535"},
+		{7, map[uint64]string{1: proctest.FreeAddr(t)}, "group 7 runs on this node already, with other members"},
+		{8, map[uint64]string{1: proctest.FreeAddr(t), 9: proctest.FreeAddr(t)}, "node 9 is not a node of this cluster"},
+		{8, map[uint64]string{2: proctest.FreeAddr(t), 3: proctest.FreeAddr(t)}, "this node (1) is not among group 8's members"},
+		{70000, map[uint64]string{1: proctest.FreeAddr(t)}, "a group id is 1 to 65535"},
 		{8, map[uint64]string{1: busy.Addr().String()}, "group 8 cannot listen for clients at"},
 	} {
 		if err := n.StartGroup(bad.id, bad.members); err == nil || !strings.Contains(err.Error(), bad.want) {
@@ -114,7 +105,7 @@ func TestStartGroup(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dir, groupsFile)); err != nil || string(got) != string(want) {
 		t.Errorf("the refusals changed the GROUPS file: %q (%v), was %q", got, err, want)
 	}
-	if err := n.StartGroup(8, map[uint64]string{1: freeAddr(t), 2: freeAddr(t)}); err != nil {
+	if err := n.StartGroup(8, map[uint64]string{1: proctest.FreeAddr(t), 2: proctest.FreeAddr(t)}); err != nil {
 		t.Fatalf("group 8, refused before, does not start: %v", err)
 	}
 	gs, err := readStarted(dir)
