@@ -32,9 +32,9 @@ commands:
                                 make a sharded cluster of managers and data nodes started
                                 without a map: write its first map, the slots split evenly
   move-slots --slots a-b --to G move slots to data group G of a sharded cluster while it serves
-  add-group --group G --members 1=host:port,...
-                                add a data group, running already, and move half of a group's
-                                slots to it (a split)
+  add-group --group G --members 1=host:port,... [--hosted]
+                                add a data group, running already (or, --hosted, started on the
+                                running nodes named), and move half of a group's slots to it (a split)
   rebalance                     move slots until every data group owns as many as the others
   add-node --group G --id N --node host:port@peerport
                                 add a node, running already (flint serve --join), to data group G,

@@ -51,18 +51,21 @@ func moveSlotsCmd(args []string) int {
 }
 
 // addGroupCmd runs `flint cluster add-group --addr MANAGERS --group G
-// --members 1=host:port,... [--from GROUP]`.
+// --members 1=host:port,... [--from GROUP] [--hosted]`.
 func addGroupCmd(args []string) int {
 	fs := flag.NewFlagSet("cluster add-group", flag.ContinueOnError)
 	addr, pass, timeout := changeFlags(fs)
 	group := fs.Uint64("group", 0, "the new group's id (1 to 65535), which its members were started with (--shard-group)")
 	members := fs.String("members", "", "the new group's members: id=host:port (client address), comma-separated")
 	from := fs.Uint64("from", 0, "the group that gives it half of its slots (default: the one with the most)")
+	hosted := fs.Bool("hosted", false, "the data nodes host several groups each (flint serve --host-groups): start the group on\n"+
+		"the nodes of --members, each id a node's and each address its new member's client address")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint cluster add-group --addr MANAGERS --group G --members 1=host:port,... [--from GROUP]\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: flint cluster add-group --addr MANAGERS --group G --members 1=host:port,... [--from GROUP] [--hosted]\n\n"+
 			"Adds a data group, whose members run already (flint serve --shard-group G --managers ...),\n"+
-			"to the cluster, and moves to it half of another group's slots while the cluster serves:\n"+
-			"a split. Run again after a failure, it resumes.\n\nflags:\n")
+			"or with --hosted is started on running nodes that host groups, to the cluster, and moves\n"+
+			"to it half of another group's slots while the cluster serves: a split. Run again after a\n"+
+			"failure, it resumes.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
@@ -74,8 +77,12 @@ func addGroupCmd(args []string) int {
 		fs.Usage()
 		return 2
 	}
+	add := (*clusterctl.Group).AddGroup
+	if *hosted {
+		add = (*clusterctl.Group).AddHostedGroup
+	}
 	return runShardChange(*addr, *pass, *timeout, "add-group", func(ctx context.Context, g *clusterctl.Group) (string, error) {
-		return fmt.Sprintf("group %d was added", *group), g.AddGroup(ctx, *group, ms, *from)
+		return fmt.Sprintf("group %d was added", *group), add(g, ctx, *group, ms, *from)
 	})
 }
 

@@ -156,7 +156,9 @@ func New(cfg Config) *Host {
 // start, whatever changes were made since: see the package doc,
 // "Membership changes"), and sm, its state. A group that has a snapshot
 // here restores sm from its newest one and goes on from the log after it;
-// one that has none applies its log to sm from the first entry.
+// one that has none applies its log to sm from the first entry. It may be
+// called while the host runs: messages for a group that arrive before it
+// is added are dropped, as a node that is down drops them.
 func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	if id == 0 {
 		return errors.New("multiraft: group 0 is the node's own channel")

@@ -18,7 +18,6 @@ import (
 
 	"github.com/flintkv/flint/internal/hostgroup"
 	"github.com/flintkv/flint/internal/multiraft"
-	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -52,6 +51,7 @@ type hostedMember struct {
 	*hostgroup.Backend
 	*shardView
 	*hostRoles
+	*hostedNode // starts groups (server.GroupHost)
 }
 
 // hostRouter is the transport's Handler for a node's Host: it hands what
@@ -120,40 +120,33 @@ func runHosted(ctx context.Context, cfg Config) error {
 		ElectionTicks: c.ElectionTicks, Logger: log, FS: vfs.OS, SnapDir: path.Join(cfg.Dir, "snap"),
 		SnapshotEntries: int(min(cfg.Replica.SnapshotEntries, math.MaxInt32)), MaxLogBytes: cfg.Replica.SnapshotBytes})
 	defer h.Stop()
-	var srvs []*server.Server
+	started, err := readStarted(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	n := &hostedNode{cfg: cfg, h: h, setPeer: t.SetPeer, roles: &hostRoles{h: h, self: c.ID}, ctx: fctx,
+		errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}, started: started}
 	var views []*shardView
-	roles := &hostRoles{h: h, self: c.ID}
-	for _, g := range cfg.Hosted {
+	for _, g := range withStarted(cfg.Hosted, started) {
 		addr, ok := g.Members[c.ID]
 		if !ok {
 			continue
 		}
-		opt := cfg.Replica.Store
-		opt.Group = g.ID // in the client ids its sessions get: unique in the cluster
-		sm := hostgroup.NewStateMachine(opt)
-		if err := h.AddGroup(g.ID, g.first(c.ID), sm); err != nil {
-			return fmt.Errorf("node: group %d: %w", g.ID, err)
+		s, v, err := n.member(g, addr)
+		if err != nil {
+			return err
 		}
-		// A member that this node adds learns its peer address from
-		// FLINT.MEMBER ADD; the other nodes learn it when it connects to
-		// them (see hostgroup.Backend.AddMember).
-		b := hostgroup.New(hostgroup.Config{Host: h, Group: g.ID, Self: c.ID, Members: g.Members,
-			LeaderWait: 2 * c.electionTimeout(), SetPeer: t.SetPeer}, sm)
-		v := newShardView(g.ID, cfg.Shard.Managers)
-		scfg := cfg.Server
-		scfg.Addr = addr
-		srvs, views = append(srvs, server.New(scfg, hostedMember{b, v, roles})), append(views, v)
-		roles.groups = append(roles.groups, g.ID)
+		n.srvs, views, n.groups[g.ID] = append(n.srvs, s), append(views, v), g.Members
 	}
-	if len(srvs) == 0 {
+	if len(n.srvs) == 0 {
 		return fmt.Errorf("node: node %d hosts a member of none of the %d groups", c.ID, len(cfg.Hosted))
 	}
 	r.h.Store(h)
-	fctx, stop := context.WithCancel(ctx)
-	defer stop()
 	go followManagers(fctx, cfg.Shard, log, views...)
-	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "groups", len(srvs), "managers", cfg.Shard.Managers)
-	return serveHosted(ctx, srvs, h, cfg, log)
+	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "groups", len(n.srvs), "managers", cfg.Shard.Managers)
+	return serveHosted(ctx, n, log)
 }
 
 // electionTimeout is the raft clock's election timeout.
@@ -161,17 +154,18 @@ func (c *ClusterConfig) electionTimeout() time.Duration {
 	return time.Duration(c.ElectionTicks) * c.TickInterval
 }
 
-// serveHosted serves srvs until ctx ends, then shuts them down, letting
-// clients' commands finish for up to cfg.ShutdownTimeout; it stops at
-// once with ErrFailed if the host fails (its log, say).
-func serveHosted(ctx context.Context, srvs []*server.Server, h *multiraft.Host, cfg Config, log *slog.Logger) error {
-	errc := make(chan error, len(srvs))
-	for _, s := range srvs {
-		go func() { errc <- s.ListenAndServe() }()
+// serveHosted serves n's servers until ctx ends, then shuts down every
+// server n has then, letting clients' commands finish for up to
+// cfg.ShutdownTimeout; it stops at once with ErrFailed if the host fails
+// (its log, say).
+func serveHosted(ctx context.Context, n *hostedNode, log *slog.Logger) error {
+	h, cfg := n.h, n.cfg
+	for _, s := range n.srvs {
+		go func() { n.fail(s.ListenAndServe()) }()
 	}
 	var failed error
 	select {
-	case err := <-errc:
+	case err := <-n.errc:
 		failed = fmt.Errorf("node: serving clients: %w", err)
 	case <-h.Done():
 		failed = fmt.Errorf("%w: %w", ErrFailed, h.Err())
@@ -182,7 +176,7 @@ func serveHosted(ctx context.Context, srvs []*server.Server, h *multiraft.Host, 
 	defer cancel()
 	context.AfterFunc(sctx, h.Stop) // so that a write still waiting does not hold the shutdown up
 	var wg sync.WaitGroup
-	for _, s := range srvs {
+	for _, s := range n.shutdown() {
 		wg.Go(func() { s.Shutdown(sctx) })
 	}
 	wg.Wait()

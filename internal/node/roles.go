@@ -17,9 +17,19 @@ import (
 // hostRoles answers FLINT.ROLES ALL at a node that hosts several groups
 // (server.Hosting): the roles of its members, from its Host.
 type hostRoles struct {
-	h      *multiraft.Host
-	self   uint64   // the node's id: its members' id in every group
-	groups []uint64 // those it hosts a member of; set before its servers start
+	h    *multiraft.Host
+	self uint64 // the node's id: its members' id in every group
+	mu   sync.Mutex
+	// groups are those it hosts a member of, in the order started; the
+	// slice is never written in place.
+	groups []uint64
+}
+
+// host adds group g to those the node hosts a member of.
+func (r *hostRoles) host(g uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.groups = append(r.groups[:len(r.groups):len(r.groups)], g)
 }
 
 // Process implements server.Hosting.
@@ -27,8 +37,11 @@ func (r *hostRoles) Process() string { return server.RunID() }
 
 // Roles implements server.Hosting.
 func (r *hostRoles) Roles() []server.MemberRole {
-	out := make([]server.MemberRole, len(r.groups))
-	for i, g := range r.groups {
+	r.mu.Lock()
+	groups := r.groups
+	r.mu.Unlock()
+	out := make([]server.MemberRole, len(groups))
+	for i, g := range groups {
 		out[i] = server.MemberRole{Group: g, Member: r.self, Leads: r.h.Leader(g) == r.self}
 	}
 	return out

@@ -71,7 +71,7 @@ var commands map[string]*command
 
 func init() {
 	commands = make(map[string]*command)
-	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands, pubsubCommands, txCommands, expiryCommands, rolesCommands} {
+	for _, list := range [][]*command{connCommands, keyCommands, adminCommands, stringCommands, keyspaceCommands, introspectCommands, pubsubCommands, txCommands, expiryCommands, rolesCommands, groupCommands} {
 		for _, cmd := range list {
 			commands[cmd.name] = cmd
 		}

@@ -128,6 +128,7 @@ var oldDocs = map[string]commandDoc{
 	"flint.seq":     {summary: "Runs a write command, or EXEC, in a client session (Flint's own).", since: "0.1.0", group: "server", complexity: "That of the command it runs", keys: "RW update"},
 	"flint.member":  {summary: "Adds, removes or hands leadership to a member of the group (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(1)"},
 	"flint.map":     {summary: "Returns the cluster map (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of groups"},
+	"flint.group":   {summary: "Starts this node's member of a new data group, on a node that hosts several (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of members"},
 	"flint.roles":   {summary: "Returns the role of this member, or of every member its process serves (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of members the process serves"},
 	"flint.mapset":  {summary: "Makes a map of the next epoch the cluster map, at a manager (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of groups"},
 	"flint.slots":   {summary: "Takes a step of a slot move in the group, or reads what a move copies (Flint's own).", since: "0.1.0", group: "cluster", complexity: "O(N) where N is the number of keys in the group for DROP and EXPORT, else O(1) per argument"},

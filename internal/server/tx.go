@@ -81,7 +81,7 @@ const (
 // notInMulti names the commands that Redis refuses inside MULTI ("Command
 // not allowed inside a transaction"), and Flint's own that a transaction
 // cannot hold.
-var notInMulti = map[string]bool{"save": true, "flint.session": true, "flint.member": true}
+var notInMulti = map[string]bool{"save": true, "flint.session": true, "flint.member": true, "flint.group": true}
 
 // txState is a connection's transaction.
 type txState struct {
