@@ -118,7 +118,8 @@ func runHosted(ctx context.Context, cfg Config) error {
 	// than --snapshot-bytes, so that the log is released behind them.
 	h := multiraft.New(multiraft.Config{Node: c.ID, Log: lg, Sender: t, TickInterval: c.TickInterval,
 		ElectionTicks: c.ElectionTicks, Logger: log, FS: vfs.OS, SnapDir: path.Join(cfg.Dir, "snap"),
-		SnapshotEntries: int(min(cfg.Replica.SnapshotEntries, math.MaxInt32)), MaxLogBytes: cfg.Replica.SnapshotBytes})
+		SnapshotEntries: int(min(cfg.Replica.SnapshotEntries, math.MaxInt32)), MaxLogBytes: cfg.Replica.SnapshotBytes,
+		OnMember: func(_, node uint64, info []byte) { learnPeer(t, c.ID, node, info) }})
 	defer h.Stop()
 	var srvs []*server.Server
 	var views []*shardView
@@ -134,11 +135,8 @@ func runHosted(ctx context.Context, cfg Config) error {
 		if err := h.AddGroup(g.ID, g.first(c.ID), sm); err != nil {
 			return fmt.Errorf("node: group %d: %w", g.ID, err)
 		}
-		// A member that this node adds learns its peer address from
-		// FLINT.MEMBER ADD; the other nodes learn it when it connects to
-		// them (see hostgroup.Backend.AddMember).
 		b := hostgroup.New(hostgroup.Config{Host: h, Group: g.ID, Self: c.ID, Members: g.Members,
-			LeaderWait: 2 * c.electionTimeout(), SetPeer: t.SetPeer}, sm)
+			LeaderWait: 2 * c.electionTimeout()}, sm)
 		v := newShardView(g.ID, cfg.Shard.Managers)
 		scfg := cfg.Server
 		scfg.Addr = addr
