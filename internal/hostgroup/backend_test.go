@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -117,7 +118,7 @@ func (c *testCluster) startNode(t *testing.T, n uint64, first []uint64, lns map[
 		if err := nd.host.AddGroup(g, first, sm); err != nil {
 			t.Fatal(err)
 		}
-		b := New(Config{Host: nd.host, Group: g, Self: n, Members: c.addrs[g], LeaderWait: time.Second}, sm)
+		b := New(Config{Host: nd.host, Group: g, Self: n, Members: maps.Clone(c.addrs[g]), LeaderWait: time.Second}, sm)
 		srv := server.New(server.Config{Logger: quiet}, b)
 		go srv.Serve(lns[g][n])
 		nd.backends[g], nd.servers = b, append(nd.servers, srv)
@@ -160,6 +161,11 @@ func (c *testCluster) leader(t *testing.T, g uint64) *testNode {
 		}
 		if agree && lead != 0 && c.nodes[lead-1].host != nil {
 			return c.nodes[lead-1]
+		}
+	}
+	for _, nd := range c.nodes {
+		if nd.host != nil {
+			t.Logf("node %d sees %d lead", nd.id, nd.host.Leader(g))
 		}
 	}
 	t.Fatalf("group %d elected no leader that every node knows", g)

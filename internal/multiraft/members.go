@@ -252,13 +252,16 @@ func (g *group) endChange(err error) {
 }
 
 // applyConfChange applies the configuration change e to raft, answers
-// its proposer if waiting here, and reports whether this node is still a
-// member. g.mu is held.
+// its proposer if waiting here, and reports whether this node keeps the
+// group: false once a change removes it. A node that joins the group
+// applies the changes made before its own (another node's addition, a
+// removal) while not a member yet, and keeps it. g.mu is held.
 func (h *Host) applyConfChange(g *group, e *raftpb.Entry) bool {
 	cc, err := decodeConfChange(e)
 	if err != nil {
 		panic(fmt.Sprintf("multiraft: group %d, entry %d: %v", g.id, e.Index, err)) // the log is damaged
 	}
+	was := isMember(g.conf, h.cfg.Node)
 	g.conf = *g.rn.ApplyConfChange(cc)
 	_, _, info, _ := decodeProposal(cc.Context) // none in a change raft made itself
 	g.roster.Store(g.roster.Load().apply(cc, info, func(node uint64, info []byte) { h.learned(g.id, node, info) }))
@@ -273,7 +276,7 @@ func (h *Host) applyConfChange(g *group, e *raftpb.Entry) bool {
 	} else {
 		g.checkChange(e)
 	}
-	return isMember(g.conf, h.cfg.Node)
+	return !was || isMember(g.conf, h.cfg.Node)
 }
 
 // checkChange answers the change waiting here with ErrChangeRefused if

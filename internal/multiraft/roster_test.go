@@ -15,10 +15,10 @@ import (
 	"github.com/flintkv/flint/internal/snap"
 )
 
-// TestRoster: nodes 4 and 5 join a group of three one after the other,
+// TestRoster: nodes 4, 5 and 6 join a group of three one after the other,
 // each added with its info, and then node 4 is removed. Every member
-// learns each info as it applies the change that carries it, node 5 that
-// of node 4 from the snapshot it joins by; every member records the
+// learns each info as it applies the change that carries it, or, node 5
+// that of node 4, from the snapshot it joins by; every member records the
 // removal, refuses to add node 4 again, and drops what node 4 sends; a
 // restarted member remembers it all, from its snapshot and its log.
 func TestRoster(t *testing.T) {
@@ -50,7 +50,10 @@ func TestRoster(t *testing.T) {
 	c.writeAll(g, c.nodes, hist, valuesFrom("b", 15))
 	n5 := c.addNode(g)
 	add(n5, c.nodes[:4])
-	wantInfo(c.nodes, map[uint64]string{4: "node 4's addresses", 5: "node 5's addresses"})
+	c.writeAll(g, c.nodes, hist, valuesFrom("b5", 15))
+	n6 := c.addNode(g)
+	add(n6, c.nodes[:5])
+	wantInfo(c.nodes, map[uint64]string{4: "node 4's addresses", 5: "node 5's addresses", 6: "node 6's addresses"})
 	if n := n5.router.snaps.Load(); n == 0 {
 		t.Fatal("node 5 joined without a snapshot: the test does not check that the snapshot carries node 4's info")
 	}
@@ -58,10 +61,15 @@ func TestRoster(t *testing.T) {
 	if err := c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error { return h.RemoveMember(ctx, g, n4.id) }); err != nil {
 		t.Fatalf("RemoveMember 4: %v", err)
 	}
+	st, err := c.leader(g).host.Status(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removal := st.Applied
 	waitFor(t, "node 4 stopped the group", func() bool { return n4.host.group(g) == nil })
 	c.stop(n4)
-	rest := []*node{c.nodes[0], c.nodes[1], c.nodes[2], n5}
-	wantInfo(rest, map[uint64]string{5: "node 5's addresses"})
+	rest := []*node{c.nodes[0], c.nodes[1], c.nodes[2], n5, n6}
+	wantInfo(rest, map[uint64]string{5: "node 5's addresses", 6: "node 6's addresses"})
 	readd := func(h *Host) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -75,7 +83,7 @@ func TestRoster(t *testing.T) {
 	// follow it: it is dropped.
 	lead := c.leader(g)
 	follower := rest[slices.IndexFunc(rest, func(nd *node) bool { return nd != lead })]
-	st, err := follower.host.Status(g)
+	st, err = follower.host.Status(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +97,10 @@ func TestRoster(t *testing.T) {
 
 	// Node 5 restarts from its snapshot, taken since the removal (the
 	// writes above made one), and the log after it.
-	c.waitCompacted(g, []*node{n5}, lead.host.group(g).snapIndex)
+	c.waitCompacted(g, []*node{n5}, removal)
 	c.stop(n5)
 	c.start(n5)
-	wantInfo([]*node{n5}, map[uint64]string{5: "node 5's addresses"})
+	wantInfo([]*node{n5}, map[uint64]string{5: "node 5's addresses", 6: "node 6's addresses"})
 	if err := readd(n5.host); !errors.Is(err, ErrRemovedID) {
 		t.Fatalf("re-adding node 4 at the restarted node 5: %v, want ErrRemovedID", err)
 	}
