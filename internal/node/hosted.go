@@ -150,7 +150,8 @@ func runHosted(ctx context.Context, cfg Config) error {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go followManagers(fctx, cfg.Shard, log, views...)
-	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "groups", len(srvs), "managers", cfg.Shard.Managers)
+	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "cluster", fmt.Sprintf("%016x", c.clusterID()),
+		"groups", len(srvs), "managers", cfg.Shard.Managers)
 	return serveHosted(ctx, srvs, h, cfg, log)
 }
 
