@@ -311,6 +311,7 @@ func awaitMaster(t *testing.T, addr, leader string) {
 	var state []string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		werr := rc.Set(ctx, "x", "y", 0).Err()
+		//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient asks, deprecated or not
 		slots, serr := rc.ClusterSlots(ctx).Result()
 		nodes, nerr := rc.ClusterNodes(ctx).Result()
 		var masters []string
