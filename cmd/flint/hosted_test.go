@@ -225,7 +225,12 @@ func TestHostedAddNode(t *testing.T) {
 	clusterChange(t, nil, "member 1 was removed from group 1", "remove-node", "--addr", addrs[0], "--group", "1", "--node", "1",
 		"--timeout", "1m")
 	w.await(50, "")
-	members := []string{memberAddr(t, l.Hosted[0], "2"), memberAddr(t, l.Hosted[0], "3"), client4, client5}
+	client1 := addrOf(t, l.Hosted[0], "1")
+	if out, code := runFlint(t, flintBin, nil, "cluster", "add-node", "--addr", addrs[0], "--group", "1", "--id", "1",
+		"--node", client1+"@"+addrOf(t, l.Nodes, "1"), "--timeout", "10s"); code == 0 || !strings.Contains(out, "removed from the group") {
+		t.Fatalf("add-node of removed node 1: exit %d, want a refusal naming the removal:\n%s", code, out)
+	}
+	members := []string{addrOf(t, l.Hosted[0], "2"), addrOf(t, l.Hosted[0], "3"), client4, client5}
 	transferTo(ctx, t, members, "5")
 	w.await(50, "")
 	served, _ := w.stop()
@@ -266,16 +271,16 @@ func clusterIDOf(t *testing.T, dir string) string {
 	return fmt.Sprintf("%016x", id)
 }
 
-// memberAddr returns the client address of node id in a group's members,
-// id=host:port,...
-func memberAddr(t *testing.T, members, id string) string {
+// addrOf returns the address of node id in a list id=host:port,...: a
+// group's members' client addresses, or the nodes' peer addresses.
+func addrOf(t *testing.T, list, id string) string {
 	t.Helper()
-	for _, m := range strings.Split(members, ",") {
+	for _, m := range strings.Split(list, ",") {
 		if n, addr, _ := strings.Cut(m, "="); n == id {
 			return addr
 		}
 	}
-	t.Fatalf("no member %s in %s", id, members)
+	t.Fatalf("no node %s in %s", id, list)
 	return ""
 }
 
