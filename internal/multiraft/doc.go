@@ -80,10 +80,9 @@
 //	infos       count, then for each member, by ascending node id: node id, info length, info
 //	removed     count, then each node id removed from the group, ascending
 //
-// A directory holds the
-// newest snapshot durable and raft's, and any newer one a leader sent
-// that raft did not take (it already held the entries): those go once a
-// snapshot passes them.
+// A directory holds the newest snapshot durable and raft's, and any newer
+// one a leader sent that raft did not take (it already held the entries):
+// those go once a snapshot passes them.
 //
 // # Membership changes
 //
@@ -105,7 +104,9 @@
 // (ErrRemovedID: raft would take the new node for the old member, its
 // vote included), and what it sends the group is dropped, but for the
 // notice that it was removed (below). A node stops a group once it
-// applies a configuration without it, and releases its log of the group;
+// applies the change that removes it (one that joins applies those made
+// before its own while not a member, and keeps the group), and releases
+// its log of the group;
 // one that missed its removal's commit learns of it when it campaigns: a
 // member whose configuration is newer than its own and does not hold it
 // answers so, and it stops. A node restarted after its removal is not to
