@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,10 +177,14 @@ func readLayout(t *testing.T, dir string) hostedLayout {
 }
 
 // TestHostedAddNode runs `flint cluster up --hosted --nodes 3 --groups 1`,
-// starts a fourth node with --join-groups 1, adds it with `flint cluster
-// add-node` and removes node 1 with `remove-node`, while a go-redis
-// ClusterClient writes: every acknowledged write reads back, linearizably
-// (READONLY), at node 4.
+// then, while a go-redis ClusterClient writes, starts a fourth node with
+// --join-groups 1 and adds it with `flint cluster add-node`, then a fifth
+// (named to the cluster by --cluster-id, its --host-nodes naming node 4
+// too), removes node 1 with `remove-node`, and hands the leadership to
+// node 5. Node 4, killed with kill -9 and restarted, catches up: every
+// acknowledged write reads back, linearizably (READONLY), at nodes 4 and
+// 5; every other member answers a write MOVED to node 5, and each
+// member's CLUSTER SLOTS and CLUSTER NODES name node 5 as the master.
 func TestHostedAddNode(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cluster")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -187,16 +192,22 @@ func TestHostedAddNode(t *testing.T) {
 	_, addrs, _ := clusterUpArgs(t, "--hosted", "--nodes", "3", "--groups", "1", "--dir", dir)
 	l := readLayout(t, dir)
 	_, args := findNode(t, filepath.Join(dir, "n1"))
-	a := freeAddrs(t, 2)
-	client4, peer4 := a[0], a[1]
-	set := map[string]string{"--id": "4", "--dir": filepath.Join(dir, "n4"), "--host-nodes": l.Nodes + ",4=" + peer4,
-		"--host-groups": "1:" + l.Hosted[0] + ",4=" + client4}
-	for i := 1; i+1 < len(args); i++ {
-		if v, ok := set[args[i]]; ok {
-			args[i+1] = v
+	a := freeAddrs(t, 4)
+	client4, peer4, client5, peer5 := a[0], a[1], a[2], a[3]
+	start := func(id, nodes, client string, extra ...string) []string {
+		set := map[string]string{"--id": id, "--dir": filepath.Join(dir, "n"+id), "--host-nodes": nodes,
+			"--host-groups": "1:" + l.Hosted[0] + "," + id + "=" + client}
+		args := slices.Clone(args)
+		for i := 1; i+1 < len(args); i++ {
+			if v, ok := set[args[i]]; ok {
+				args[i+1] = v
+			}
 		}
+		args = append(args, append([]string{"--join-groups", "1"}, extra...)...)
+		restartNode(t, args, l.Secret)
+		return args
 	}
-	restartNode(t, append(args, "--join-groups", "1"), l.Secret)
+	args4 := start("4", l.Nodes+",4="+peer4, client4)
 
 	cc := clusterClient(addrs[:1])
 	defer cc.Close()
@@ -205,23 +216,123 @@ func TestHostedAddNode(t *testing.T) {
 	clusterChange(t, nil, "was added to group 1, and votes", "add-node", "--addr", addrs[0], "--group", "1", "--id", "4",
 		"--node", client4+"@"+peer4, "--timeout", "1m")
 	w.await(50, "")
+	// Without --cluster-id, node 5's list, with node 4 in it, would name
+	// another cluster.
+	start("5", l.Nodes+",4="+peer4+",5="+peer5, client5, "--cluster-id", clusterIDOf(t, filepath.Join(dir, "n1")))
+	clusterChange(t, nil, "was added to group 1, and votes", "add-node", "--addr", addrs[0], "--group", "1", "--id", "5",
+		"--node", client5+"@"+peer5, "--timeout", "1m")
+	w.await(50, "")
 	clusterChange(t, nil, "member 1 was removed from group 1", "remove-node", "--addr", addrs[0], "--group", "1", "--node", "1",
 		"--timeout", "1m")
 	w.await(50, "")
+	client1 := addrOf(t, l.Hosted[0], "1")
+	if out, code := runFlint(t, flintBin, nil, "cluster", "add-node", "--addr", addrs[0], "--group", "1", "--id", "1",
+		"--node", client1+"@"+addrOf(t, l.Nodes, "1"), "--timeout", "10s"); code == 0 || !strings.Contains(out, "removed from the group") {
+		t.Fatalf("add-node of removed node 1: exit %d, want a refusal naming the removal:\n%s", code, out)
+	}
+	members := []string{addrOf(t, l.Hosted[0], "2"), addrOf(t, l.Hosted[0], "3"), client4, client5}
+	transferTo(ctx, t, members, "5")
+	w.await(50, "")
 	served, _ := w.stop()
 
-	rc := redis.NewClient(&redis.Options{Addr: client4, MaxRetries: -1,
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
-	defer rc.Close()
+	killNode(t, filepath.Join(dir, "n4"))
+	restartNode(t, args4, l.Secret)
 	acked := 0
-	for i, by := range served {
-		if by == "" {
-			continue
+	for _, addr := range []string{client4, client5} {
+		rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1,
+			OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+		defer rc.Close()
+		acked = 0
+		for i, by := range served {
+			if by != "" {
+				acked++
+				readAtOwner(ctx, t, []*redis.Client{rc}, fmt.Sprint("k", i), fmt.Sprint(i))
+			}
 		}
-		acked++
-		readAtOwner(ctx, t, []*redis.Client{rc}, fmt.Sprint("k", i), fmt.Sprint(i))
 	}
-	t.Logf("%d acknowledged writes, all at node 4", acked)
+	for _, addr := range members {
+		awaitMaster(t, addr, client5)
+	}
+	t.Logf("%d acknowledged writes, all at nodes 4 and 5", acked)
+}
+
+// clusterIDOf returns the cluster id that the data directory dir's
+// IDENTITY records, as 16 hex digits.
+func clusterIDOf(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "IDENTITY"))
+	var id uint64
+	if err == nil {
+		_, err = fmt.Sscanf(string(b), "flint identity 2\ncluster %x\n", &id)
+	}
+	if err != nil {
+		t.Fatalf("the cluster id in %s: %v", dir, err)
+	}
+	return fmt.Sprintf("%016x", id)
+}
+
+// addrOf returns the address of node id in a list id=host:port,...: a
+// group's members' client addresses, or the nodes' peer addresses.
+func addrOf(t *testing.T, list, id string) string {
+	t.Helper()
+	for _, m := range strings.Split(list, ",") {
+		if n, addr, _ := strings.Cut(m, "="); n == id {
+			return addr
+		}
+	}
+	t.Fatalf("no node %s in %s", id, list)
+	return ""
+}
+
+// transferTo asks the member of members that leads, as FLINT.MEMBER
+// TRANSFER finds it (the others answer READONLY), to hand the leadership
+// to node id, trying for up to 20 s.
+func transferTo(ctx context.Context, t *testing.T, members []string, id string) {
+	t.Helper()
+	var errs []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		errs = errs[:0]
+		for _, addr := range members {
+			rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			err := rc.Do(ctx, "FLINT.MEMBER", "TRANSFER", id).Err()
+			rc.Close()
+			if err == nil {
+				return
+			}
+			errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+		}
+	}
+	t.Fatalf("no member handed the leadership to node %s: %v", id, errs)
+}
+
+// awaitMaster waits up to 20 s until the member at addr answers a write
+// MOVED to leader (unless it is the leader), and its CLUSTER SLOTS and
+// CLUSTER NODES name leader as the one master.
+func awaitMaster(t *testing.T, addr, leader string) {
+	t.Helper()
+	ctx := context.Background()
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rc.Close()
+	var state []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		werr := rc.Set(ctx, "x", "y", 0).Err()
+		//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient asks, deprecated or not
+		slots, serr := rc.ClusterSlots(ctx).Result()
+		nodes, nerr := rc.ClusterNodes(ctx).Result()
+		var masters []string
+		for _, line := range strings.Split(nodes, "\n") {
+			if f := strings.Fields(line); len(f) > 2 && strings.Contains(f[2], "master") {
+				masters = append(masters, strings.Split(f[1], "@")[0])
+			}
+		}
+		moved := addr == leader && werr == nil || werr != nil && strings.HasPrefix(werr.Error(), "MOVED ") && strings.HasSuffix(werr.Error(), " "+leader)
+		if moved && serr == nil && len(slots) == 1 && len(slots[0].Nodes) > 0 && slots[0].Nodes[0].Addr == leader &&
+			nerr == nil && slices.Equal(masters, []string{leader}) {
+			return
+		}
+		state = []string{fmt.Sprint("SET: ", werr), fmt.Sprintf("CLUSTER SLOTS: %v %v", slots, serr), fmt.Sprintf("masters in CLUSTER NODES: %v %v", masters, nerr)}
+	}
+	t.Fatalf("the member at %s does not name %s as its group's master after 20 s: %v", addr, leader, state)
 }
 
 // TestServeRejectsBadHostFlags: a node hosting groups refuses, with exit
@@ -240,6 +351,7 @@ func TestServeRejectsBadHostFlags(t *testing.T) {
 		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001", "--managers", "m:1", "--shard-group", "1"}, "not --initial-members"},
 		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001,2=127.0.0.1:7002", "--managers", "m:1", "--join-groups", "2"}, "--join-groups: \"2\" is not a group"},
 		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:2=127.0.0.1:7002", "--managers", "m:1", "--join-groups", "1"}, "--join-groups: group 1: this node"},
+		{[]string{"--id", "1", "--host-nodes", nodes, "--host-groups", "1:1=127.0.0.1:7001", "--managers", "m:1", "--cluster-id", "12ab"}, "--cluster-id \"12ab\": want the cluster's id"},
 	} {
 		cmd := exec.Command(flintBin, append([]string{"serve"}, c.args...)...)
 		cmd.Env = append(os.Environ(), "FLINT_CLUSTER_SECRET=s")

@@ -16,16 +16,18 @@ import (
 // hostFlags are serve's flags for a node that hosts members of several
 // data groups of a sharded cluster on one log and one raft host.
 type hostFlags struct {
-	nodes, groups, join string
+	nodes, groups, join, clusterID string
 }
 
 func (f *hostFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodes, "host-nodes", "", "the nodes of a cluster whose nodes host several data groups each, the same list on\neach: id=peerhost:peerport,...; with --id, --host-groups and --managers")
 	fs.StringVar(&f.groups, "host-groups", "", "the data groups the --host-nodes host, the same list on each: group:id=host:port,...;...\n(each member's node id and client address); this node serves its members of them")
 	fs.StringVar(&f.join, "join-groups", "", "the groups of --host-groups this node joins as a new member, on every start: group,...;\n"+
-		"a new node, joining all its groups, gives as --host-nodes the cluster's first nodes and itself;\n"+
+		"a new node, joining all its groups, gives --cluster-id, or as --host-nodes the cluster's first\nnodes and itself; its --host-groups lists, for a group it joins, the first members and itself;\n"+
 		"it runs each with its other members as the group's first ones, and the leader adds it\n"+
 		"with FLINT.MEMBER ADD id client-host:port@peerhost:peerport (flint cluster add-node)")
+	fs.StringVar(&f.clusterID, "cluster-id", "", "the cluster's id (16 hex digits, which every hosting node logs at start), in place of\n"+
+		"the one --host-nodes names: for a new node, whose --host-nodes may then name any nodes")
 }
 
 // on reports whether the node hosts groups.
@@ -64,6 +66,13 @@ func (f *hostFlags) config(cf *clusterFlags, sf *shardFlags, password string) (*
 	}
 	c := &node.ClusterConfig{ID: cf.id, Members: nodes, PeerListen: cf.peerListen, Secret: []byte(secret), Name: cf.name,
 		TickInterval: cf.tick, ElectionTicks: cf.electionTicks}
+	if f.clusterID != "" {
+		id, err := strconv.ParseUint(f.clusterID, 16, 64)
+		if err != nil || id == 0 || len(f.clusterID) != 16 {
+			return nil, nil, nil, fmt.Errorf("--cluster-id %q: want the cluster's id, 16 hex digits, not all 0", f.clusterID)
+		}
+		c.ClusterID = id
+	}
 	if joinsAll(groups, cf.id) {
 		// A node that joins every group it hosts is a new node, not one
 		// of the cluster's first nodes, whose list names the cluster (its

@@ -26,12 +26,14 @@
 // # Membership
 //
 // FLINT.MEMBER ADD, REMOVE and TRANSFER, at the group's leader, are the
-// Host's AddMember, RemoveMember and TransferLeadership (see AddMember for
-// how the members reach a new one). A node that joins an existing group
-// runs it with AddGroup given the group's first members, without itself.
-// Only the node where a change was made learns the client addresses it
-// changes: the others answer Redirect and ClusterView from the members
-// they were started with (the managers' map is what clients follow).
+// Host's AddMember, RemoveMember and TransferLeadership. A member is added
+// with its addresses, "client@peer", as its info, which the change's
+// entry carries to every member (Host.MemberInfo): each node points its
+// transport at the peer address (package node, through
+// multiraft.Config.OnMember), and Redirect and ClusterView give the
+// client address. The group's first members' client addresses are
+// Config.Members'. A node that joins an existing group runs it with
+// AddGroup given the group's first members, without itself.
 // Snapshots are the Host's to take (StateMachine.Snapshot and Restore
 // write and read them).
 package hostgroup
@@ -41,11 +43,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,12 +62,10 @@ type Config struct {
 	Group uint64 // the group's id on the Host
 	Self  uint64 // this node's id, its member id in the group
 	// Members is each member's client address, by member (node) id, as
-	// the node was started with; AddMember and RemoveMember at this node
-	// change the Backend's copy.
+	// the node was started with: the group's first members', and this
+	// node's. Those of members added since are their infos (see the
+	// package doc).
 	Members map[uint64]string
-	// SetPeer, if not nil, points this node's transport at a node's peer
-	// address (AddMember calls it for the member it adds).
-	SetPeer func(node uint64, addr string)
 	// LeaderWait is how long writes and reads wait while the group has no
 	// leader before they fail with replica.ErrNoLeader; default 2 s (two
 	// election timeouts of the default clock).
@@ -80,11 +78,9 @@ const maxBatchBytes = 512 << 20
 // Backend is a server.Backend (and server.Cluster and server.Positioner)
 // of one group on a Host. Its methods are safe for concurrent use.
 type Backend struct {
-	cfg     Config
-	sm      *StateMachine
-	next    atomic.Uint64 // the last call id used
-	mu      sync.Mutex
-	members map[uint64]string // see memberAddrs
+	cfg  Config
+	sm   *StateMachine
+	next atomic.Uint64 // the last call id used
 }
 
 var (
@@ -100,7 +96,7 @@ func New(cfg Config, sm *StateMachine) *Backend {
 	if cfg.LeaderWait <= 0 {
 		cfg.LeaderWait = 2 * time.Second
 	}
-	return &Backend{cfg: cfg, sm: sm, members: maps.Clone(cfg.Members)}
+	return &Backend{cfg: cfg, sm: sm}
 }
 
 // Store implements server.Backend.
@@ -220,35 +216,47 @@ func (b *Backend) Redirect() (string, bool) {
 	if lead == 0 || lead == b.cfg.Self {
 		return "", false
 	}
-	addr, ok := b.memberAddrs()[lead]
-	return addr, ok
+	addr := b.clientAddr(lead)
+	return addr, addr != ""
 }
 
-// ClusterView implements server.Cluster: the members whose client
-// addresses this node knows (see memberAddrs), each taken for a voter.
+// clientAddr returns member id's client address: its info's, or, for a
+// member added without one (a first member), Config.Members'; "" if
+// neither names it.
+func (b *Backend) clientAddr(id uint64) string {
+	if info, ok := b.cfg.Host.MemberInfo(b.cfg.Group)[id]; ok {
+		client, _, _ := strings.Cut(string(info), "@")
+		return client
+	}
+	return b.cfg.Members[id]
+}
+
+// ClusterView implements server.Cluster: the members of the group's
+// configuration, voters and learners, with their client addresses (see
+// clientAddr); if the group stopped here (this node was removed from it),
+// none.
 func (b *Backend) ClusterView() server.ClusterView {
 	v := server.ClusterView{Self: b.cfg.Self, Leader: b.cfg.Host.Leader(b.cfg.Group), Applied: b.sm.Applied()}
 	st, err := b.cfg.Host.Status(b.cfg.Group)
-	if err == nil {
-		v.Term, v.Commit = st.Term, st.Commit
+	if err != nil {
+		return v
 	}
-	for id, addr := range b.memberAddrs() {
-		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: addr, Voter: true, Match: st.Progress[id].Match})
+	v.Term, v.Commit = st.Term, st.Commit
+	for id := range st.Config.Voters.IDs() {
+		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: b.clientAddr(id), Voter: true, Match: st.Progress[id].Match})
+	}
+	for id := range st.Config.Learners {
+		v.Members = append(v.Members, server.ClusterMember{ID: id, Addr: b.clientAddr(id), Match: st.Progress[id].Match})
 	}
 	slices.SortFunc(v.Members, func(x, y server.ClusterMember) int { return cmp.Compare(x.ID, y.ID) })
 	return v
 }
 
 // AddMember implements server.Membership at the group's leader: node id
-// joins as a learner, is caught up, then promoted (Host.AddMember).
-// addrs is its client@peer: this node's transport connects to the peer
-// address (Config.SetPeer) before the change, so that it can reach the
-// learner, and Redirect and ClusterView know the client address. The
-// other members learn the peer address from the new node itself: it is
-// started with every member's peer address (the group's first members)
-// and connects to each, and a transport learns the address a connecting
-// peer advertises when it knows none for it (package transport), so any
-// of them can reach it once it leads.
+// joins as a learner, is caught up, then promoted (Host.AddMember), with
+// addrs, its client@peer, as its info (see the package doc). A member
+// already (a voter, or a learner an earlier ADD left) keeps the addresses
+// it has: a wrong peer address would cut it off.
 func (b *Backend) AddMember(ctx context.Context, id uint64, addrs string) error {
 	client, peer, err := parseAddrs(addrs)
 	if err != nil {
@@ -261,15 +269,7 @@ func (b *Backend) AddMember(ctx context.Context, id uint64, addrs string) error 
 	if st.Lead != b.cfg.Self {
 		return replica.ErrNotLeader
 	}
-	// A member already (a voter, or a learner an earlier ADD left) keeps
-	// the addresses it has: a wrong peer address would cut it off.
-	if _, member := st.Progress[id]; !member {
-		if b.cfg.SetPeer != nil {
-			b.cfg.SetPeer(id, peer)
-		}
-		b.setMember(id, client)
-	}
-	return changeErr(b.cfg.Host.AddMember(ctx, b.cfg.Group, id))
+	return changeErr(b.cfg.Host.AddMember(ctx, b.cfg.Group, id, []byte(client+"@"+peer)))
 }
 
 // parseAddrs parses a member's addresses: host:port@peerport, the peer's
@@ -292,11 +292,7 @@ func parseAddrs(addrs string) (client, peer string, err error) {
 // RemoveMember implements server.Membership at the group's leader
 // (Host.RemoveMember): the removed member stops the group.
 func (b *Backend) RemoveMember(ctx context.Context, id uint64) error {
-	if err := changeErr(b.cfg.Host.RemoveMember(ctx, b.cfg.Group, id)); err != nil {
-		return err
-	}
-	b.setMember(id, "")
-	return nil
+	return changeErr(b.cfg.Host.RemoveMember(ctx, b.cfg.Group, id))
 }
 
 // TransferLeadership implements server.Membership at the group's leader
@@ -318,26 +314,4 @@ func changeErr(err error) error {
 		return fmt.Errorf("%w: %w", replica.ErrOutcomeUnknown, err)
 	}
 	return err
-}
-
-// setMember records member id's client address, or forgets the member if
-// addr is empty.
-func (b *Backend) setMember(id uint64, addr string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ms := maps.Clone(b.members)
-	if addr == "" {
-		delete(ms, id)
-	} else {
-		ms[id] = addr
-	}
-	b.members = ms
-}
-
-// memberAddrs returns each member's client address, by member id: the
-// map is never changed in place.
-func (b *Backend) memberAddrs() map[uint64]string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.members
 }

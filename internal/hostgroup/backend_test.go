@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -64,6 +65,7 @@ type testNode struct {
 	host     *multiraft.Host
 	backends map[uint64]*Backend
 	servers  []*server.Server
+	learned  sync.Map // member -> the info multiraft.Config.OnMember last gave (of any group)
 }
 
 // testCluster is nodes 1..3, each a member of groups 1..groups; addrs[g][n]
@@ -72,7 +74,6 @@ type testCluster struct {
 	net   *transporttest.Network
 	nodes []*testNode
 	addrs map[uint64]map[uint64]string
-	peers sync.Map // node id -> the peer address the last SetPeer gave
 }
 
 func startCluster(t *testing.T, groups int) *testCluster {
@@ -89,7 +90,7 @@ func startCluster(t *testing.T, groups int) *testCluster {
 		}
 	}
 	for n := uint64(1); n <= 3; n++ {
-		c.startNode(t, n, []uint64{1, 2, 3}, lns, func(id uint64, addr string) { c.peers.Store(id, addr) })
+		c.startNode(t, n, []uint64{1, 2, 3}, lns)
 	}
 	t.Cleanup(func() {
 		for _, nd := range c.nodes {
@@ -101,9 +102,8 @@ func startCluster(t *testing.T, groups int) *testCluster {
 }
 
 // startNode starts node n, a member of each group of lns, whose first
-// members are first, serving group g's clients on lns[g][n]; setPeer is
-// its backends' Config.SetPeer.
-func (c *testCluster) startNode(t *testing.T, n uint64, first []uint64, lns map[uint64]map[uint64]net.Listener, setPeer func(uint64, string)) *testNode {
+// members are first, serving group g's clients on lns[g][n].
+func (c *testCluster) startNode(t *testing.T, n uint64, first []uint64, lns map[uint64]map[uint64]net.Listener) *testNode {
 	nd := &testNode{id: n, backends: map[uint64]*Backend{}}
 	ep := c.net.Register(n, &nd.router)
 	log, err := wal.OpenShared(vfs.NewMem(), "wal", wal.Options{Logger: quiet})
@@ -111,13 +111,14 @@ func (c *testCluster) startNode(t *testing.T, n uint64, first []uint64, lns map[
 		t.Fatal(err)
 	}
 	nd.log = log
-	nd.host = multiraft.New(multiraft.Config{Node: n, Log: log, Sender: ep, TickInterval: 10 * time.Millisecond, Logger: quiet})
+	nd.host = multiraft.New(multiraft.Config{Node: n, Log: log, Sender: ep, TickInterval: 10 * time.Millisecond, Logger: quiet,
+		OnMember: func(_, node uint64, info []byte) { nd.learned.Store(node, string(info)) }})
 	for g := uint64(1); g <= uint64(len(lns)); g++ {
 		sm := NewStateMachine(store.Options{})
 		if err := nd.host.AddGroup(g, first, sm); err != nil {
 			t.Fatal(err)
 		}
-		b := New(Config{Host: nd.host, Group: g, Self: n, Members: c.addrs[g], LeaderWait: time.Second, SetPeer: setPeer}, sm)
+		b := New(Config{Host: nd.host, Group: g, Self: n, Members: maps.Clone(c.addrs[g]), LeaderWait: time.Second}, sm)
 		srv := server.New(server.Config{Logger: quiet}, b)
 		go srv.Serve(lns[g][n])
 		nd.backends[g], nd.servers = b, append(nd.servers, srv)
@@ -160,6 +161,11 @@ func (c *testCluster) leader(t *testing.T, g uint64) *testNode {
 		}
 		if agree && lead != 0 && c.nodes[lead-1].host != nil {
 			return c.nodes[lead-1]
+		}
+	}
+	for _, nd := range c.nodes {
+		if nd.host != nil {
+			t.Logf("node %d sees %d lead", nd.id, nd.host.Leader(g))
 		}
 	}
 	t.Fatalf("group %d elected no leader that every node knows", g)
@@ -385,7 +391,7 @@ func TestMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.addrs[1][4] = ln.Addr().String()
-	joiner := c.startNode(t, 4, []uint64{1, 2, 3}, map[uint64]map[uint64]net.Listener{1: {4: ln}}, nil)
+	joiner := c.startNode(t, 4, []uint64{1, 2, 3}, map[uint64]map[uint64]net.Listener{1: {4: ln}})
 	var follower *testNode
 	for _, nd := range c.nodes[:3] {
 		if nd != lead {
@@ -406,8 +412,8 @@ func TestMembership(t *testing.T) {
 	if err := rc.Do(ctx, "FLINT.MEMBER", "ADD", "4", "127.0.0.1:1@peer4:7001").Err(); err != nil {
 		t.Fatalf("FLINT.MEMBER ADD of a voter: %v", err)
 	}
-	if p, _ := c.peers.Load(uint64(4)); p != "peer4:7000" {
-		t.Fatalf("the leader's transport was pointed at %v for node 4, want peer4:7000", p)
+	if info, _ := lead.learned.Load(uint64(4)); info != c.addrs[1][4]+"@peer4:7000" {
+		t.Fatalf("the leader learned node 4's info %v, want its first addresses", info)
 	}
 	write(rc, "added")
 

@@ -71,10 +71,18 @@
 // lower-case hex digits>/, as package snap's files (<index>-<term>.snap,
 // written to a .tmp file, fsynced, renamed and the directory fsynced),
 // format version 2, the state as a stream (see package snap, "Streams")
-// and the group's configuration in the header. A directory holds the
-// newest snapshot durable and raft's, and any newer one a leader sent
-// that raft did not take (it already held the entries): those go once a
-// snapshot passes them.
+// and the group's configuration in the header, and, once a change added a
+// member with info or removed one, the group's roster in the section
+// "multiraft.roster" (a file without it has an empty roster), version 1,
+// in package snap's varints:
+//
+//	version     1 byte, 1
+//	infos       count, then for each member, by ascending node id: node id, info length, info
+//	removed     count, then each node id removed from the group, ascending
+//
+// A directory holds the newest snapshot durable and raft's, and any newer
+// one a leader sent that raft did not take (it already held the entries):
+// those go once a snapshot passes them.
 //
 // # Membership changes
 //
@@ -86,19 +94,28 @@
 // then is promoted. The new node hosts the group with AddGroup given the
 // group's first members, as every node does: its configuration is then
 // raft's, from a snapshot's header or the first members, and the changes
-// in the log after it, as they are applied. A node stops a group once it
-// applies a configuration without it, and releases its log of the group;
+// in the log after it, as they are applied. A change that adds a member
+// carries the info AddMember was given (the member's addresses, say: the
+// entry's format is in members.go), so that every member learns it as
+// it applies the change (MemberInfo, and Config.OnMember as it happens),
+// a node that joins from the snapshot it is sent, and a restarted one
+// from its snapshot and log: the group's roster, which also records the
+// node ids removed from the group. A removed id is never added back
+// (ErrRemovedID: raft would take the new node for the old member, its
+// vote included), and what it sends the group is dropped, but for the
+// notice that it was removed (below). A node stops a group once it
+// applies the change that removes it (one that joins applies those made
+// before its own while not a member, and keeps the group), and releases
+// its log of the group;
 // one that missed its removal's commit learns of it when it campaigns: a
 // member whose configuration is newer than its own and does not hold it
 // answers so, and it stops. A node restarted after its removal is not to
 // add the group again (AddGroup may refuse it, its entries gone). Where
-// nodes are (the transport's addresses) is the caller's business.
+// nodes are (the transport's addresses) is the caller's business, which
+// the infos serve.
 //
 // # What a Host does not do yet
 //
 // Change several members at once (raft's joint configurations): changes
-// are made one at a time. Remember the node ids removed from a group: a
-// removed node must not be added back under its id (raft would take it
-// for the old member, its vote included), and nothing stops a caller
-// from doing so.
+// are made one at a time.
 package multiraft

@@ -84,6 +84,9 @@ type group struct {
 	// nil; removed: this node was removed from the group, which stopped.
 	changing *confWait
 	removed  bool
+	// roster is the group's roster as of applied (see roster.go):
+	// written with mu held, read by anyone.
+	roster atomic.Pointer[roster]
 }
 
 type result struct {
@@ -99,6 +102,7 @@ func newGroup(id uint64, rn *raft.RawNode, storage *raftlog.Storage, sm StateMac
 	if snapshots {
 		g.snapper, _ = sm.(Snapshotter)
 	}
+	g.roster.Store(emptyRoster)
 	return g
 }
 
@@ -191,7 +195,11 @@ func (h *Host) process(g *group) {
 		g.rn.ReportUnreachable(to)
 	}
 	h.tellRemoved(g, msgs)
+	r := g.roster.Load()
 	for _, m := range msgs {
+		if r.isRemoved(m.From) {
+			continue // a removed member's: tellRemoved answered it
+		}
 		if !isHeartbeat(m.Type) {
 			g.quiesce = nil // woken since
 		}

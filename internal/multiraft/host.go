@@ -70,6 +70,11 @@ type Config struct {
 	// quiesces; default ElectionTicks.
 	QuiesceTicks int
 	Logger       *slog.Logger // default slog.Default()
+	// OnMember, if set, is told each member's info (AddMember's) as this
+	// node learns it: from a change applied, or a snapshot restored or
+	// installed, so perhaps more than once. It is called on the group's
+	// apply goroutine, and must neither block nor call the Host.
+	OnMember func(group, node uint64, info []byte)
 }
 
 func (c *Config) withDefaults() {
@@ -163,7 +168,7 @@ func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 	if id == 0 {
 		return errors.New("multiraft: group 0 is the node's own channel")
 	}
-	snap, lg, err := h.restore(id, members, sm)
+	snap, r, lg, err := h.restore(id, members, sm)
 	if err != nil {
 		return err
 	}
@@ -184,6 +189,7 @@ func (h *Host) AddGroup(id uint64, members []uint64, sm StateMachine) error {
 		return fmt.Errorf("multiraft: group %d: %w", id, err)
 	}
 	g := newGroup(id, rn, storage, sm, hs, snap, h.cfg.SnapDir != "")
+	h.setRoster(g, r)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.mu.groups[id]; ok {

@@ -21,7 +21,10 @@ import (
 // log as it is applied, and the configuration as of a snapshot in the
 // snapshot's header, so that a restart finds it from the snapshot and the
 // log after it. A change's entry carries, as its context, the proposing
-// node and proposal (as a proposal's entry does, with no data).
+// node and proposal, as a proposal's entry does, then, as its data, the
+// info of the member it adds (AddMember's; none for a promotion, a
+// removal, or an entry written before infos were), which the group's
+// roster keeps (see roster.go).
 
 // Errors of membership changes.
 var (
@@ -52,22 +55,27 @@ type confWait struct {
 // AddMember adds node to group id, whose leader this node must be: as a
 // learner, then, once the learner's log reaches the index this node had
 // applied when the learner was added, as a voter. It returns once the
-// promotion is applied here. Called for a learner (one that an earlier
-// call added and did not promote), it waits and promotes; for a voter, it
-// does nothing. The new node runs the group with AddGroup, given the
-// group's first members, before or after the call; its address is the
-// transport's business. A node removed from a group is not added back
-// (its log of the group is released: see RemoveMember).
-func (h *Host) AddMember(ctx context.Context, id, node uint64) error {
+// promotion is applied here. info (its addresses, say) goes with the
+// learner's change, and every member learns it as it applies it
+// (MemberInfo, Config.OnMember), the leader first, before it sends the
+// learner anything. Called for a learner (one that an earlier call added
+// and did not promote), it waits and promotes, and the learner keeps its
+// info; for a voter, it does nothing. The new node runs the group with
+// AddGroup, given the group's first members, before or after the call. A
+// node id removed from the group is refused with ErrRemovedID.
+func (h *Host) AddMember(ctx context.Context, id, node uint64, info []byte) error {
 	g := h.group(id)
 	if g == nil {
 		return ErrNoGroup
+	}
+	if g.roster.Load().isRemoved(node) {
+		return fmt.Errorf("%w: node %d, group %d", ErrRemovedID, node, id)
 	}
 	switch g.role(node) {
 	case "voter":
 		return nil
 	case "":
-		if err := h.change(ctx, g, raftpb.ConfChangeAddLearnerNode, node); err != nil {
+		if err := h.change(ctx, g, raftpb.ConfChangeAddLearnerNode, node, info); err != nil {
 			return err
 		}
 	}
@@ -86,7 +94,7 @@ func (h *Host) AddMember(ctx context.Context, id, node uint64) error {
 			return ErrStopped
 		}
 	}
-	return h.change(ctx, g, raftpb.ConfChangeAddNode, node)
+	return h.change(ctx, g, raftpb.ConfChangeAddNode, node, nil)
 }
 
 // RemoveMember removes node from group id, whose leader this node must
@@ -102,7 +110,7 @@ func (h *Host) RemoveMember(ctx context.Context, id, node uint64) error {
 	if g.role(node) == "" {
 		return fmt.Errorf("%w: %d", ErrNoMember, node)
 	}
-	err := h.change(ctx, g, raftpb.ConfChangeRemoveNode, node)
+	err := h.change(ctx, g, raftpb.ConfChangeRemoveNode, node, nil)
 	if node == h.cfg.Node && errors.Is(err, ErrRemoved) {
 		return nil // this node applied its removal, and stopped the group
 	}
@@ -173,12 +181,12 @@ func (g *group) role(node uint64) string {
 	return ""
 }
 
-// change proposes the change typ of node to group g, whose leader this
-// node must be, and waits until it is applied here.
-func (h *Host) change(ctx context.Context, g *group, typ raftpb.ConfChangeType, node uint64) error {
+// change proposes the change typ of node, with info, to group g, whose
+// leader this node must be, and waits until it is applied here.
+func (h *Host) change(ctx context.Context, g *group, typ raftpb.ConfChangeType, node uint64, info []byte) error {
 	pid := h.proposals.Add(1)
 	w := &confWait{pid: pid, ch: make(chan error, 1)}
-	cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: typ, NodeID: node}}, Context: encodeProposal(h.cfg.Node, pid, nil)}
+	cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: typ, NodeID: node}}, Context: encodeProposal(h.cfg.Node, pid, info)}
 	if err := h.lockLeading(g, true); err != nil {
 		return err
 	}
@@ -244,14 +252,19 @@ func (g *group) endChange(err error) {
 }
 
 // applyConfChange applies the configuration change e to raft, answers
-// its proposer if waiting here, and reports whether this node is still a
-// member. g.mu is held.
+// its proposer if waiting here, and reports whether this node keeps the
+// group: false once a change removes it. A node that joins the group
+// applies the changes made before its own (another node's addition, a
+// removal) while not a member yet, and keeps it. g.mu is held.
 func (h *Host) applyConfChange(g *group, e *raftpb.Entry) bool {
 	cc, err := decodeConfChange(e)
 	if err != nil {
 		panic(fmt.Sprintf("multiraft: group %d, entry %d: %v", g.id, e.Index, err)) // the log is damaged
 	}
+	was := isMember(g.conf, h.cfg.Node)
 	g.conf = *g.rn.ApplyConfChange(cc)
+	_, _, info, _ := decodeProposal(cc.Context) // none in a change raft made itself
+	g.roster.Store(g.roster.Load().apply(cc, info, func(node uint64, info []byte) { h.learned(g.id, node, info) }))
 	h.addPeers(g.conf)
 	// The next snapshot holds the new configuration: a new member can
 	// take none of an older one (see sendSnapshot).
@@ -263,7 +276,7 @@ func (h *Host) applyConfChange(g *group, e *raftpb.Entry) bool {
 	} else {
 		g.checkChange(e)
 	}
-	return isMember(g.conf, h.cfg.Node)
+	return !was || isMember(g.conf, h.cfg.Node)
 }
 
 // checkChange answers the change waiting here with ErrChangeRefused if

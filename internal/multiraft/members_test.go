@@ -118,7 +118,7 @@ func TestMembership(t *testing.T) {
 	c.writeAll(g, c.nodes, hist, valuesFrom("a", 30))
 	c.waitCompacted(g, c.nodes, 0)
 	n4 := c.addNode(g)
-	if err := c.atLeader(g, c.nodes[:3], func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id) }); err != nil {
+	if err := c.atLeader(g, c.nodes[:3], func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id, nil) }); err != nil {
 		t.Fatalf("AddMember: %v", err)
 	}
 	final := c.checkConverged(g, c.nodes, hist)
@@ -187,7 +187,7 @@ func TestMembershipWithFaults(t *testing.T) {
 	changes.Add(1)
 	go func() {
 		defer changes.Done()
-		addErr = c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id) })
+		addErr = c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id, nil) })
 		if addErr != nil {
 			return
 		}
@@ -247,7 +247,7 @@ func TestMembershipRefusals(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		first <- lead.host.AddMember(ctx, g, n4.id)
+		first <- lead.host.AddMember(ctx, g, n4.id, nil)
 	}()
 	waitFor(t, "the first change proposed", func() bool {
 		gr := lead.host.group(g)
@@ -262,7 +262,7 @@ func TestMembershipRefusals(t *testing.T) {
 		t.Fatalf("a change its cut-off leader cannot commit: %v, want ErrUnknownState", err)
 	}
 	c.net.Heal()
-	if err := c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id) }); err != nil {
+	if err := c.atLeader(g, c.nodes, func(ctx context.Context, h *Host) error { return h.AddMember(ctx, g, n4.id, nil) }); err != nil {
 		t.Fatalf("AddMember once healed: %v", err)
 	}
 	c.writeAll(g, c.nodes, hist, []string{"b"})

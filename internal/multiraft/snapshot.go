@@ -28,28 +28,29 @@ func (h *Host) snapDir(id uint64) string {
 // one, or if the group takes none, sm stays as it is, the log starts from
 // its first entry and the configuration is members. A snapshot is of committed entries, so any one the log goes on
 // from will do (one sent by a leader and not yet taken by raft among
-// them: the log's entries after it are checked by raft as any are).
-func (h *Host) restore(id uint64, members []uint64, sm StateMachine) (raftpb.SnapshotMetadata, *wal.Group, error) {
+// them: the log's entries after it are checked by raft as any are). It
+// returns the group's roster as of the snapshot too.
+func (h *Host) restore(id uint64, members []uint64, sm StateMachine) (raftpb.SnapshotMetadata, *roster, *wal.Group, error) {
 	none := raftpb.SnapshotMetadata{ConfState: raftpb.ConfState{Voters: members}}
 	ss, ok := sm.(Snapshotter)
 	if !ok || h.cfg.SnapDir == "" {
 		lg, err := h.cfg.Log.Group(id, 0)
-		return none, lg, err
+		return none, emptyRoster, lg, err
 	}
 	if h.cfg.FS == nil {
-		return none, nil, fmt.Errorf("multiraft: group %d takes snapshots in %s, and Config.FS is nil", id, h.cfg.SnapDir)
+		return none, nil, nil, fmt.Errorf("multiraft: group %d takes snapshots in %s, and Config.FS is nil", id, h.cfg.SnapDir)
 	}
 	dir := h.snapDir(id)
 	if err := vfs.MkdirAll(h.cfg.FS, dir); err != nil {
-		return none, nil, fmt.Errorf("multiraft: %w", err)
+		return none, nil, nil, fmt.Errorf("multiraft: %w", err)
 	}
 	// Only the .tmp files that a crash left behind.
 	if err := snap.Prune(h.cfg.FS, dir, math.MaxInt); err != nil {
-		return none, nil, err
+		return none, nil, nil, err
 	}
 	infos, err := snap.List(h.cfg.FS, dir)
 	if err != nil {
-		return none, nil, err
+		return none, nil, nil, err
 	}
 	for i := len(infos) - 1; i >= 0; i-- {
 		lg, err := h.cfg.Log.Group(id, infos[i].Index)
@@ -57,13 +58,17 @@ func (h *Host) restore(id uint64, members []uint64, sm StateMachine) (raftpb.Sna
 			continue
 		}
 		meta, err := snap.ReadStream(h.cfg.FS, path.Join(dir, infos[i].Name), ss.Restore)
-		if err != nil {
-			return none, nil, fmt.Errorf("multiraft: group %d: restoring snapshot %s: %w", id, infos[i].Name, err)
+		var r *roster
+		if err == nil {
+			r, err = rosterOf(meta.Sections)
 		}
-		return raftpb.SnapshotMetadata{Index: meta.Index, Term: meta.Term, ConfState: meta.Conf}, lg, nil
+		if err != nil {
+			return none, nil, nil, fmt.Errorf("multiraft: group %d: restoring snapshot %s: %w", id, infos[i].Name, err)
+		}
+		return raftpb.SnapshotMetadata{Index: meta.Index, Term: meta.Term, ConfState: meta.Conf}, r, lg, nil
 	}
 	lg, err := h.cfg.Log.Group(id, 0)
-	return none, lg, err
+	return none, emptyRoster, lg, err
 }
 
 // snapJob is a snapshot of a group's state for snapLoop to write.
@@ -188,7 +193,7 @@ func (h *Host) maybeSnapshot(g *group) {
 	}
 	g.askSnap.Store(false)
 	g.snapping = true
-	meta := snap.Meta{Index: g.applied, Term: g.appliedTerm, Conf: g.conf}
+	meta := snap.Meta{Index: g.applied, Term: g.appliedTerm, Conf: g.conf, Sections: g.roster.Load().sections()}
 	h.snaps.submit(snapJob{g: g, meta: meta, gen: g.snapGen, write: write})
 }
 
@@ -320,8 +325,13 @@ func (h *Host) installSnapshot(g *group, md raftpb.SnapshotMetadata) {
 	name, err := h.snapFile(g, md.Index, md.Term)
 	g.snapFiles.Lock()
 	g.snapGen++
+	var meta snap.Meta
+	var r *roster
 	if err == nil {
-		_, err = snap.ReadStream(h.cfg.FS, path.Join(h.snapDir(g.id), name), g.snapper.Restore)
+		meta, err = snap.ReadStream(h.cfg.FS, path.Join(h.snapDir(g.id), name), g.snapper.Restore)
+	}
+	if err == nil {
+		r, err = rosterOf(meta.Sections)
 	}
 	g.snapFiles.Unlock()
 	if err != nil {
@@ -330,6 +340,7 @@ func (h *Host) installSnapshot(g *group, md raftpb.SnapshotMetadata) {
 		panic(fmt.Sprintf("multiraft: group %d: installing the snapshot at %d: %v", g.id, md.Index, err))
 	}
 	g.applied, g.appliedTerm, g.snapIndex, g.conf = md.Index, md.Term, md.Index, md.ConfState
+	h.setRoster(g, r)
 	h.addPeers(md.ConfState)
 	h.release(g)
 }

@@ -40,6 +40,10 @@ type ClusterConfig struct {
 	// peer addresses (see clusterID): for members that may name each
 	// other's addresses differently.
 	Name string
+	// ClusterID, if not 0, is the cluster's id itself, in place of one
+	// made from Name or the first members: that of a node's data
+	// directory (see Run), or one given to a node that joins.
+	ClusterID uint64
 	// Raft's clock (see replica.Options); zero values take its defaults.
 	TickInterval  time.Duration
 	ElectionTicks int
@@ -100,10 +104,13 @@ func parseInfo(b []byte) (client, peer string) {
 	return client, peer
 }
 
-// clusterID names the group: a hash of its Name if it has one, else of
-// its first members' ids and peer addresses, the same on each, so that a
-// peer of another group is refused.
+// clusterID names the group: ClusterID if set, else a hash of its Name
+// if it has one, else of its first members' ids and peer addresses, the
+// same on each, so that a peer of another group is refused.
 func (c *ClusterConfig) clusterID() uint64 {
+	if c.ClusterID != 0 {
+		return c.ClusterID
+	}
 	h := fnv.New64a()
 	if c.Name != "" {
 		io.WriteString(h, "name:"+c.Name)

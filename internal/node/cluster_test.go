@@ -65,3 +65,33 @@ func TestClaimDir(t *testing.T) {
 		t.Errorf("a single node on its old directory: %v", err)
 	}
 }
+
+// TestUseStoredID: a hosting node takes the cluster id its directory
+// records for it, whatever its list of nodes names; a new directory, or
+// one of another member, leaves the id to the flags, and an id given
+// that differs from the directory's is refused by claimDir.
+func TestUseStoredID(t *testing.T) {
+	dir := t.TempDir()
+	first := &ClusterConfig{ID: 4, Members: []Member{{ID: 1, Peer: "a:1"}}}
+	if err := first.useStoredID(dir); err != nil || first.ClusterID != 0 {
+		t.Fatalf("a new directory: cluster id %x, %v; want none", first.ClusterID, err)
+	}
+	if _, err := claimDir(dir, identity{first.clusterID(), 4}); err != nil {
+		t.Fatal(err)
+	}
+	listed := &ClusterConfig{ID: 4, Members: []Member{{ID: 1, Peer: "a:1"}, {ID: 5, Peer: "b:1"}}}
+	if err := listed.useStoredID(dir); err != nil || listed.clusterID() != first.clusterID() {
+		t.Fatalf("restarted with another list: cluster id %x, %v; want the directory's %x", listed.clusterID(), err, first.clusterID())
+	}
+	other := &ClusterConfig{ID: 5, Members: listed.Members}
+	if err := other.useStoredID(dir); err != nil || other.ClusterID != 0 {
+		t.Fatalf("another member: cluster id %x, %v; want none", other.ClusterID, err)
+	}
+	given := &ClusterConfig{ID: 4, ClusterID: first.clusterID() ^ 2}
+	if err := given.useStoredID(dir); err != nil || given.clusterID() != first.clusterID()^2 {
+		t.Fatalf("an id given: %x, %v", given.clusterID(), err)
+	}
+	if _, err := claimDir(dir, identity{given.clusterID(), 4}); err == nil || !strings.Contains(err.Error(), "member 4's of cluster") {
+		t.Fatalf("claimDir with another id given: %v", err)
+	}
+}

@@ -118,7 +118,8 @@ func runHosted(ctx context.Context, cfg Config) error {
 	// than --snapshot-bytes, so that the log is released behind them.
 	h := multiraft.New(multiraft.Config{Node: c.ID, Log: lg, Sender: t, TickInterval: c.TickInterval,
 		ElectionTicks: c.ElectionTicks, Logger: log, FS: vfs.OS, SnapDir: path.Join(cfg.Dir, "snap"),
-		SnapshotEntries: int(min(cfg.Replica.SnapshotEntries, math.MaxInt32)), MaxLogBytes: cfg.Replica.SnapshotBytes})
+		SnapshotEntries: int(min(cfg.Replica.SnapshotEntries, math.MaxInt32)), MaxLogBytes: cfg.Replica.SnapshotBytes,
+		OnMember: func(_, node uint64, info []byte) { learnPeer(t, c.ID, node, info) }})
 	defer h.Stop()
 	started, err := readStarted(cfg.Dir)
 	if err != nil {
@@ -126,7 +127,7 @@ func runHosted(ctx context.Context, cfg Config) error {
 	}
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	n := &hostedNode{cfg: cfg, h: h, setPeer: t.SetPeer, roles: &hostRoles{h: h, self: c.ID}, ctx: fctx,
+	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: c.ID}, ctx: fctx,
 		errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}, started: started}
 	var views []*shardView
 	for _, g := range withStarted(cfg.Hosted, started) {
@@ -145,7 +146,8 @@ func runHosted(ctx context.Context, cfg Config) error {
 	}
 	r.h.Store(h)
 	go followManagers(fctx, cfg.Shard, log, views...)
-	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "groups", len(n.srvs), "managers", cfg.Shard.Managers)
+	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "cluster", fmt.Sprintf("%016x", c.clusterID()),
+		"groups", len(n.srvs), "managers", cfg.Shard.Managers)
 	return serveHosted(ctx, n, log)
 }
 

@@ -120,12 +120,11 @@ func withStarted(flags, started []HostedGroup) []HostedGroup {
 // hostedNode is a running node that hosts groups: its Host and a server
 // for each of its members, which StartGroup adds to while it runs.
 type hostedNode struct {
-	cfg     Config
-	h       *multiraft.Host
-	setPeer func(node uint64, addr string)
-	roles   *hostRoles
-	ctx     context.Context // ends when the node shuts down
-	errc    chan error      // a server's failure, the first (see fail)
+	cfg   Config
+	h     *multiraft.Host
+	roles *hostRoles
+	ctx   context.Context // ends when the node shuts down
+	errc  chan error      // a server's failure, the first (see fail)
 
 	mu      sync.Mutex
 	srvs    []*server.Server
@@ -145,11 +144,8 @@ func (n *hostedNode) member(g HostedGroup, addr string) (*server.Server, *shardV
 	if err := n.h.AddGroup(g.ID, g.first(self), sm); err != nil {
 		return nil, nil, fmt.Errorf("node: group %d: %w", g.ID, err)
 	}
-	// A member that this node adds learns its peer address from
-	// FLINT.MEMBER ADD; the other nodes learn it when it connects to
-	// them (see hostgroup.Backend.AddMember).
 	b := hostgroup.New(hostgroup.Config{Host: n.h, Group: g.ID, Self: self, Members: g.Members,
-		LeaderWait: 2 * n.cfg.Cluster.electionTimeout(), SetPeer: n.setPeer}, sm)
+		LeaderWait: 2 * n.cfg.Cluster.electionTimeout()}, sm)
 	v := newShardView(g.ID, n.cfg.Shard.Managers)
 	scfg := n.cfg.Server
 	scfg.Addr = addr

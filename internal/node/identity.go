@@ -29,6 +29,12 @@ import (
 // has no use for one. A directory written
 // before identities were (it has a snap/ directory but no IDENTITY) is a
 // single node's, member 1 of cluster 0.
+//
+// A node that hosts groups names its cluster from its flags (a list of
+// first nodes, a name, or the id itself) only on its first start: on the
+// next, its directory's cluster id is the cluster's (useStoredID), so that
+// its list of nodes may change (name nodes that joined since, say), and a
+// node that joined may host a group as one of its first members.
 
 const (
 	identityHeader   = "flint identity 2"
@@ -126,4 +132,21 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// useStoredID makes the cluster id recorded in dir for this node c's
+// (see the package doc), unless c names one itself (claimDir then checks
+// that they agree).
+func (c *ClusterConfig) useStoredID(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "IDENTITY"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	got, _, ok := parseIdentity(string(b))
+	if ok && got.member == c.ID && got.cluster != 0 && c.ClusterID == 0 {
+		c.ClusterID = got.cluster
+	}
+	return nil // claimDir reports the rest
 }

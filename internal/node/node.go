@@ -82,6 +82,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
 	}
 	defer lock.Close()
+	if len(cfg.Hosted) > 0 {
+		if err := cfg.Cluster.useStoredID(cfg.Dir); err != nil {
+			return fmt.Errorf("cannot use the data directory %s: %w", cfg.Dir, err)
+		}
+	}
 	var incarnation uint64
 	claim := func() (err error) { incarnation, err = claimDir(cfg.Dir, cfg.identity()); return err }
 	if err := vfs.RetryNoSpace(claim, waitForSpace(log, cfg.Dir, "record whose data directory it is")); err != nil {
