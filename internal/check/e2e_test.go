@@ -148,7 +148,7 @@ func TestShardedCluster(t *testing.T) {
 	}{
 		{"3x3-kill-leader-partition", Config{Groups: 3, Nodes: 3, Duration: 6 * time.Second, OpTimeout: 500 * time.Millisecond,
 			Nemesis: []Fault{FaultKillLeader, FaultPartition}, NemesisInterval: time.Second}, []string{"(group "}},
-		{"3x1-kill-move-slots-split-sessions", Config{Groups: 3, Sessions: true, Duration: 4 * time.Second, OpTimeout: 300 * time.Millisecond,
+		{"3x1-kill-move-slots-split-sessions", Config{Groups: 3, Sessions: true, Duration: 7 * time.Second, OpTimeout: 300 * time.Millisecond,
 			Nemesis: []Fault{FaultKill, FaultMoveSlots, FaultSplit}, NemesisInterval: 500 * time.Millisecond},
 			[]string{"kill (group ", "move-slots ", "split: new group "}},
 	} {

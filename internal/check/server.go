@@ -41,10 +41,14 @@ type process struct {
 }
 
 // How long a server may take to accept connections after it starts (a
-// restart replays its log), and to exit after SIGTERM.
+// restart replays its log), and to exit after SIGTERM; and how long it
+// waits, after SIGTERM, for its clients' commands to finish
+// (--shutdown-timeout), well within stopTimeout: a member stopped after
+// the others may hold writes that can no longer commit.
 const (
-	startTimeout = 30 * time.Second
-	stopTimeout  = 10 * time.Second
+	startTimeout     = 30 * time.Second
+	stopTimeout      = 10 * time.Second
+	shutdownDeadline = "3s"
 )
 
 // newServer returns the server `bin serve` listening on addr, with its
@@ -52,7 +56,7 @@ const (
 func newServer(bin, dir, addr string, extra, env []string) *server {
 	return &server{
 		bin:  bin,
-		args: append([]string{"serve", "--addr", addr, "--dir", filepath.Join(dir, "data")}, extra...),
+		args: append([]string{"serve", "--addr", addr, "--dir", filepath.Join(dir, "data"), "--shutdown-timeout", shutdownDeadline}, extra...),
 		env:  append(os.Environ(), env...),
 		addr: addr,
 		log:  filepath.Join(dir, "serve.log"),

@@ -448,14 +448,17 @@ func TestPipelineLargeRepliesSmallOutputBuffer(t *testing.T) {
 // not IdleTimeout (found in review: the idle deadline stayed armed while
 // replies were backed up, and the client was dropped).
 func TestStalledReaderWithPendingRepliesIsNotIdle(t *testing.T) {
-	srv := start(t, server.Config{IdleTimeout: 500 * time.Millisecond, OutputTimeout: 20 * time.Second})
+	// The idle clock starts again once the reply is out: the client then has
+	// IdleTimeout to read the part the kernel holds and send PING, which
+	// under -race on a busy machine takes well over half a second.
+	srv := start(t, server.Config{IdleTimeout: 2 * time.Second, OutputTimeout: 20 * time.Second})
 	val := strings.Repeat("x", 24<<20)
 	set := command("SET", "k", val) // built before connecting: under -race it takes a while
 	c := dialRaw(t, srv.Addr)
 	c.send(set)
 	c.expect(`"OK"`)
 	c.send(command("GET", "k"))
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(5 * time.Second)
 	c.expectBytes(fmt.Sprintf("$%d\r\n", len(val)))
 	c.expectBytes(val + "\r\n")
 	c.send(command("PING"))
