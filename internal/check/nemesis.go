@@ -23,7 +23,8 @@ import (
 // every fault strikes within any len(faults) strikes in a row from the
 // start of a round. Config's Fault constants say what each fault does. In
 // a sharded cluster each fault strikes one data group, chosen at random,
-// as it would strike the group alone; the manager is left alone.
+// as it would strike the group alone; the manager is left alone. On hosted
+// nodes, faults strike nodes (see hosted.go).
 //
 // Faults that take members down (kill, kill-leader) leave at most a
 // minority of a group down at once, so that the group can go on; the
