@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -53,17 +54,22 @@ type member struct {
 	relay *relay    // in front of its peer address; nil for a single server
 	down  time.Time // when a member killed by the nemesis is due to restart; zero when up
 	peer  string    // the address the member listens on for peers, behind the relay
-	// clients, for a hosted node, are its members' client addresses,
-	// srv.addr first; nil for a member of one group, whose is srv.addr.
-	clients []string
+	// clients, for a hosted node, are its members' client addresses, by
+	// group (srv.addr is one of them); nil for a member of one group,
+	// whose is srv.addr.
+	clients map[uint64]string
 }
 
-// addrs returns the client addresses m serves.
+// addrs returns the client addresses m serves, in order of group.
 func (m *member) addrs() []string {
-	if m.clients != nil {
-		return m.clients
+	if m.clients == nil {
+		return []string{m.srv.addr}
 	}
-	return []string{m.srv.addr}
+	var as []string
+	for _, g := range slices.Sorted(maps.Keys(m.clients)) {
+		as = append(as, m.clients[g])
+	}
+	return as
 }
 
 // Flags every member of a cluster gets: a fast clock, so that failovers
@@ -282,6 +288,22 @@ func (c *cluster) partition(cut map[[2]uint64]bool) {
 // one that leads in the highest term). It gives up with an error after
 // timeout.
 func (c *cluster) leader(timeout time.Duration) (*member, error) {
+	return c.leading((*member).addrs, timeout)
+}
+
+// groupLeader returns the hosted node that leads group g, as leader does.
+func (c *cluster) groupLeader(g uint64, timeout time.Duration) (*member, error) {
+	return c.leading(func(m *member) []string {
+		if addr, ok := m.clients[g]; ok {
+			return []string{addr}
+		}
+		return nil
+	}, timeout)
+}
+
+// leading returns the running member that leads the most groups at the
+// client addresses addrs gives for it, as leader says.
+func (c *cluster) leading(addrs func(*member) []string, timeout time.Duration) (*member, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		var best *member
@@ -289,7 +311,7 @@ func (c *cluster) leader(timeout time.Duration) (*member, error) {
 		var bestTerm uint64
 		for _, m := range c.running() {
 			leads, top := 0, uint64(0)
-			for _, addr := range m.addrs() {
+			for _, addr := range addrs(m) {
 				if self, lead, term, err := replicationInfo(addr); err == nil && self == lead {
 					leads, top = leads+1, max(top, term)
 				}

@@ -89,14 +89,16 @@ func placeMembers(nodes *cluster, groups, rf int) ([]string, error) {
 		for r := range rf {
 			m := nodes.members[(g+r)%len(nodes.members)]
 			addr := m.srv.addr
-			if m.clients != nil {
+			if m.clients == nil {
+				m.clients = map[uint64]string{}
+			} else {
 				ln, err := holdAddr()
 				if err != nil {
 					return nil, err
 				}
 				m.srv.held, addr = append(m.srv.held, ln), ln.Addr().String()
 			}
-			m.clients = append(m.clients, addr)
+			m.clients[uint64(g+1)] = addr
 			ids, list = append(ids, m.id), append(list, fmt.Sprintf("%d=%s", m.id, addr))
 		}
 		nodes.hosted, lists = append(nodes.hosted, ids), append(lists, strings.Join(list, ","))
@@ -108,7 +110,7 @@ func placeMembers(nodes *cluster, groups, rf int) ([]string, error) {
 func (f *fleet) describeHosted() string {
 	var ns []string
 	for _, m := range f.nodes.members {
-		ns = append(ns, fmt.Sprintf("\n    node %d: %s", m.id, strings.Join(m.clients, " ")))
+		ns = append(ns, fmt.Sprintf("\n    node %d: %s", m.id, strings.Join(m.addrs(), " ")))
 	}
 	return fmt.Sprintf("spawned hosted cluster: manager %s and %d nodes hosting %d data groups of %d members%s",
 		f.manager.addr, len(f.nodes.members), len(f.nodes.hosted), f.cfg.RF, strings.Join(ns, ""))

@@ -116,7 +116,7 @@ func (n *nemesis) inject(f Fault, cl *cluster) error {
 		kind, err = n.kill(cl, kind, n.pick(cl.running()))
 	case FaultKillLeader:
 		var lead *member
-		if lead, err = cl.leader(5 * time.Second); err == nil {
+		if lead, err = n.leaderToKill(cl); err == nil {
 			kind, err = n.kill(cl, kind, lead)
 		}
 	case FaultPause:
@@ -140,6 +140,16 @@ func (n *nemesis) inject(f Fault, cl *cluster) error {
 	}
 	n.record(kind, start)
 	return nil
+}
+
+// leaderToKill returns the member of cl that kill-leader kills: the
+// group's leader; of hosted nodes, the node that leads the most groups
+// half the time, else the one that leads a group drawn at random.
+func (n *nemesis) leaderToKill(cl *cluster) (*member, error) {
+	if cl.hosted != nil && n.rng.IntN(2) == 0 {
+		return cl.groupLeader(uint64(1+n.rng.IntN(len(cl.hosted))), 5*time.Second)
+	}
+	return cl.leader(5 * time.Second)
 }
 
 // pick returns one of ms at random, or nil if there is none.
