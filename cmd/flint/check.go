@@ -21,7 +21,7 @@ func checkCmd(args []string) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.BoolVar(&cfg.Spawn, "spawn", false, "start flint serve from this binary on a free port and a fresh data directory (needed for --nemesis)")
 	fs.IntVar(&cfg.Nodes, "nodes", 0, "with --spawn, start a replicated group of this many members (1, 3, 5, 7 or 9), their peer\ntraffic through proxies the checker controls (0: one server, not replicated); with --hosted,\nthe nodes that host the groups (1 to 9)")
-	fs.IntVar(&cfg.Groups, "groups", 0, "with --spawn, start a sharded cluster of this many data groups (1 to 16) and a manager:\neach group --nodes members, or one data node, not replicated, without --nodes; the clients\nroute by slot, each fault strikes one group (0: not sharded)")
+	fs.IntVar(&cfg.Groups, "groups", 0, "with --spawn, start a sharded cluster of this many data groups (1 to 16; 1 to 256 with --hosted) and a manager:\neach group --nodes members, or one data node, not replicated, without --nodes; the clients\nroute by slot, each fault strikes one group (0: not sharded)")
 	fs.BoolVar(&cfg.Hosted, "hosted", false, "with --groups, host the data groups on --nodes processes instead, as flint cluster up --hosted:\neach node hosts its members of the groups on one log, group g's --rf members on nodes g, g+1, ...;\nfaults strike nodes (all their members at once), and move-slots a random group;\nmembership, wipe and split are not supported on hosted nodes yet")
 	fs.IntVar(&cfg.RF, "rf", 0, "with --hosted, the members of each group: odd, at most --nodes (0: min(3, --nodes))")
 	fs.IntVar(&cfg.Readers, "readers", 0, "with --nodes, clients that only read (GET), each from one member with READONLY: follower\nreads, linearizable through the read index")
