@@ -20,8 +20,10 @@ func checkCmd(args []string) int {
 	var cfg check.Config
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.BoolVar(&cfg.Spawn, "spawn", false, "start flint serve from this binary on a free port and a fresh data directory (needed for --nemesis)")
-	fs.IntVar(&cfg.Nodes, "nodes", 0, "with --spawn, start a replicated group of this many members (1, 3, 5, 7 or 9), their peer\ntraffic through proxies the checker controls (0: one server, not replicated)")
-	fs.IntVar(&cfg.Groups, "groups", 0, "with --spawn, start a sharded cluster of this many data groups (1 to 16) and a manager:\neach group --nodes members, or one data node, not replicated, without --nodes; the clients\nroute by slot, each fault strikes one group (0: not sharded)")
+	fs.IntVar(&cfg.Nodes, "nodes", 0, "with --spawn, start a replicated group of this many members (1, 3, 5, 7 or 9), their peer\ntraffic through proxies the checker controls (0: one server, not replicated); with --hosted,\nthe nodes that host the groups (1 to 9)")
+	fs.IntVar(&cfg.Groups, "groups", 0, "with --spawn, start a sharded cluster of this many data groups (1 to 16; 1 to 256 with --hosted) and a manager:\neach group --nodes members, or one data node, not replicated, without --nodes; the clients\nroute by slot, each fault strikes one group (0: not sharded)")
+	fs.BoolVar(&cfg.Hosted, "hosted", false, "with --groups, host the data groups on --nodes processes instead, as flint cluster up --hosted:\neach node hosts its members of the groups on one log, group g's --rf members on nodes g, g+1, ...;\nfaults strike nodes (all their members at once), and move-slots a random group;\nmembership, wipe and split are not supported on hosted nodes yet")
+	fs.IntVar(&cfg.RF, "rf", 0, "with --hosted, the members of each group: odd, at most --nodes (0: min(3, --nodes))")
 	fs.IntVar(&cfg.Readers, "readers", 0, "with --nodes, clients that only read (GET), each from one member with READONLY: follower\nreads, linearizable through the read index")
 	fs.BoolVar(&cfg.Sessions, "sessions", false, "the clients write in sessions, as Flint's client can: a write whose outcome they did not\nlearn is sent again, and must take effect once")
 	fs.StringVar(&cfg.Addr, "addr", "", "server to check (host:port), unless --spawn")
@@ -47,6 +49,7 @@ func checkCmd(args []string) int {
 			"examples:\n  flint check --spawn --conflict --nemesis kill,pause --duration 20s --out check-out\n"+
 			"  flint check --spawn --nodes 3 --conflict --nemesis partition,kill-leader --duration 30s\n"+
 			"  flint check --spawn --groups 3 --nodes 3 --sessions --nemesis kill-leader,partition --duration 30s\n"+
+			"  flint check --spawn --hosted --nodes 3 --groups 6 --sessions --nemesis kill,partition,move-slots --duration 30s\n"+
 			"  flint check --addr 127.0.0.1:7379 --clients 3\n  flint check --recheck check-out/history.json --out recheck-out\n\nflags:\n")
 		fs.PrintDefaults()
 	}

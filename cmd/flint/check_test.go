@@ -13,7 +13,8 @@ import (
 
 // TestCheckCommand runs `flint check` as a user would: a short run against
 // a spawned server that passes and writes its history, a recheck of that
-// history, and bad usage.
+// history, and bad usage (hosted nodes included: internal/check's
+// TestHostedConfig checks the messages).
 func TestCheckCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs flint serve for a second")
@@ -35,8 +36,11 @@ func TestCheckCommand(t *testing.T) {
 		{"--spawn", "--nemesis", "flood"},   // no such fault
 		{"--spawn", "--mix", "get=1,put=1"}, // no such command
 		{"--spawn", "extra"},
-		{"--groups", "3"},                                      // a sharded cluster needs --spawn
-		{"--spawn", "--groups", "3", "--nemesis", "partition"}, // group faults need replicated groups
+		{"--groups", "3"},                                                              // a sharded cluster needs --spawn
+		{"--spawn", "--groups", "3", "--nemesis", "partition"},                         // group faults need replicated groups
+		{"--hosted", "--nodes", "3", "--groups", "3"},                                  // hosted nodes need --spawn
+		{"--spawn", "--hosted", "--nodes", "1", "--rf", "3", "--groups", "3"},          // fewer nodes than members
+		{"--spawn", "--hosted", "--nodes", "3", "--groups", "3", "--nemesis", "split"}, // not on hosted nodes yet
 		{}, // neither --addr nor --spawn
 	} {
 		if stdout, code := runFlint(t, flintBin, nil, append([]string{"check"}, args...)...); code != 2 {

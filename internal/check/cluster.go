@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,6 +41,10 @@ type cluster struct {
 	// client addresses, and never changes: so a member that joins later
 	// takes over the client address of one that left (see replace).
 	group uint64
+	// hosted, for the nodes of a hosted run (see hosted.go), whose
+	// members are the nodes, are the node ids of each data group's
+	// members; nil for a group, whose members are one group.
+	hosted [][]uint64
 }
 
 // member is one server of the cluster.
@@ -49,6 +54,22 @@ type member struct {
 	relay *relay    // in front of its peer address; nil for a single server
 	down  time.Time // when a member killed by the nemesis is due to restart; zero when up
 	peer  string    // the address the member listens on for peers, behind the relay
+	// clients, for a hosted node, are its members' client addresses, by
+	// group (srv.addr is one of them); nil for a member of one group,
+	// whose is srv.addr.
+	clients map[uint64]string
+}
+
+// addrs returns the client addresses m serves, in order of group.
+func (m *member) addrs() []string {
+	if m.clients == nil {
+		return []string{m.srv.addr}
+	}
+	var as []string
+	for _, g := range slices.Sorted(maps.Keys(m.clients)) {
+		as = append(as, m.clients[g])
+	}
+	return as
 }
 
 // Flags every member of a cluster gets: a fast clock, so that failovers
@@ -87,24 +108,37 @@ func newGroup(cfg Config, bin, dir string, group uint64, shard []string) (*clust
 		c.members = []*member{{srv: srv}}
 		return c, nil
 	}
-	secret := make([]byte, 16)
-	rand.Read(secret)
-	c.secret = hex.EncodeToString(secret)
+	if err := c.addMembers(cfg.Nodes); err != nil {
+		return nil, err
+	}
 	var list []string
-	for i := range cfg.Nodes {
-		m, err := c.newMember(uint64(i+1), "")
-		if err != nil {
-			c.stop()
-			return nil, err
-		}
-		c.members = append(c.members, m)
+	for _, m := range c.members {
 		list = append(list, fmt.Sprintf("%d=%s@%s", m.id, m.srv.addr, m.relay.addr()))
 	}
-	c.initial, c.nextID = strings.Join(list, ","), uint64(cfg.Nodes+1)
+	c.initial = strings.Join(list, ",")
 	for _, m := range c.members {
 		m.srv.args = append(m.srv.args, "--initial-members", c.initial)
 	}
 	return c, nil
+}
+
+// addMembers gives c a new secret and n members, with ids 1 to n (see
+// newMember); the caller adds the flags that make them a group. On error
+// it stops c.
+func (c *cluster) addMembers(n int) error {
+	secret := make([]byte, 16)
+	rand.Read(secret)
+	c.secret = hex.EncodeToString(secret)
+	for i := range n {
+		m, err := c.newMember(uint64(i+1), "")
+		if err != nil {
+			c.stop()
+			return err
+		}
+		c.members = append(c.members, m)
+	}
+	c.nextID = uint64(n + 1)
+	return nil
 }
 
 // start starts the members and waits until each accepts connections.
@@ -162,7 +196,7 @@ func (c *cluster) newMember(id uint64, addr string) (*member, error) {
 func (c *cluster) addrs() []string {
 	var as []string
 	for _, m := range c.members {
-		as = append(as, m.srv.addr)
+		as = append(as, m.addrs()...)
 	}
 	return as
 }
@@ -207,6 +241,34 @@ func (c *cluster) restartDue(all bool) error {
 	return nil
 }
 
+// quorumLost reports whether taking m down too would leave a group
+// without a majority of its members up: the group of c's members, or, for
+// hosted nodes, any group that m hosts a member of.
+func (c *cluster) quorumLost(m *member) bool {
+	groups := c.hosted
+	if groups == nil {
+		groups = [][]uint64{nil}
+		for _, o := range c.members {
+			groups[0] = append(groups[0], o.id)
+		}
+	}
+	for _, ids := range groups {
+		if !slices.Contains(ids, m.id) {
+			continue
+		}
+		down := 0
+		for _, o := range c.members {
+			if slices.Contains(ids, o.id) && (o == m || !o.down.IsZero()) {
+				down++
+			}
+		}
+		if 2*down > len(ids) {
+			return true
+		}
+	}
+	return false
+}
+
 // partition cuts the directed links in cut (from, to) and no others.
 func (c *cluster) partition(cut map[[2]uint64]bool) {
 	for _, m := range c.members {
@@ -221,17 +283,41 @@ func (c *cluster) partition(cut map[[2]uint64]bool) {
 }
 
 // leader returns the member that leads the group: the one that, of the
-// members that answer, names itself leader in the highest term. It gives
-// up with an error after timeout.
+// members that answer, names itself leader in the highest term. Of hosted
+// nodes, it returns the node that leads the most groups (of those, the
+// one that leads in the highest term). It gives up with an error after
+// timeout.
 func (c *cluster) leader(timeout time.Duration) (*member, error) {
+	return c.leading((*member).addrs, timeout)
+}
+
+// groupLeader returns the hosted node that leads group g, as leader does.
+func (c *cluster) groupLeader(g uint64, timeout time.Duration) (*member, error) {
+	return c.leading(func(m *member) []string {
+		if addr, ok := m.clients[g]; ok {
+			return []string{addr}
+		}
+		return nil
+	}, timeout)
+}
+
+// leading returns the running member that leads the most groups at the
+// client addresses addrs gives for it, as leader says.
+func (c *cluster) leading(addrs func(*member) []string, timeout time.Duration) (*member, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		var best *member
+		var bestLeads int
 		var bestTerm uint64
 		for _, m := range c.running() {
-			self, lead, term, err := replicationInfo(m.srv.addr)
-			if err == nil && self == lead && term >= bestTerm {
-				best, bestTerm = m, term
+			leads, top := 0, uint64(0)
+			for _, addr := range addrs(m) {
+				if self, lead, term, err := replicationInfo(addr); err == nil && self == lead {
+					leads, top = leads+1, max(top, term)
+				}
+			}
+			if leads > 0 && (leads > bestLeads || leads == bestLeads && top >= bestTerm) {
+				best, bestLeads, bestTerm = m, leads, top
 			}
 		}
 		if best != nil {

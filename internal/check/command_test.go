@@ -145,6 +145,46 @@ func TestParseMixAndNemesis(t *testing.T) {
 	}
 }
 
+// TestHostedConfig: a hosted run needs --spawn, --groups and --nodes at
+// least --rf, an odd --rf, a node for every member, and only the faults
+// that hosted nodes support; each refusal names what to change.
+func TestHostedConfig(t *testing.T) {
+	part, _ := ParseNemesis("kill,pause,kill-leader,partition,move-slots")
+	for _, bad := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Hosted: true, Addr: "127.0.0.1:1", Nodes: 3, Groups: 3}, "add --spawn"},
+		{Config{Spawn: true, RF: 3, Nodes: 3, Groups: 3}, "add --hosted"},
+		{Config{Spawn: true, Hosted: true, Nodes: 3}, "--hosted needs --groups"},
+		{Config{Spawn: true, Hosted: true, Groups: 3}, "--hosted needs --nodes"},
+		{Config{Spawn: true, Hosted: true, Nodes: 10, Groups: 3}, "--hosted needs --nodes"},
+		{Config{Spawn: true, Hosted: true, Nodes: 2, RF: 3, Groups: 3}, "--rf 3 needs --nodes 3 or more"},
+		{Config{Spawn: true, Hosted: true, Nodes: 4, RF: 2, Groups: 3}, "--rf must be odd"},
+		{Config{Spawn: true, Hosted: true, Nodes: 5, Groups: 2}, "--nodes at most 4"},
+		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: []Fault{FaultSplit}}, "[split] are not supported on hosted nodes yet"},
+		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: []Fault{FaultKill, FaultMembership, FaultWipe}}, "[membership wipe] are not supported on hosted nodes yet"},
+		{Config{Spawn: true, Hosted: true, Nodes: 1, Groups: 3, Nemesis: []Fault{FaultPartition}}, "need replicated groups: --rf 3"},
+		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 1, Nemesis: []Fault{FaultMoveSlots}}, "--groups 2 or more"},
+		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Readers: 1}, "--readers"},
+	} {
+		if _, err := bad.cfg.withDefaults(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("config %+v: %v, want ErrConfig saying %q", bad.cfg, err, bad.want)
+		}
+	}
+	for _, good := range []Config{
+		{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: part},
+		{Spawn: true, Hosted: true, Nodes: 4, Groups: 2, Nemesis: part},
+		{Spawn: true, Hosted: true, Nodes: 5, RF: 5, Groups: 64},
+		{Spawn: true, Hosted: true, Nodes: 1, Groups: 2, Nemesis: []Fault{FaultKill, FaultMoveSlots}},
+	} {
+		c, err := good.withDefaults()
+		if err != nil || c.RF != min(3, good.Nodes) && good.RF == 0 {
+			t.Errorf("config %+v: rf %d, %v", good, c.RF, err)
+		}
+	}
+}
+
 func TestLayout(t *testing.T) {
 	l := newLayout("p/", 2, 10, false, 0)
 	keys := l.universe()

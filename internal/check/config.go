@@ -28,6 +28,16 @@ type Config struct {
 	// (in memory) whose map splits the slots evenly among them. The
 	// clients route each key to its group. 0: not sharded.
 	Groups int
+	// Hosted, with Groups, hosts the data groups on Nodes processes
+	// instead, nodes as `flint cluster up --hosted` starts them: each
+	// node a `flint serve --host-nodes --host-groups` process that hosts
+	// its members of the groups on one log, every group RF members on RF
+	// nodes, and one relay per node for all the groups' peer traffic. The
+	// faults strike nodes, so all a node's members at once; see hosted.go.
+	Hosted bool
+	// RF, with Hosted, is the members of each group (odd, at most Nodes;
+	// 0: min(3, Nodes)).
+	RF int
 	// Readers, with Nodes, adds that many clients that read the workload's
 	// keys (GET) from one member each, round the members, with READONLY:
 	// follower reads, which must be linearizable too, and which keep
@@ -101,6 +111,13 @@ const (
 // MaxGroups is the most data groups of a sharded run (Config.Groups):
 // each is one to nine processes on this machine.
 const MaxGroups = 16
+
+// MaxHostedNodes and MaxHostedGroups bound a hosted run (Config.Hosted):
+// each node is a process of this machine, each member a client port.
+const (
+	MaxHostedNodes  = 9
+	MaxHostedGroups = 256
+)
 
 // Fault is a kind of fault the nemesis injects.
 type Fault string
@@ -244,6 +261,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Clients < 1 || c.Keys < 1 || c.Ops < 0 || c.Duration < 0 || c.OpTimeout < 0:
 		return c, fmt.Errorf("%w: clients and keys must be positive; ops, duration and timeouts not negative", ErrConfig)
+	case c.Hosted || c.RF != 0:
+		return c.withHostedDefaults()
 	case !c.Spawn && c.Addr == "":
 		return c, fmt.Errorf("%w: give --addr of a server, or --spawn to start one", ErrConfig)
 	case !c.Spawn && len(c.Nemesis) > 0:
@@ -267,6 +286,45 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Groups < 1 && slices.Contains(c.Nemesis, FaultSplit):
 		return c, fmt.Errorf("%w: fault split adds a group to a sharded cluster: add --groups", ErrConfig)
 	case c.Groups > 0 && c.Readers > 0:
+		return c, fmt.Errorf("%w: --readers read from one member each, which in a sharded cluster serves a part of the keys only: not yet with --groups", ErrConfig)
+	}
+	return c, nil
+}
+
+// withHostedDefaults fills RF and checks the configuration of a hosted
+// run.
+func (c Config) withHostedDefaults() (Config, error) {
+	if c.RF == 0 {
+		c.RF = min(3, c.Nodes)
+	}
+	var notHosted []Fault
+	for _, f := range c.Nemesis {
+		if f == FaultMembership || f == FaultWipe || f == FaultSplit {
+			notHosted = append(notHosted, f)
+		}
+	}
+	switch {
+	case !c.Hosted:
+		return c, fmt.Errorf("%w: --rf is the members of each hosted group: add --hosted", ErrConfig)
+	case !c.Spawn:
+		return c, fmt.Errorf("%w: --hosted starts nodes that host groups: add --spawn", ErrConfig)
+	case c.Groups < 1 || c.Groups > MaxHostedGroups:
+		return c, fmt.Errorf("%w: --hosted needs --groups, 1 to %d: the data groups the nodes host", ErrConfig, MaxHostedGroups)
+	case c.Nodes < 1 || c.Nodes > MaxHostedNodes:
+		return c, fmt.Errorf("%w: --hosted needs --nodes, 1 to %d: the processes that host the groups", ErrConfig, MaxHostedNodes)
+	case c.RF < 1 || c.RF%2 == 0:
+		return c, fmt.Errorf("%w: --rf must be odd (1, 3, 5, ...), got %d", ErrConfig, c.RF)
+	case c.RF > c.Nodes:
+		return c, fmt.Errorf("%w: --rf %d needs --nodes %d or more: each member of a group is on a node of its own, got --nodes %d", ErrConfig, c.RF, c.RF, c.Nodes)
+	case c.Groups+c.RF-1 < c.Nodes: // group g's members are on nodes g to g+RF-1 (see hosted.go)
+		return c, fmt.Errorf("%w: --groups %d of --rf %d members leave nodes with none to host: --nodes at most %d", ErrConfig, c.Groups, c.RF, c.Groups+c.RF-1)
+	case len(notHosted) > 0:
+		return c, fmt.Errorf("%w: faults %v are not supported on hosted nodes yet (--hosted): use kill, pause, kill-leader, partition, move-slots", ErrConfig, notHosted)
+	case c.RF < 3 && slices.ContainsFunc(c.Nemesis, Fault.groupOnly):
+		return c, fmt.Errorf("%w: faults %v need replicated groups: --rf 3 or more (and --nodes as many)", ErrConfig, c.Nemesis)
+	case c.Groups < 2 && slices.Contains(c.Nemesis, FaultMoveSlots):
+		return c, fmt.Errorf("%w: fault move-slots moves slots between the groups of a sharded cluster: --groups 2 or more", ErrConfig)
+	case c.Readers > 0:
 		return c, fmt.Errorf("%w: --readers read from one member each, which in a sharded cluster serves a part of the keys only: not yet with --groups", ErrConfig)
 	}
 	return c, nil

@@ -32,6 +32,11 @@
 // keys over the data groups. Each fault strikes one data group, drawn at
 // random; the final kill strikes them all; the manager is left alone.
 //
+// With Config.Hosted, the data groups are hosted by Config.Nodes nodes
+// instead, as `flint cluster up --hosted` runs them, one relay in front of
+// each node; faults strike nodes, so members of several groups at once
+// (hosted.go).
+//
 // # What is checked
 //
 // Every command must take effect at one instant between its call and its

@@ -133,9 +133,13 @@ func TestReplicatedGroup(t *testing.T) {
 // group: groups of 3 members under leader kills and partitions, and data
 // nodes that are not replicated under kill -9 and restart, slot moves (to
 // the group struck) and splits (a new group takes half the struck group's
-// slots), the clients writing in sessions. Each must pass with no
-// acknowledged write lost, and no command may be refused CROSSSLOT: the
-// keys of a multi-key command share a hash tag.
+// slots), the clients writing in sessions. And three nodes that host the
+// three groups (Config.Hosted), each fault striking nodes, so members of
+// every group at once: kill -9, pause, kill of the node that leads the
+// most groups, partitions between nodes and slot moves, the clients
+// writing in sessions. Each must pass with no acknowledged write lost,
+// and no command may be refused CROSSSLOT: the keys of a multi-key
+// command share a hash tag.
 func TestShardedCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs sharded clusters of flint serve for seconds")
@@ -151,6 +155,10 @@ func TestShardedCluster(t *testing.T) {
 		{"3x1-kill-move-slots-split-sessions", Config{Groups: 3, Sessions: true, Duration: 7 * time.Second, OpTimeout: 300 * time.Millisecond,
 			Nemesis: []Fault{FaultKill, FaultMoveSlots, FaultSplit}, NemesisInterval: 500 * time.Millisecond},
 			[]string{"kill (group ", "move-slots ", "split: new group "}},
+		{"hosted-3-nodes-3x3-every-fault-sessions", Config{Hosted: true, Nodes: 3, Groups: 3, Sessions: true, Duration: 15 * time.Second,
+			OpTimeout: 500 * time.Millisecond, NemesisInterval: time.Second,
+			Nemesis: []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMoveSlots}},
+			[]string{"kill ", "pause", "kill-leader ", "partition ", "move-slots "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCheck(t, bin, "", tc.cfg)
@@ -183,9 +191,12 @@ func TestShardedCluster(t *testing.T) {
 //     or cut off (their outcome unknown) are applied again.
 //
 // ack-early is also caught in a sharded cluster of three groups of three,
-// where a partition strikes one group at a time. Its correct counterpart
-// is TestShardedCluster's run under partitions (and leader kills), which
-// this test does not repeat, to save time.
+// where a partition strikes one group at a time, and double-apply on three
+// nodes that host three groups (Config.Hosted; ack-early is a replica's,
+// which hosted groups do not run), where killing the node that leads the
+// most groups leaves writes of several groups to resend. Their correct
+// counterparts are TestShardedCluster's runs under partitions and leader
+// kills, which this test does not repeat, to save time.
 func TestInjectedReplicationBugs(t *testing.T) {
 	const bugAttempts = 5
 	if testing.Short() {
@@ -200,6 +211,8 @@ func TestInjectedReplicationBugs(t *testing.T) {
 		Nemesis: []Fault{FaultKillLeader}, NemesisInterval: 700 * time.Millisecond, OpTimeout: 2 * time.Second}
 	sharded := cut
 	sharded.Groups = 3
+	hosted := resend
+	hosted.Hosted, hosted.Groups = true, 3
 	for _, tc := range []struct {
 		bugs, faults string
 		cfg          Config
@@ -212,6 +225,7 @@ func TestInjectedReplicationBugs(t *testing.T) {
 		{"", "resends", resend, Pass},
 		{"double-apply", "resends", resend, Fail},
 		{"ack-early", "partitions-sharded", sharded, Fail},
+		{"double-apply", "resends-hosted", hosted, Fail},
 	} {
 		t.Run(fmt.Sprintf("bugs=%s/%s", tc.bugs, tc.faults), func(t *testing.T) {
 			if tc.cfg.OpTimeout == 0 {

@@ -23,10 +23,16 @@ import (
 // `flint serve --shard-group G --managers <manager>`, with the flags of a
 // member of a replicated group (cluster) if Config.Nodes is not 0.
 //
+// With Config.Hosted, the data groups are hosted by nodes instead (see
+// hosted.go), and the manager is as above.
+//
 // One goroutine at a time drives it, as for cluster.
 type fleet struct {
-	groups  []*cluster // data group g is groups[g-1]; the one cluster if not sharded
-	manager *server    // nil if not sharded
+	groups []*cluster // data group g is groups[g-1]; the one cluster if not sharded; none if hosted
+	// nodes are the nodes that host the data groups, as the members of one
+	// cluster (whose hosted lists each group's nodes); nil if not hosted.
+	nodes   *cluster
+	manager *server // nil if not sharded
 	// What a sharded fleet makes a new data group with (addGroup): the
 	// run's configuration, the flint binary, and the fleet's directory.
 	cfg      Config
@@ -44,7 +50,11 @@ func startFleet(cfg Config, bin, dir string) (*fleet, error) {
 		}
 		return &fleet{groups: []*cluster{c}}, nil
 	}
-	f, err := newSharded(cfg, bin, dir)
+	newFleet := newSharded
+	if cfg.Hosted {
+		newFleet = newHosted
+	}
+	f, err := newFleet(cfg, bin, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,15 +119,16 @@ func (f *fleet) addGroup() (*cluster, error) {
 // readyTimeout bounds the wait for a new sharded cluster to serve.
 const readyTimeout = 30 * time.Second
 
-// start starts the manager, then the data groups, and waits until the
-// manager's CLUSTER INFO says "ok": every group has a leader that answers.
+// start starts the manager, then the data groups (or the nodes that host
+// them), and waits until the manager's CLUSTER INFO says "ok": every group
+// has a leader that answers.
 func (f *fleet) start() error {
 	if err := f.manager.start(); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	for _, c := range f.groups {
+	for _, c := range f.clusters() {
 		if err := c.start(); err != nil {
-			return fmt.Errorf("group %d: %w", c.group, err)
+			return f.inGroup(c, err)
 		}
 	}
 	deadline := time.Now().Add(readyTimeout)
@@ -146,21 +157,31 @@ func clusterInfo(addr string) (string, error) {
 // sharded reports whether the fleet is a sharded cluster.
 func (f *fleet) sharded() bool { return f.manager != nil }
 
+// clusters returns the clusters whose members the nemesis strikes: the
+// data groups, or the one cluster of hosted nodes.
+func (f *fleet) clusters() []*cluster {
+	if f.nodes != nil {
+		return []*cluster{f.nodes}
+	}
+	return f.groups
+}
+
 // addrs returns the client addresses the workload's clients know: the
-// manager's first, if sharded, then every member's, group by group.
+// manager's first, if sharded, then every member's, group by group (node
+// by node if hosted).
 func (f *fleet) addrs() []string {
 	var as []string
 	if f.manager != nil {
 		as = append(as, f.manager.addr)
 	}
-	for _, c := range f.groups {
+	for _, c := range f.clusters() {
 		as = append(as, c.addrs()...)
 	}
 	return as
 }
 
 // replicated reports whether the groups are replicated groups.
-func (f *fleet) replicated() bool { return f.groups[0].replicated() }
+func (f *fleet) replicated() bool { return f.clusters()[0].replicated() }
 
 // exited returns an error if a server exited without being killed.
 func (f *fleet) exited() error {
@@ -169,7 +190,7 @@ func (f *fleet) exited() error {
 			return fmt.Errorf("manager: %w", err)
 		}
 	}
-	for _, c := range f.groups {
+	for _, c := range f.clusters() {
 		if err := c.exited(); err != nil {
 			return f.inGroup(c, err)
 		}
@@ -180,7 +201,7 @@ func (f *fleet) exited() error {
 // restartDue restarts the killed members whose time has come, in every
 // group; with all, every killed member.
 func (f *fleet) restartDue(all bool) error {
-	for _, c := range f.groups {
+	for _, c := range f.clusters() {
 		if err := c.restartDue(all); err != nil {
 			return f.inGroup(c, err)
 		}
@@ -191,15 +212,16 @@ func (f *fleet) restartDue(all bool) error {
 // down returns how many members are down, in all groups.
 func (f *fleet) down() int {
 	n := 0
-	for _, c := range f.groups {
+	for _, c := range f.clusters() {
 		n += len(c.members) - len(c.running())
 	}
 	return n
 }
 
-// inGroup adds the group to err, in a sharded cluster.
+// inGroup adds c's group to err, in a sharded cluster that is not
+// hosted.
 func (f *fleet) inGroup(c *cluster, err error) error {
-	if !f.sharded() {
+	if c.group == 0 {
 		return err
 	}
 	return fmt.Errorf("group %d: %w", c.group, err)
@@ -208,7 +230,7 @@ func (f *fleet) inGroup(c *cluster, err error) error {
 // stop stops the data groups (see cluster.stop), then the manager.
 func (f *fleet) stop() error {
 	var errs []error
-	for _, c := range f.groups {
+	for _, c := range f.clusters() {
 		if err := c.stop(); err != nil {
 			errs = append(errs, f.inGroup(c, err))
 		}
@@ -228,8 +250,11 @@ func (f *fleet) stop() error {
 
 // describe names the fleet for the summary.
 func (f *fleet) describe() string {
-	if !f.sharded() {
+	switch {
+	case !f.sharded():
 		return f.groups[0].describe()
+	case f.nodes != nil:
+		return f.describeHosted()
 	}
 	size := "a data node, not replicated"
 	if f.replicated() {

@@ -23,7 +23,8 @@ import (
 // every fault strikes within any len(faults) strikes in a row from the
 // start of a round. Config's Fault constants say what each fault does. In
 // a sharded cluster each fault strikes one data group, chosen at random,
-// as it would strike the group alone; the manager is left alone.
+// as it would strike the group alone; the manager is left alone. On hosted
+// nodes, faults strike nodes (see hosted.go).
 //
 // Faults that take members down (kill, kill-leader) leave at most a
 // minority of a group down at once, so that the group can go on; the
@@ -60,9 +61,10 @@ func (n *nemesis) run(ctx context.Context) error {
 			return err
 		}
 		f := n.next()
-		cl := n.fl.groups[0]
-		if len(n.fl.groups) > 1 {
-			cl = n.fl.groups[n.rng.IntN(len(n.fl.groups))]
+		cls := n.fl.clusters()
+		cl := cls[0]
+		if len(cls) > 1 {
+			cl = cls[n.rng.IntN(len(cls))]
 		}
 		if err := n.inject(f, cl); err != nil {
 			return err
@@ -98,17 +100,23 @@ func (n *nemesis) settle() error {
 
 // inject injects fault f into cl, waits until it is over (a killed member
 // of a group stays down past that, until restartDue), and records it; in a
-// sharded cluster, with the group it struck.
+// sharded cluster, with the group it struck. On hosted nodes every fault
+// but move-slots strikes nodes, and move-slots strikes a group drawn at
+// random.
 func (n *nemesis) inject(f Fault, cl *cluster) error {
 	start := n.rec.now()
 	kind := string(f)
+	group := cl.group
+	if f == FaultMoveSlots && cl.hosted != nil {
+		group = uint64(1 + n.rng.IntN(len(cl.hosted)))
+	}
 	var err error
 	switch f {
 	case FaultKill:
 		kind, err = n.kill(cl, kind, n.pick(cl.running()))
 	case FaultKillLeader:
 		var lead *member
-		if lead, err = cl.leader(5 * time.Second); err == nil {
+		if lead, err = n.leaderToKill(cl); err == nil {
 			kind, err = n.kill(cl, kind, lead)
 		}
 	case FaultPause:
@@ -120,18 +128,28 @@ func (n *nemesis) inject(f Fault, cl *cluster) error {
 	case FaultWipe:
 		kind, err = n.wipe(cl)
 	case FaultMoveSlots:
-		kind, err = n.moveSlots(cl)
+		kind, err = n.moveSlots(group)
 	case FaultSplit:
 		kind, err = n.split(cl)
 	}
-	if cl.group != 0 {
-		kind += fmt.Sprintf(" (group %d)", cl.group)
+	if group != 0 {
+		kind += fmt.Sprintf(" (group %d)", group)
 	}
 	if err != nil {
 		return fmt.Errorf("nemesis %s: %w", kind, err)
 	}
 	n.record(kind, start)
 	return nil
+}
+
+// leaderToKill returns the member of cl that kill-leader kills: the
+// group's leader; of hosted nodes, the node that leads the most groups
+// half the time, else the one that leads a group drawn at random.
+func (n *nemesis) leaderToKill(cl *cluster) (*member, error) {
+	if cl.hosted != nil && n.rng.IntN(2) == 0 {
+		return cl.groupLeader(uint64(1+n.rng.IntN(len(cl.hosted))), 5*time.Second)
+	}
+	return cl.leader(5 * time.Second)
 }
 
 // pick returns one of ms at random, or nil if there is none.
@@ -172,11 +190,11 @@ func (n *nemesis) kill(cl *cluster, kind string, m *member) (string, error) {
 		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
 		return kind, m.srv.start()
 	}
-	down := len(cl.members) - len(cl.running()) + 1
-	if 2*down > len(cl.members) {
+	if cl.quorumLost(m) {
 		time.Sleep(time.Duration(n.rng.Int64N(int64(100 * time.Millisecond))))
 		return fmt.Sprintf("%s %d, restarted at once", kind, m.id), m.srv.start()
 	}
+	down := len(cl.members) - len(cl.running()) + 1
 	m.down = time.Now().Add(3*n.interval/2 + time.Duration(n.rng.Int64N(int64(n.interval))))
 	return fmt.Sprintf("%s %d, %d down", kind, m.id, down), nil
 }
@@ -201,14 +219,14 @@ func (n *nemesis) pause(m *member) error {
 // stays up.
 func (n *nemesis) finalKill() error {
 	start := n.rec.now()
-	for _, cl := range n.fl.groups {
+	for _, cl := range n.fl.clusters() {
 		for _, m := range cl.members {
 			if err := m.srv.kill(); err != nil {
 				return err
 			}
 		}
 	}
-	for _, cl := range n.fl.groups {
+	for _, cl := range n.fl.clusters() {
 		for _, m := range cl.members {
 			if err := m.srv.start(); err != nil {
 				return n.fl.inGroup(cl, fmt.Errorf("member %d: restart after the final kill -9: %w", m.id, err))
@@ -342,13 +360,13 @@ func (n *nemesis) wipe(cl *cluster) (string, error) {
 // moveSlotsTimeout bounds one move-slots fault.
 const moveSlotsTimeout = 2 * time.Minute
 
-// moveSlots moves a random range of 1 to 256 slots to cl's group, online,
+// moveSlots moves a random range of 1 to 256 slots to group to, online,
 // as `flint cluster move-slots` does, after restarting the members that
 // are down so that the groups it takes slots from can take its steps. Most
-// ranges hold a slot of the workload's keys. Slots that cl's group owns
+// ranges hold a slot of the workload's keys. Slots that the group owns
 // already stay; the others come from whichever groups own them, so that
 // over many faults slots go back and forth.
-func (n *nemesis) moveSlots(cl *cluster) (string, error) {
+func (n *nemesis) moveSlots(to uint64) (string, error) {
 	if err := n.fl.restartDue(true); err != nil {
 		return "move-slots", err
 	}
@@ -364,7 +382,7 @@ func (n *nemesis) moveSlots(cl *cluster) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
 	defer cancel()
-	return kind, g.MoveSlots(ctx, first, last, uint64(cl.group))
+	return kind, g.MoveSlots(ctx, first, last, to)
 }
 
 // split starts a new data group and moves half of cl's slots to it, as
@@ -372,7 +390,7 @@ func (n *nemesis) moveSlots(cl *cluster) (string, error) {
 // down. With MaxGroups groups already, it moves slots instead.
 func (n *nemesis) split(cl *cluster) (string, error) {
 	if len(n.fl.groups) >= MaxGroups {
-		return n.moveSlots(cl)
+		return n.moveSlots(cl.group)
 	}
 	if err := n.fl.restartDue(true); err != nil {
 		return "split", err

@@ -9,8 +9,8 @@
 //
 // Apply checks the batch, waits for the group to have a leader (at most
 // Config.LeaderWait), and, at the leader, proposes one entry (package
-// batchentry: the leader's clock, and an id that names the waiting call on
-// this node) with Host.Propose. The StateMachine applies each entry on the
+// batchentry: the leader's clock, and an id, unique in the group's log
+// (newID), that names the waiting call on this node) with Host.Propose. The StateMachine applies each entry on the
 // group's apply goroutine and, on the node that proposed it, calls the
 // caller's done after each of the batch's entries, before the next takes
 // effect. A member that does not lead refuses the write with
@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -80,7 +81,7 @@ const maxBatchBytes = 512 << 20
 type Backend struct {
 	cfg  Config
 	sm   *StateMachine
-	next atomic.Uint64 // the last call id used
+	next atomic.Uint64 // the counter of newID
 }
 
 var (
@@ -96,8 +97,18 @@ func New(cfg Config, sm *StateMachine) *Backend {
 	if cfg.LeaderWait <= 0 {
 		cfg.LeaderWait = 2 * time.Second
 	}
-	return &Backend{cfg: cfg, sm: sm}
+	b := &Backend{cfg: cfg, sm: sm}
+	b.next.Store(rand.Uint64())
+	return b
 }
+
+// newID returns a new call id: this node's id in the high 32 bits, so that
+// no two nodes' ids meet in the group's log (every member's StateMachine
+// completes the call waiting on it for an entry's id), and a counter in
+// the low ones, which starts at a random value at every start, so that
+// entries proposed before a restart, applied again as the node replays
+// its log or catches up, never complete a new caller.
+func (b *Backend) newID() uint64 { return b.cfg.Self<<32 | b.next.Add(1)&(1<<32-1) }
 
 // Store implements server.Backend.
 func (b *Backend) Store() *store.Store { return b.sm.Store() }
@@ -133,7 +144,7 @@ func (b *Backend) Apply(ctx context.Context, batch []byte, done func(i int, res 
 	if lead != b.cfg.Self {
 		return replica.ErrNotLeader
 	}
-	id := b.next.Add(1)
+	id := b.newID()
 	c := &call{done: done, over: make(chan struct{})}
 	b.sm.add(id, c)
 	data := batchentry.AppendHeader(make([]byte, 0, len(batch)+32), time.Now().UnixNano(), 1)
