@@ -23,13 +23,16 @@ import (
 // write of a few kilobytes, which the server reads at once over loopback.
 
 // recordingBackend is server.Local recording the batches and read barriers
-// it serves. With fail set, Apply fails without applying anything.
+// it serves. With fail set, Apply fails without applying anything; with
+// unreported set, it reports the results of all but the batch's last entry
+// and returns no error, breaking Backend's contract.
 type recordingBackend struct {
 	server.Local
-	fail     error
-	barriers atomic.Int64
-	mu       sync.Mutex
-	batches  []int // entries of each Apply, in order
+	fail       error
+	unreported bool
+	barriers   atomic.Int64
+	mu         sync.Mutex
+	batches    []int // entries of each Apply, in order
 }
 
 func newRecordingBackend() *recordingBackend {
@@ -42,6 +45,14 @@ func (b *recordingBackend) Apply(ctx context.Context, batch []byte, done func(in
 	b.mu.Unlock()
 	if b.fail != nil {
 		return b.fail
+	}
+	if b.unreported {
+		last := countEntries(batch) - 1
+		return b.Local.Apply(ctx, batch, func(i int, res store.Result) {
+			if i < last {
+				done(i, res)
+			}
+		})
 	}
 	return b.Local.Apply(ctx, batch, done)
 }
@@ -305,4 +316,20 @@ func TestReadBarrierOncePerInput(t *testing.T) {
 	raw.expect(`"x"`)
 	raw.expect("1")
 	wantBarriers(t, kv, 3)
+}
+
+// TestUnreportedWrites: a backend that returns no error but leaves writes
+// of the batch unreported does not crash the server; those writes are
+// answered UNKNOWN, and the connection goes on.
+func TestUnreportedWrites(t *testing.T) {
+	kv := newRecordingBackend()
+	kv.unreported = true
+	raw := startRecording(t, kv)
+	raw.send(command("SET", "a", "1") + command("SET", "b", "2"))
+	raw.expect(`"OK"`)
+	if v := raw.read(); !v.IsError() || !strings.HasPrefix(string(v.Str), "UNKNOWN ") {
+		t.Fatalf("the unreported write's reply is %s, want an UNKNOWN error", v)
+	}
+	raw.send(command("PING"))
+	raw.expect(`"PONG"`)
 }

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/flintkv/flint/internal/bugs"
 	"github.com/flintkv/flint/internal/protocol"
+	"github.com/flintkv/flint/internal/replica"
 	"github.com/flintkv/flint/internal/slot"
 	"github.com/flintkv/flint/internal/store"
 )
@@ -177,6 +179,9 @@ func (c *conn) commit() {
 	c.nextRead = 0
 	start := time.Now()
 	err := c.srv.kv.Apply(c.srv.ctx, c.batch.Bytes(), c.applied)
+	if err == nil && len(c.results) < n {
+		err = fmt.Errorf("%w: the backend reported %d of the batch's %d writes applied, and no error", replica.ErrOutcomeUnknown, len(c.results), n)
+	}
 	c.committed()
 	d := time.Since(start).Nanoseconds()
 	c.commitNanos += d
