@@ -190,8 +190,8 @@ const (
 func (c *conn) close() {
 	defer c.nc.Close()
 	tc, ok := c.nc.(*net.TCPConn)
-	if !ok || tc.CloseWrite() != nil {
-		return
+	if !ok || c.output.failed() || tc.CloseWrite() != nil {
+		return // no replies to deliver
 	}
 	last, err := unsent(tc)
 	for stall := time.Now().Add(lingerStall); err == nil && last > 0 && time.Now().Before(stall); {
