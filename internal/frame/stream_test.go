@@ -16,23 +16,8 @@ import (
 // damage of the same kind (torn or not). Zeros, the end of a file written
 // ahead of time, are a bad frame length in a stream.
 func TestStreamReaderMatchesScanner(t *testing.T) {
-	var good []byte
-	for i := range 300 {
-		good = Append(good, byte(i%7+1), fmt.Appendf(nil, "payload %d", i))
-	}
-	damaged := bytes.Clone(good)
-	damaged[len(damaged)/2] ^= 1
-	for name, b := range map[string][]byte{
-		"clean end":               good,
-		"damage":                  damaged,
-		"torn":                    good[:len(good)-3],
-		"torn header":             good[:len(good)-Size(len("payload 299"))+5],
-		"empty":                   nil,
-		"a huge len":              append(bytes.Clone(good), 0xff, 0xff, 0xff, 0x3f, 0, 0, 0, 0),
-		"damage at offset":        append([]byte{1}, good...),
-		"a long frame":            Append(nil, 1, make([]byte, 3<<20)),
-		"a long frame, then torn": Append(nil, 1, make([]byte, 3<<20))[:2<<20],
-	} {
+	good, files := samples()
+	for name, b := range files {
 		t.Run(name, func(t *testing.T) {
 			want := scanAll(NewScanner(b))
 			for _, r := range []io.Reader{bytes.NewReader(b), iotest.HalfReader(bytes.NewReader(b)), iotest.OneByteReader(bytes.NewReader(b))} {
