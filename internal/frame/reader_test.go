@@ -49,9 +49,9 @@ func samples() (good []byte, files map[string][]byte) {
 	}
 }
 
-// readerAll reads every frame with r, copying payloads, and the error that
-// ends them, which Next then returns again.
-func readerAll(r *Reader) []Frame {
+// readerAll reads every frame with r, a Reader or a StreamReader, copying
+// payloads, and the error that ends them, which Next then returns again.
+func readerAll(r interface{ Next() Frame }) []Frame {
 	var out []Frame
 	for {
 		c := r.Next()

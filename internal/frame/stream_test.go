@@ -21,14 +21,14 @@ func TestStreamReaderMatchesScanner(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want := scanAll(NewScanner(b))
 			for _, r := range []io.Reader{bytes.NewReader(b), iotest.HalfReader(bytes.NewReader(b)), iotest.OneByteReader(bytes.NewReader(b))} {
-				got := streamAll(NewStreamReader(r))
+				got := readerAll(NewStreamReader(r))
 				if err := sameFrames(got, want); err != nil {
 					t.Fatalf("%T: %v", r, err)
 				}
 			}
 		})
 	}
-	got := streamAll(NewStreamReader(bytes.NewReader(append(bytes.Clone(good), make([]byte, 16)...))))
+	got := readerAll(NewStreamReader(bytes.NewReader(append(bytes.Clone(good), make([]byte, 16)...))))
 	var fe *Error
 	if end := got[len(got)-1]; !errors.As(end.Err, &fe) || fe.Torn || end.Offset != int64(len(good)) {
 		t.Fatalf("zeros after the frames end them with %v at %d, want a bad frame length at %d", end.Err, end.Offset, len(good))
@@ -60,23 +60,6 @@ func sameFrames(got, want []Frame) error {
 		return fmt.Errorf("ends with %v, the scanner with %v", g.Err, w.Err)
 	}
 	return nil
-}
-
-// streamAll reads every frame with s, copying payloads, and the error
-// that ends them, which Next then returns again.
-func streamAll(s *StreamReader) []Frame {
-	var out []Frame
-	for {
-		c := s.Next()
-		c.Payload = bytes.Clone(c.Payload)
-		out = append(out, c)
-		if c.Err != nil {
-			if again := s.Next(); again.Err != c.Err || again.Offset != c.Offset {
-				panic("Next after the end returned another frame")
-			}
-			return out
-		}
-	}
 }
 
 // TestStreamReaderBounded: a len of 1 GiB in a stream that holds a few
