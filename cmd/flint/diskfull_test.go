@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flintkv/flint/internal/procnet"
 	"github.com/flintkv/flint/internal/proctest"
 )
 
@@ -155,7 +156,7 @@ func startOnFullDisk(t *testing.T, mnt string, free func()) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	awaitRunning(t, exited, "flint serve to start once space was freed", func() bool {
-		ours, _ := proctest.Listens(cmd.Process.Pid, addr) // not another process's, which FreeAddr cannot rule out
+		ours, _ := procnet.Listens(cmd.Process.Pid, addr) // not another process's, which FreeAddr cannot rule out
 		return ours && c.Set(context.Background(), "k", "v", 0).Err() == nil
 	})
 	if v, err := c.Get(context.Background(), "k").Result(); err != nil || v != "v" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flintkv/flint/internal/procnet"
 	"github.com/flintkv/flint/internal/proctest"
 	"github.com/flintkv/flint/internal/slot"
 )
@@ -110,7 +111,7 @@ func (h *harnessProcs) await(i int) error {
 		}
 		conn.Close()
 		var listens bool
-		if listens, err = proctest.Listens(h.cmds[i].Process.Pid, h.addrs[i]); listens {
+		if listens, err = procnet.Listens(h.cmds[i].Process.Pid, h.addrs[i]); listens {
 			return nil
 		}
 	}

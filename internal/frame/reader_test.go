@@ -13,26 +13,11 @@ import (
 // damage with a Reader and with a Scanner: both return the same frames
 // and the same end.
 func TestReaderMatchesScanner(t *testing.T) {
-	var good []byte
-	for i := range 300 {
-		good = Append(good, byte(i%7+1), fmt.Appendf(nil, "payload %d", i))
-	}
-	damaged := bytes.Clone(good)
-	damaged[len(damaged)/2] ^= 1
-	for name, b := range map[string][]byte{
-		"clean end":               good,
-		"zeros":                   append(bytes.Clone(good), make([]byte, 3*zeroChunk+5)...),
-		"zeros then a byte":       append(append(bytes.Clone(good), make([]byte, zeroChunk+8)...), 1),
-		"damage":                  damaged,
-		"torn":                    good[:len(good)-3],
-		"torn header":             good[:len(good)-Size(len("payload 299"))+5],
-		"empty":                   nil,
-		"only zeros":              make([]byte, 5),
-		"a huge len":              append(bytes.Clone(good), 0xff, 0xff, 0xff, 0x3f, 0, 0, 0, 0),
-		"damage at offset":        append([]byte{1}, good...),
-		"a long frame":            Append(nil, 1, make([]byte, 3<<20)),
-		"a long frame, then torn": Append(nil, 1, make([]byte, 3<<20))[:2<<20],
-	} {
+	good, files := samples()
+	files["zeros"] = append(bytes.Clone(good), make([]byte, 3*zeroChunk+5)...)
+	files["zeros then a byte"] = append(append(bytes.Clone(good), make([]byte, zeroChunk+8)...), 1)
+	files["only zeros"] = make([]byte, 5)
+	for name, b := range files {
 		t.Run(name, func(t *testing.T) {
 			got := readerAll(NewReader(bytes.NewReader(b), int64(len(b))))
 			if want := scanAll(NewScanner(b)); !reflect.DeepEqual(got, want) {
@@ -43,9 +28,30 @@ func TestReaderMatchesScanner(t *testing.T) {
 	}
 }
 
-// readerAll reads every frame with r, copying payloads, and the error that
-// ends them, which Next then returns again.
-func readerAll(r *Reader) []Frame {
+// samples returns 300 frames, good, and files of frames, by name, that
+// end cleanly or in damage of each kind, but for zeros.
+func samples() (good []byte, files map[string][]byte) {
+	for i := range 300 {
+		good = Append(good, byte(i%7+1), fmt.Appendf(nil, "payload %d", i))
+	}
+	damaged := bytes.Clone(good)
+	damaged[len(damaged)/2] ^= 1
+	return good, map[string][]byte{
+		"clean end":               good,
+		"damage":                  damaged,
+		"torn":                    good[:len(good)-3],
+		"torn header":             good[:len(good)-Size(len("payload 299"))+5],
+		"empty":                   nil,
+		"a huge len":              append(bytes.Clone(good), 0xff, 0xff, 0xff, 0x3f, 0, 0, 0, 0),
+		"damage at offset":        append([]byte{1}, good...),
+		"a long frame":            Append(nil, 1, make([]byte, 3<<20)),
+		"a long frame, then torn": Append(nil, 1, make([]byte, 3<<20))[:2<<20],
+	}
+}
+
+// readerAll reads every frame with r, a Reader or a StreamReader, copying
+// payloads, and the error that ends them, which Next then returns again.
+func readerAll(r interface{ Next() Frame }) []Frame {
 	var out []Frame
 	for {
 		c := r.Next()

@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/flintkv/flint/internal/batchentry"
 	"github.com/flintkv/flint/internal/multiraft"
 	"github.com/flintkv/flint/internal/server"
 	"github.com/flintkv/flint/internal/store"
@@ -308,11 +307,7 @@ func TestNoLeader(t *testing.T) {
 // that.
 func TestSnapshotRestore(t *testing.T) {
 	sm := NewStateMachine(store.Options{})
-	apply := func(index uint64, fill func(b *store.Batch)) {
-		var b store.Batch
-		fill(&b)
-		sm.Apply(index, batchentry.Append(batchentry.AppendHeader(nil, time.Now().UnixNano(), 1), 0, b.Bytes()))
-	}
+	apply := func(index uint64, fill func(b *store.Batch)) { applyBatch(sm, index, fill) }
 	apply(1, func(b *store.Batch) {
 		for i := range 100 {
 			b.Add(store.OpSet, 0, []byte(fmt.Sprintf("k%03d", i)), bytes.Repeat([]byte{byte(i)}, i))

@@ -1,6 +1,7 @@
 package hostgroup
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sync"
@@ -97,16 +98,17 @@ func (sm *StateMachine) Snapshot() (write func(w io.Writer) error, err error) {
 	}, nil
 }
 
-// Restore replaces the state with one that a Snapshot's write wrote. The
-// snapshot is read whole into memory, which the new store's values point
-// into.
+// Restore replaces the state with one that a Snapshot's write wrote,
+// which it reads from r one frame at a time (snap.ReadFrom): its memory is
+// the new store, whose values are copies, and a frame, never the
+// snapshot. A snapshot that is damaged or cut short, or an error reading
+// r, fails it and leaves the state as it was.
 func (sm *StateMachine) Restore(r io.Reader) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return fmt.Errorf("hostgroup: reading a snapshot: %w", err)
-	}
 	st := store.New(sm.opt)
-	meta, err := snap.LoadBytes(b, st.Put)
+	meta, err := snap.ReadFrom(r, func(key, val []byte) error {
+		st.Put(key, bytes.Clone(val))
+		return nil
+	})
 	if err == nil {
 		err = replica.RestoreSections(st, meta.Sections)
 	}

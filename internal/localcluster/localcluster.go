@@ -27,6 +27,23 @@
 //
 // Node i has n<i> and n<i>.log. A later run on the same directory starts
 // the same cluster again, on the same addresses, from the members' data.
+//
+// # Ports
+//
+// A new cluster's ports are picked free below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), which the kernel hands to every
+// listener on port 0 and every outgoing connection: so only a process that
+// names one of them can take it, before the member binds it or before a
+// later run does. A process counts as up once it listens on every address
+// it is given (package procnet), not once something accepts there. If a
+// process of a new cluster exits at its first start because one of its
+// addresses was in use (another process named it, or took it before the
+// pick), Up stops the others, deletes their data directories and
+// cluster.json, and makes the cluster again on other ports, up to
+// bindTries times: its addresses, the ones every process and the manager
+// are given, and CLUSTER SLOTS answers, are those of the start that came
+// up. A cluster that ran before keeps its addresses: a member whose address
+// is taken is reported.
 package localcluster
 
 import (
@@ -38,6 +55,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -45,6 +63,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flintkv/flint/internal/procnet"
 )
 
 // Config configures Up.
@@ -60,6 +80,18 @@ type Config struct {
 	// spread evenly: see the package doc.
 	Hosted bool
 	RF     int
+
+	// pick picks the ports of a new cluster; nil: uniquePorts(). Tests
+	// set it to pick a port in use.
+	pick func() (int, error)
+}
+
+// ports returns the port picker of a new cluster.
+func (cfg Config) ports() func() (int, error) {
+	if cfg.pick != nil {
+		return cfg.pick
+	}
+	return uniquePorts()
 }
 
 // layout is cluster.json.
@@ -72,11 +104,13 @@ type layout struct {
 	Secret  string   `json:"secret"`
 }
 
-// proc is one process of a layout: its name, client address, log and
-// flint arguments.
+// proc is one process of a layout: its name, client address, data
+// directory ("" for a manager, which keeps none), log and flint arguments,
+// and every address it listens on.
 type proc struct {
-	name, addr, log string
-	args            []string
+	name, addr, dir, log string
+	args                 []string
+	listen               []string
 }
 
 // procs returns the processes of l, in the order they start: a sharded
@@ -95,7 +129,7 @@ func (l layout) procs(dir string) []proc {
 		}
 	}
 	n := len(strings.Split(l.Groups[0], ","))
-	ps := []proc{{name: "manager", addr: l.Manager, log: filepath.Join(dir, "manager.log"),
+	ps := []proc{{name: "manager", addr: l.Manager, log: filepath.Join(dir, "manager.log"), listen: []string{l.Manager},
 		args: []string{"serve", "--manager", "--addr", l.Manager, "--servers", strings.Join(servers, ","), "--replicas", fmt.Sprint(n)}}}
 	for gi, g := range l.Groups {
 		ps = append(ps, groupProcs(dir, g, fmt.Sprintf("g%dm", gi+1), []string{"--shard-group", fmt.Sprint(gi + 1), "--managers", l.Manager})...)
@@ -112,29 +146,35 @@ func (l layout) hostedProcs(dir string) []proc {
 		groups = append(groups, fmt.Sprintf("%d:%s", gi+1, g))
 	}
 	rf := len(strings.Split(l.Hosted[0], ","))
-	ps := []proc{{name: "manager", addr: l.Manager, log: filepath.Join(dir, "manager.log"),
+	ps := []proc{{name: "manager", addr: l.Manager, log: filepath.Join(dir, "manager.log"), listen: []string{l.Manager},
 		args: []string{"serve", "--manager", "--addr", l.Manager, "--servers", strings.Join(servers, ","), "--replicas", fmt.Sprint(rf)}}}
 	for _, n := range strings.Split(l.Nodes, ",") {
-		id, _, _ := strings.Cut(n, "=")
+		id, peer, _ := strings.Cut(n, "=")
 		name := "n" + id
-		ps = append(ps, proc{name: name, addr: hostedAddr(l.Hosted, id), log: filepath.Join(dir, name+".log"),
+		clients, addr := hostedAddrs(l.Hosted, id), ""
+		if len(clients) > 0 {
+			addr = clients[0]
+		}
+		ps = append(ps, proc{name: name, addr: addr, dir: filepath.Join(dir, name),
+			log: filepath.Join(dir, name+".log"), listen: append(clients, peer),
 			args: []string{"serve", "--dir", filepath.Join(dir, name), "--id", id, "--host-nodes", l.Nodes,
 				"--host-groups", strings.Join(groups, ";"), "--managers", l.Manager}})
 	}
 	return ps
 }
 
-// hostedAddr returns the client address of node id's first member of the
-// groups, or "" if it hosts none.
-func hostedAddr(groups []string, id string) string {
+// hostedAddrs returns the client addresses of node id's members of the
+// groups.
+func hostedAddrs(groups []string, id string) []string {
+	var addrs []string
 	for _, g := range groups {
 		for _, m := range strings.Split(g, ",") {
 			if n, addr, _ := strings.Cut(m, "="); n == id {
-				return addr
+				addrs = append(addrs, addr)
 			}
 		}
 	}
-	return ""
+	return addrs
 }
 
 // groupProcs returns the processes of the group whose --initial-members
@@ -145,13 +185,14 @@ func groupProcs(dir, members, prefix string, more []string) []proc {
 	ps := make([]proc, len(ids))
 	for i, m := range ids {
 		name := fmt.Sprint(prefix, i+1)
-		args := []string{"serve", "--dir", filepath.Join(dir, name)}
+		args, listen := []string{"serve", "--dir", filepath.Join(dir, name)}, []string{clientAddr(m)}
 		if len(ids) > 1 || more == nil {
-			args = append(args, "--id", fmt.Sprint(i+1), "--initial-members", members)
+			args, listen = append(args, "--id", fmt.Sprint(i+1), "--initial-members", members), append(listen, peerAddr(m))
 		} else {
 			args = append(args, "--addr", clientAddr(m))
 		}
-		ps[i] = proc{name: name, addr: clientAddr(m), log: filepath.Join(dir, name+".log"), args: append(args, more...)}
+		ps[i] = proc{name: name, addr: clientAddr(m), dir: filepath.Join(dir, name), log: filepath.Join(dir, name+".log"),
+			listen: listen, args: append(args, more...)}
 	}
 	return ps
 }
@@ -163,49 +204,139 @@ func clientAddr(member string) string {
 	return client
 }
 
+// peerAddr returns the peer address of an "id=host:port@peerport" or
+// "id=host:port@peerhost:peerport" member.
+func peerAddr(member string) string {
+	_, addrs, _ := strings.Cut(member, "=")
+	client, peer, _ := strings.Cut(addrs, "@")
+	if strings.Contains(peer, ":") {
+		return peer
+	}
+	host, _, _ := net.SplitHostPort(client)
+	return net.JoinHostPort(host, peer)
+}
+
 // ErrNodes refuses a number of members that cannot make a majority of
 // their own, or that differs from the directory's.
 var ErrNodes = errors.New("localcluster: --nodes must be 1, 3, 5, 7 or 9, and match the cluster directory's")
 
 // Up starts the group's members and returns once ctx ends, having stopped
 // them (SIGTERM, then SIGKILL after stopTimeout); a member that exits
-// meanwhile is reported, and the others go on.
+// meanwhile is reported, and the others go on. A new cluster whose start
+// finds an address in use is made again on other ports (see the package
+// doc, "Ports").
 func Up(ctx context.Context, cfg Config) error {
-	l, err := load(cfg)
+	l, created, err := load(cfg)
 	if err != nil {
 		return err
 	}
-	ps := l.procs(cfg.Dir)
-	procs := make([]*member, 0, len(ps))
-	exits := make(chan int, len(ps))
-	for i, p := range ps {
-		c, err := start(cfg, l, p)
+	// Only a cluster whose data directories this run makes is made again.
+	fresh := created && !anyExists(l.procs(cfg.Dir))
+	for try := 1; ; try++ {
+		r, err := startAll(cfg, l)
 		if err != nil {
-			stopAll(procs)
 			return err
 		}
-		m := &member{cmd: c, done: make(chan struct{})}
-		procs = append(procs, m)
-		go func() { c.Wait(); close(m.done); exits <- i }()
+		if r.inUse < 0 || !fresh || try == bindTries {
+			return r.serve(ctx, cfg.Stdout)
+		}
+		stopAll(r.procs)
+		p := r.ps[r.inUse]
+		fmt.Fprintf(cfg.Stdout, "%s found an address in use (see %s); making the new cluster again on other ports\n", describe(p.name), p.log)
+		if l, err = remake(cfg, r.ps); err != nil {
+			return err
+		}
 	}
-	for i, m := range procs {
-		if !listening(ps[i].addr, m.done) {
-			fmt.Fprintf(cfg.Stdout, "%s is not listening on %s; see %s\n", ps[i].name, ps[i].addr, ps[i].log)
+}
+
+// bindTries bounds how many times Up makes a new cluster whose start finds
+// an address in use.
+const bindTries = 5
+
+// running is one start of a layout's processes.
+type running struct {
+	ps     []proc
+	procs  []*member
+	exits  chan int // the index of each process that exits
+	report []string // a line per process: up, or not
+	inUse  int      // a process that exited as an address was in use, or -1
+}
+
+// startAll starts the processes of l, and waits until each listens on its
+// addresses, or exited, or startTimeout passed.
+func startAll(cfg Config, l layout) (*running, error) {
+	r := &running{ps: l.procs(cfg.Dir), inUse: -1}
+	r.exits = make(chan int, len(r.ps))
+	logStart := make([]int64, len(r.ps))
+	for i, p := range r.ps {
+		c, off, err := start(cfg, l, p)
+		if err != nil {
+			stopAll(r.procs)
+			return nil, err
+		}
+		m := &member{cmd: c, done: make(chan struct{})}
+		r.procs, logStart[i] = append(r.procs, m), off
+		go func() { c.Wait(); close(m.done); r.exits <- i }()
+	}
+	for i, m := range r.procs {
+		p := r.ps[i]
+		if err := listening(m, p.listen); err != nil {
+			if r.inUse < 0 && addrInUse(p.log, logStart[i]) {
+				r.inUse = i
+			}
+			r.report = append(r.report, fmt.Sprintf("%s is not listening on %s (%v); see %s", describe(p.name), p.addr, err, p.log))
 			continue
 		}
-		fmt.Fprintf(cfg.Stdout, "%s: %s (log: %s)\n", describe(ps[i].name), ps[i].addr, ps[i].log)
+		r.report = append(r.report, fmt.Sprintf("%s: %s (log: %s)", describe(p.name), p.addr, p.log))
 	}
-	fmt.Fprintf(cfg.Stdout, "%d processes up; Ctrl-C stops them\n", len(ps))
+	return r, nil
+}
+
+// serve reports r's processes to out, and then each that exits, until ctx
+// ends; then it stops them.
+func (r *running) serve(ctx context.Context, out io.Writer) error {
+	for _, line := range r.report {
+		fmt.Fprintln(out, line)
+	}
+	fmt.Fprintf(out, "%d processes up; Ctrl-C stops them\n", len(r.ps))
 	for {
 		select {
-		case i := <-exits:
-			fmt.Fprintf(cfg.Stdout, "%s exited (%v); see %s\n", describe(ps[i].name), procs[i].cmd.ProcessState, ps[i].log)
+		case i := <-r.exits:
+			fmt.Fprintf(out, "%s exited (%v); see %s\n", describe(r.ps[i].name), r.procs[i].cmd.ProcessState, r.ps[i].log)
 		case <-ctx.Done():
-			stopAll(procs)
-			fmt.Fprintln(cfg.Stdout, "stopped")
+			stopAll(r.procs)
+			fmt.Fprintln(out, "stopped")
 			return nil
 		}
 	}
+}
+
+// anyExists reports whether the data directory of any of ps exists.
+func anyExists(ps []proc) bool {
+	for _, p := range ps {
+		if _, err := os.Stat(p.dir); p.dir != "" && err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// remake deletes the data directories of ps, stopped, and cluster.json,
+// and makes a new layout as cfg says.
+func remake(cfg Config, ps []proc) (layout, error) {
+	for _, p := range ps {
+		if p.dir == "" {
+			continue
+		}
+		if err := os.RemoveAll(p.dir); err != nil {
+			return layout{}, err
+		}
+	}
+	if err := os.Remove(filepath.Join(cfg.Dir, "cluster.json")); err != nil {
+		return layout{}, err
+	}
+	l, _, err := load(cfg)
+	return l, err
 }
 
 // describe turns a process's name into words: "member 2", "group 1
@@ -224,21 +355,30 @@ func describe(name string) string {
 	return name
 }
 
-// load reads the directory's layout, or makes one as cfg says.
-func load(cfg Config) (layout, error) {
-	var l layout
-	dir, n, groups := cfg.Dir, cfg.Nodes, cfg.Groups
-	name := filepath.Join(dir, "cluster.json")
+// load reads the directory's layout, or makes one as cfg says, and
+// reports whether it made it.
+func load(cfg Config) (layout, bool, error) {
+	name := filepath.Join(cfg.Dir, "cluster.json")
 	b, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) && cfg.Hosted {
-		return createHosted(cfg, name)
+		l, err := createHosted(cfg, name)
+		return l, true, err
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return create(dir, name, n, groups)
+		l, err := create(cfg, name)
+		return l, true, err
 	}
 	if err != nil {
-		return l, err
+		return layout{}, false, err
 	}
+	l, err := read(cfg, b, name)
+	return l, false, err
+}
+
+// read checks the layout b, read from the file name, against cfg.
+func read(cfg Config, b []byte, name string) (layout, error) {
+	var l layout
+	dir, n, groups := cfg.Dir, cfg.Nodes, cfg.Groups
 	damaged := fmt.Errorf("localcluster: %s is damaged; move the directory aside to make a new cluster", name)
 	if err := json.Unmarshal(b, &l); err != nil || l.Secret == "" {
 		return l, damaged
@@ -262,9 +402,11 @@ func load(cfg Config) (layout, error) {
 	return l, nil
 }
 
-// create makes a new layout of n members, in each of groups groups if
-// groups > 0, on free loopback ports.
-func create(dir, name string, n, groups int) (layout, error) {
+// create makes a new layout of cfg.Nodes members, in each of cfg.Groups
+// groups if cfg.Groups > 0, on free loopback ports, and writes it to the
+// file name.
+func create(cfg Config, name string) (layout, error) {
+	n, groups := cfg.Nodes, cfg.Groups
 	if n != 1 && n != 3 && n != 5 && n != 7 && n != 9 {
 		return layout{}, ErrNodes
 	}
@@ -272,7 +414,7 @@ func create(dir, name string, n, groups int) (layout, error) {
 		return layout{}, ErrGroups
 	}
 	var l layout
-	freePort := uniquePorts()
+	freePort := cfg.ports()
 	for range max(groups, 1) {
 		members, err := newMembers(n, freePort)
 		if err != nil {
@@ -289,7 +431,7 @@ func create(dir, name string, n, groups int) (layout, error) {
 		}
 		l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	return l, l.save(dir, name)
+	return l, l.save(cfg.Dir, name)
 }
 
 // save gives l a new secret and writes it to the file name in dir.
@@ -340,7 +482,7 @@ func createHosted(cfg Config, name string) (layout, error) {
 	}
 	var l layout
 	var nodes []string
-	freePort := uniquePorts()
+	freePort := cfg.ports()
 	for i := range cfg.Nodes {
 		peer, err := freePort()
 		if err != nil {
@@ -417,8 +559,19 @@ func uniquePorts() func() (int, error) {
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago, below the
+// kernel's ephemeral range if there is room for a cluster there (see the
+// package doc), else one the kernel picks.
 func freePort() (int, error) {
+	if low := ephemeralLow(); low-lowestPort >= 4*maxHostedGroups {
+		for range 100 {
+			p := lowestPort + mrand.IntN(low-lowestPort)
+			if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				ln.Close()
+				return p, nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -427,20 +580,43 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// start starts process p, its log appended to its log file.
-func start(cfg Config, l layout, p proc) (*exec.Cmd, error) {
+// lowestPort is the lowest port freePort picks: below it are the ports
+// of well-known services.
+const lowestPort = 10000
+
+// ephemeralLow returns the first port of the kernel's ephemeral range,
+// or 0 if it cannot tell.
+func ephemeralLow() int {
+	var low, high int
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
+}
+
+// start starts process p, its log appended to its log file, and returns
+// the log's size before.
+func start(cfg Config, l layout, p proc) (*exec.Cmd, int64, error) {
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
 	c := exec.Command(cfg.Bin, append(p.args, cfg.Args...)...)
 	c.Env = append(os.Environ(), "FLINT_CLUSTER_SECRET="+l.Secret)
 	c.Stdout, c.Stderr = f, f
 	if err := c.Start(); err != nil {
-		return nil, fmt.Errorf("localcluster: starting %s: %w", describe(p.name), err)
+		return nil, 0, fmt.Errorf("localcluster: starting %s: %w", describe(p.name), err)
 	}
-	return c, nil
+	return c, fi.Size(), nil
 }
 
 // startTimeout bounds how long a member may take to listen for clients
@@ -448,21 +624,34 @@ func start(cfg Config, l layout, p proc) (*exec.Cmd, error) {
 // and still runs).
 const startTimeout = 30 * time.Second
 
-// listening waits until addr accepts connections, and reports whether it
-// did before startTimeout, or before the member exited (done).
-func listening(addr string, done <-chan struct{}) bool {
+// listening waits until m's process listens on every one of addrs, and
+// returns why not if it exited first, or startTimeout passed.
+func listening(m *member, addrs []string) error {
+	err := errors.New("not started")
 	for deadline := time.Now().Add(startTimeout); time.Now().Before(deadline); {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return true
+		var ok bool
+		if ok, err = procnet.Listens(m.cmd.Process.Pid, addrs...); ok {
+			return nil
 		}
 		select {
-		case <-done:
-			return false
-		case <-time.After(20 * time.Millisecond):
+		case <-m.done:
+			return fmt.Errorf("exited: %v", m.cmd.ProcessState)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return false
+	return err
+}
+
+// addrInUse reports whether the log file name says, after its first off
+// bytes, that an address was in use.
+func addrInUse(name string, off int64) bool {
+	f, err := os.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, off, 1<<20))
+	return err == nil && strings.Contains(string(b), "address already in use")
 }
 
 // stopTimeout is how long stopAll waits for members to shut down.

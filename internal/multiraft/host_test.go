@@ -11,6 +11,7 @@ import (
 	"path"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -584,6 +585,47 @@ func TestRestartFromSnapshot(t *testing.T) {
 		final := c.checkConverged(g, c.nodes, hists[g])
 		if n := nd.lists[g].appliedSince(); n >= len(final) {
 			t.Fatalf("group %d applied all %d entries again: it did not start from a snapshot", g, n)
+		}
+	}
+}
+
+// TestRestartFromDamagedSnapshot: a host whose newest snapshot of a group
+// is damaged or cut short refuses the group, with an error that names the
+// file and the damage, rather than start from an older state.
+func TestRestartFromDamagedSnapshot(t *testing.T) {
+	c := newClusterSegments(t, 1, 1, seedtest.Seed(t), Config{TickInterval: 5 * time.Millisecond, SnapshotEntries: 10}, 1<<10)
+	nd, g := c.nodes[0], c.groups[0]
+	c.writeAll(g, c.nodes, &history{}, valuesFrom("v", 25))
+	dir := path.Join(nd.dir, "snap", fmt.Sprintf("%016x", g))
+	waitFor(t, "a snapshot", func() bool { infos, _ := snap.List(nd.fs, dir); return len(infos) > 0 })
+	c.stop(nd)
+	infos, err := snap.List(nd.fs, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := path.Join(dir, infos[len(infos)-1].Name)
+	mem := nd.fs.(*vfs.Mem)
+	good, err := mem.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := slices.Clone(good)
+	flipped[len(flipped)/2] ^= 1
+	for what, bad := range map[string][]byte{"damaged": flipped, "cut short": good[:len(good)-9]} {
+		if err := mem.WriteFile(name, bad); err != nil {
+			t.Fatal(err)
+		}
+		log, err := wal.OpenShared(nd.fs, path.Join(nd.dir, "wal"), wal.Options{Logger: quiet, SegmentSize: c.segmentSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := New(Config{Node: nd.id, Log: log, Sender: nd.ep, Logger: quiet, FS: nd.fs, SnapDir: path.Join(nd.dir, "snap"), SnapshotEntries: 10})
+		err = h.AddGroup(g, c.boot, &list{})
+		h.Stop()
+		log.Close()
+		var se *snap.Error
+		if !errors.As(err, &se) || se.File != name || !strings.Contains(err.Error(), "restoring snapshot") {
+			t.Fatalf("AddGroup of a group whose snapshot is %s: %v, want the snapshot's damage", what, err)
 		}
 	}
 }

@@ -5,10 +5,8 @@ package proctest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flintkv/flint/internal/procnet"
 )
 
 // Build builds cmd/flint into a directory removed when the test ends and
@@ -69,7 +69,7 @@ type Server struct {
 // FreeAddr's address can be taken by another process (a test running in
 // parallel, or a connection's local port) before the server binds it. So a
 // server counts as started only once it is the process that listens there
-// (see Listens), not once something accepts there; and a server that
+// (see procnet.Listens), not once something accepts there; and a server that
 // exits because the address is in use is started again on another one, up
 // to bindTries times in all. Logs then holds the last start's logs only;
 // the test's log shows the others'.
@@ -112,7 +112,7 @@ func Serve(t testing.TB, bin string, args ...string) *Server {
 const bindTries = 5
 
 // await waits until s's process listens on s.Addr, or has exited (then it
-// reaps it), or timeout has passed. It asks Listens only once a connection
+// reaps it), or timeout has passed. It asks procnet.Listens only once a connection
 // there succeeds: reading /proc/net/tcp takes milliseconds when the test
 // has left many sockets behind.
 func (s *Server) await(timeout time.Duration) error {
@@ -123,7 +123,7 @@ func (s *Server) await(timeout time.Duration) error {
 			err = derr
 		} else {
 			c.Close()
-			listens, err = Listens(pid, s.Addr)
+			listens, err = procnet.Listens(pid, s.Addr)
 		}
 		switch {
 		case listens:
@@ -141,46 +141,6 @@ func (s *Server) await(timeout time.Duration) error {
 // because its address was in use.
 func AddrInUse(logs string) bool {
 	return strings.Contains(logs, "address already in use")
-}
-
-// Listens reports whether process pid holds a socket listening on addr, an
-// IPv4 "host:port": a socket in the LISTEN state on that address in
-// /proc/net/tcp whose inode is one of pid's open files (Linux only; an error
-// elsewhere).
-func Listens(pid int, addr string) (bool, error) {
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || !ap.Addr().Is4() {
-		return false, fmt.Errorf("listens: %q is not an IPv4 host:port", addr)
-	}
-	a := ap.Addr().As4()
-	// /proc/net/tcp: "sl local_address rem_address st ... uid timeout inode",
-	// the address as the kernel's 32-bit word, in hex, read in host order.
-	local := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(a[:]), ap.Port())
-	table, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return false, err
-	}
-	inodes := map[string]bool{}
-	for _, line := range strings.Split(string(table), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) > 9 && f[1] == local && f[3] == "0A" { // 0A: TCP_LISTEN
-			inodes["socket:["+f[9]+"]"] = true
-		}
-	}
-	if len(inodes) == 0 {
-		return false, fmt.Errorf("nothing listens on %s", addr)
-	}
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	fds, err := os.ReadDir(dir)
-	if err != nil {
-		return false, err
-	}
-	for _, fd := range fds {
-		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && inodes[target] {
-			return true, nil
-		}
-	}
-	return false, fmt.Errorf("another process listens on %s", addr)
 }
 
 // Buffer is a bytes.Buffer safe for a process to write while a test reads.

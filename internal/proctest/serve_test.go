@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flintkv/flint/internal/procnet"
 )
 
 // fakeServeEnv, set to "K:FILE", makes this test binary, started as
@@ -103,7 +105,7 @@ func TestServeRetries(t *testing.T) {
 				if s == nil {
 					t.Fatalf("Serve failed after %d starts that found the address in use: %s", failures, tb.msg)
 				}
-				if ok, err := Listens(s.Cmd.Process.Pid, s.Addr); !ok {
+				if ok, err := procnet.Listens(s.Cmd.Process.Pid, s.Addr); !ok {
 					t.Fatalf("Serve returned a server that does not listen on %s: %v", s.Addr, err)
 				}
 				return

@@ -167,28 +167,41 @@ func (c *conn) serve() {
 	c.finishOutput()
 }
 
-// How long a closing connection waits for input to stop: closing a socket
-// with unread input makes the kernel send a reset and drop the output it has
-// not sent yet.
+// How a closing connection lingers. Closing a socket with unread input
+// makes the kernel send a reset and drop the output it has not sent yet; so
+// a closing connection discards input until the client has taken all of its
+// output (the kernel's send queue is empty: a reset then loses nothing, as
+// the client's kernel holds it), or closes too. One whose client takes none
+// of its output for lingerStall is closed regardless; Shutdown's context
+// bounds the whole. lingerStall outlasts a few of TCP's retransmission
+// timeouts (200 ms, doubling): on a loaded machine, a segment dropped on
+// loopback held a reading client's output up for over a second.
 const (
-	lingerQuiet = 50 * time.Millisecond // no input for this long: close
-	lingerMax   = time.Second           // close after this long regardless
+	lingerPoll  = 10 * time.Millisecond // how often the send queue is checked while no input comes
+	lingerStall = 5 * time.Second
 )
 
 // close closes the connection so that the replies already written reach the
 // client; without this, a client that pipelines lost replies to commands
-// the server had executed (TestGracefulShutdown). It sends FIN after the
-// replies and discards input until the client closes too or goes quiet.
+// the server had executed (TestGracefulShutdown), and so did one that took
+// more than a second to read them, when the wait was a second at most
+// (TestGracefulShutdownSlowReader). It sends FIN after the replies and
+// discards input as the const block above says.
 func (c *conn) close() {
 	defer c.nc.Close()
 	tc, ok := c.nc.(*net.TCPConn)
-	if !ok || tc.CloseWrite() != nil {
-		return
+	if !ok || c.output.failed() || tc.CloseWrite() != nil {
+		return // no replies to deliver
 	}
-	for end := time.Now().Add(lingerMax); time.Now().Before(end); {
-		tc.SetReadDeadline(time.Now().Add(lingerQuiet))
-		if _, err := tc.Read(c.in); err != nil {
-			return
+	last, err := unsent(tc)
+	for stall := time.Now().Add(lingerStall); err == nil && last > 0 && time.Now().Before(stall); {
+		tc.SetReadDeadline(time.Now().Add(lingerPoll))
+		if _, rerr := tc.Read(c.in); rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) {
+			return // the client closed too, or the connection failed
+		}
+		var n int
+		if n, err = unsent(tc); n < last {
+			last, stall = n, time.Now().Add(lingerStall)
 		}
 	}
 }

@@ -331,6 +331,13 @@ func (o *output) endRead() bool {
 	return true
 }
 
+// failed reports whether a write failed: no more output reaches the client.
+func (o *output) failed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.mu.err != nil
+}
+
 // writing reports whether the writer goroutine is delivering replies: the
 // client is then taking output, not idle.
 func (o *output) writing() bool {

@@ -17,7 +17,7 @@ type source interface{ Next() frame.Frame }
 // frames' contents are Load's or Verify's to check.
 type loader struct {
 	name     string
-	size     int64 // of the file
+	size     int64 // of the file; -1 for a stream, whose size is not known
 	meta     Meta
 	sections int    // that the header counts
 	need     uint64 // bytes of the last section's data still to come
@@ -99,8 +99,12 @@ func (l *loader) section(fr frame.Frame) *Error {
 	default:
 		// Room for all the data, but not more than the file holds: a
 		// damaged length must not allocate wildly, and a file cut short
-		// fails at the cut, as truncated.
-		room := min(size, uint64(l.size-fr.Offset))
+		// fails at the cut, as truncated. A stream's grows as its
+		// frames arrive.
+		room := uint64(len(data))
+		if l.size >= 0 {
+			room = min(size, uint64(l.size-fr.Offset))
+		}
 		l.meta.Sections = append(l.meta.Sections, Section{Name: name, Data: append(make([]byte, 0, room), data...)})
 		l.need = size - uint64(len(data))
 		return nil
@@ -165,7 +169,7 @@ func (l *loader) end(fr frame.Frame, count, total uint64, src source) *Error {
 	if err := l.frameError(after); l.ioErr != nil {
 		return err // not what follows the end record, but the file could not be read
 	}
-	if after.Err != io.EOF || after.Offset != l.size {
+	if after.Err != io.EOF || l.size >= 0 && after.Offset != l.size {
 		return l.errorAt(after.Offset, "data after the end record")
 	}
 	return nil

@@ -73,6 +73,11 @@
 // the key k as 8 bytes big-endian, from 0. Such a file is an ordinary
 // snapshot to everything else here (Verify, Install, OpenFile, Prune).
 //
+// A snapshot may itself be such a stream: WriteTo writes one to an
+// io.Writer, and ReadFrom reads it back from an io.Reader one frame at a
+// time, checked as Verify checks a file, but for the file's size, which a
+// stream does not know (so its end is its reader's io.EOF).
+//
 // # Format, version 1
 //
 // Version 1 files are still read; none is written. They are version 2

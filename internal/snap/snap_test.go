@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"github.com/flintkv/flint/internal/frame"
 	"github.com/flintkv/flint/internal/seedtest"
@@ -43,8 +45,9 @@ func pairsOf(ps []pair) snap.Pairs {
 }
 
 // load loads the snapshot name in dir, returning its meta and pairs in key
-// order. If Verify does not return the same meta, or the same error, it
-// returns an error saying so, which is not a *snap.Error.
+// order. If Verify does not return the same meta, or the same error, or
+// ReadFrom of the file's bytes the same meta and pairs, or an error at the
+// same offset, it returns an error saying so, which is not a *snap.Error.
 func load(fs vfs.FS, name string) (snap.Meta, []pair, error) {
 	var mu sync.Mutex
 	var ps []pair
@@ -58,7 +61,40 @@ func load(fs vfs.FS, name string) (snap.Meta, []pair, error) {
 	if vmeta, verr := snap.Verify(fs, path.Join(dir, name)); !sameError(verr, err) || err == nil && !metaEqual(vmeta, meta) {
 		return meta, ps, fmt.Errorf("Load and Verify disagree: Load %+v, %v; Verify %+v, %v", meta, err, vmeta, verr)
 	}
+	if serr := sameAsReadFrom(fs, path.Join(dir, name), meta, ps, err); serr != nil {
+		return meta, ps, serr
+	}
 	return meta, ps, err
+}
+
+// sameAsReadFrom returns an error unless ReadFrom of the bytes of file
+// name, in pieces, returns meta and ps (in key order), or an error at the
+// offset of lerr.
+func sameAsReadFrom(fs vfs.FS, name string, meta snap.Meta, ps []pair, lerr error) error {
+	f, err := fs.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	var got []pair
+	smeta, serr := snap.ReadFrom(iotest.HalfReader(io.NewSectionReader(f, 0, size)), func(key, val []byte) error {
+		got = append(got, pair{string(key), bytes.Clone(val)})
+		return nil
+	})
+	var sl, ss *snap.Error
+	switch {
+	case lerr == nil && serr == nil:
+		if !metaEqual(smeta, meta) || !slices.EqualFunc(got, ps, func(a, b pair) bool { return a.key == b.key && bytes.Equal(a.val, b.val) }) {
+			return fmt.Errorf("Load and ReadFrom disagree: Load %+v and %d pairs, ReadFrom %+v and %d pairs", meta, len(ps), smeta, len(got))
+		}
+	case !errors.As(lerr, &sl) || !errors.As(serr, &ss) || sl.Offset != ss.Offset:
+		return fmt.Errorf("Load and ReadFrom disagree: Load %v, ReadFrom %v", lerr, serr)
+	}
+	return nil
 }
 
 // sameError reports whether a and b are both nil, or both a *snap.Error

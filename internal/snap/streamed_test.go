@@ -3,6 +3,7 @@ package snap_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"path"
@@ -94,5 +95,67 @@ func TestStreamFailures(t *testing.T) {
 	var se *snap.Error
 	if !errors.As(err, &se) || !errors.As(readErr, &se) {
 		t.Fatalf("ReadStream of a damaged stream: %v, its reader saw %v; want a *snap.Error for both", err, readErr)
+	}
+}
+
+// windowReader reads r, but fails a read that would take it more than
+// window bytes past released.
+type windowReader struct {
+	r                   io.Reader
+	read, released, win int64
+}
+
+func (w *windowReader) Read(p []byte) (int, error) {
+	room := w.released + w.win - w.read
+	if room <= 0 {
+		return 0, fmt.Errorf("read %d bytes of the stream, %d past the %d the reader is done with", w.read, w.read-w.released, w.released)
+	}
+	n, err := w.r.Read(p[:min(int64(len(p)), room)])
+	w.read += int64(n)
+	return n, err
+}
+
+// TestReadFromStreams reads a snapshot of 8 MiB with ReadFrom through a
+// reader that fails once read 1 MiB ahead of the pairs put so far: its
+// memory is a frame, not the snapshot. A reader's error, or put's, stops
+// it with that error.
+func TestReadFromStreams(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seedtest.Seed(t), 0))
+	var ps []pair
+	for i := range 2048 {
+		val := make([]byte, 4<<10)
+		for j := range val {
+			val[j] = byte(rng.Uint32())
+		}
+		ps = append(ps, pair{fmt.Sprintf("key:%05d", i), val})
+	}
+	meta := snap.Meta{Index: 9, Term: 2, Conf: jointConf, Sections: randomSections(rng)}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf, meta, pairsOf(ps)); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	w := &windowReader{r: bytes.NewReader(b), win: 1 << 20}
+	for _, s := range meta.Sections {
+		w.released += int64(len(s.Data))
+	}
+	var got []pair
+	gotMeta, err := snap.ReadFrom(w, func(key, val []byte) error {
+		got = append(got, pair{string(key), bytes.Clone(val)})
+		w.released += int64(len(key) + len(val))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ReadFrom of a %d-byte snapshot through a 1 MiB window: %v", len(b), err)
+	}
+	checkMeta(t, gotMeta, meta)
+	checkPairs(t, got, ps)
+
+	broken := errors.New("broken")
+	if _, err := snap.ReadFrom(io.MultiReader(bytes.NewReader(b[:len(b)/2]), iotest.ErrReader(broken)), func(key, val []byte) error { return nil }); !errors.Is(err, broken) {
+		t.Fatalf("ReadFrom of a failing reader: %v", err)
+	}
+	if _, err := snap.ReadFrom(bytes.NewReader(b), func(key, val []byte) error { return broken }); err != broken {
+		t.Fatalf("ReadFrom whose put fails: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/flintkv/flint/internal/frame"
 	"github.com/flintkv/flint/internal/vfs"
@@ -44,8 +45,26 @@ func verifyPairs(fs vfs.FS, name string, put func(key, val []byte) error) (Meta,
 	if err != nil {
 		return Meta{}, err
 	}
-	s := &sequential{loader: &loader{name: name, size: size}, put: put}
-	src := frame.NewReader(f, size)
+	return readPairs(&loader{name: name, size: size}, frame.NewReader(f, size), put)
+}
+
+// ReadFrom reads a snapshot that WriteTo wrote from r, one frame at a
+// time, checking it as Verify does, and calls put for each pair, in key
+// order, on the calling goroutine; key and val are valid only during the
+// call. It reads r to its end, and returns the snapshot's meta. put's
+// first error stops it, and is returned; damage, or r ending before the
+// end record, is an *Error of the file "stream"; an error reading r is
+// wrapped.
+//
+// Its memory is the frame being read (about 256 KiB, unless one pair is
+// larger), the last key and the sections, never the snapshot.
+func ReadFrom(r io.Reader, put func(key, val []byte) error) (Meta, error) {
+	return readPairs(&loader{name: "stream", size: -1}, frame.NewStreamReader(r), put)
+}
+
+// readPairs is verifyPairs of the frames src reads, which l checks.
+func readPairs(l *loader, src source, put func(key, val []byte) error) (Meta, error) {
+	s := &sequential{loader: l, put: put}
 	end, lerr := s.dispatch(src, s.pairs)
 	if lerr == nil {
 		lerr = s.end(end, s.count, s.bytes, src)
@@ -54,7 +73,7 @@ func verifyPairs(fs vfs.FS, name string, put func(key, val []byte) error) (Meta,
 	case s.putErr != nil:
 		return s.meta, s.putErr
 	case s.ioErr != nil:
-		return s.meta, fmt.Errorf("reading %s: %w", name, s.ioErr)
+		return s.meta, fmt.Errorf("reading %s: %w", l.name, s.ioErr)
 	case lerr != nil:
 		return s.meta, lerr
 	}
