@@ -81,7 +81,8 @@
 //     answers ASK <slot> <host:port>: the command is sent to that member
 //     once, right after ASKING, on one connection in one write, and the map
 //     does not change, so the next command on the slot goes to its owner
-//     again.
+//     again. A transaction goes whole, with one ASKING before its MULTI,
+//     which holds for the whole transaction, as in Redis.
 //
 // # Failover
 //

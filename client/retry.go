@@ -289,6 +289,14 @@ func (rt *retrier) keepTxsWhole() {
 	}
 }
 
+// inTx reports whether command i is queued in, or the EXEC of, a
+// transaction that the request holds whole. Sent after an ASK, such a
+// command goes without an ASKING of its own: the one before the MULTI
+// holds for the whole transaction, and one inside it would be queued.
+func (rt *retrier) inTx(i int) bool {
+	return slices.ContainsFunc(rt.txs, func(tx txSpan) bool { return tx.multi < i && i <= tx.exec })
+}
+
 // txSpan is a transaction that a request holds whole: the indexes of its
 // MULTI and of its EXEC (in FLINT.SEQ or not).
 type txSpan struct{ multi, exec int }
@@ -554,7 +562,7 @@ func (rt *retrier) legs() []leg {
 		}
 		lg.parts = append(lg.parts, i)
 		if lg.asked != nil {
-			lg.asked = append(lg.asked, h.via == viaAsked)
+			lg.asked = append(lg.asked, h.via == viaAsked && !rt.inTx(i))
 		}
 	}
 	if len(legs) == 1 {

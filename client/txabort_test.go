@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -31,5 +32,27 @@ func TestAbortedAfterResend(t *testing.T) {
 		if got := errors.Is(err, ErrUnknownOutcome); got != tc.unknown {
 			t.Errorf("%s: abortedAfterResend = %v, want unknown outcome %v", tc.name, err, tc.unknown)
 		}
+	}
+}
+
+// TestTxAskedOnce: a transaction sent after an ASK goes with one ASKING,
+// before its MULTI, which holds for the whole transaction, as in Redis
+// (one inside MULTI would be queued, and its reply would join EXEC's); a
+// command outside the transaction gets its own.
+func TestTxAskedOnce(t *testing.T) {
+	var b Batch
+	b.Do("MULTI")
+	b.Set("k", []byte("v"))
+	b.Do("EXEC")
+	b.Get("k")
+	req := request{cmd: b.cmd, ends: b.ends}
+	p := &pool{addr: "127.0.0.1:1"}
+	rt := newRetrier(nil, req, func(int) *pool { return p })
+	for i := range rt.hops {
+		rt.hops[i].via = viaAsked
+	}
+	legs := rt.legs()
+	if len(legs) != 1 || fmt.Sprint(legs[0].asked) != "[true false false true]" {
+		t.Fatalf("legs %+v, want one, asked [true false false true]", legs)
 	}
 }

@@ -138,7 +138,7 @@ func (c *conn) exec(args [][]byte) {
 func (c *conn) dispatch(args [][]byte) {
 	c.commands++
 	c.keySlot = -1
-	c.asked, c.asking = c.asking, false
+	c.asked, c.asking = c.asking || c.tx.asked, false
 	name := c.lowerName(args[0])
 	cmd, ok := commands[string(name)]
 	if ok && cmd.subs != nil && len(args) > 1 {

@@ -16,7 +16,8 @@ import (
 // 3, and RANGE TRYAGAIN once it is gone and, after the drop, while the
 // node's map is older than the drop's; as the target of slot 3300 ("b")
 // coming from group 1, MOVED to the source while it imports, TRYAGAIN
-// after ASKING and for RANGE, then served once it is open.
+// after ASKING (also in a transaction that MULTI began right after
+// ASKING) and for RANGE, then served once it is open.
 func TestSlotMoveRouting(t *testing.T) {
 	f := newFakeShard(t)
 	f.mu.lead = 1
@@ -57,6 +58,19 @@ func TestSlotMoveRouting(t *testing.T) {
 		{[]string{"ASKING"}, `"OK"`},
 		{[]string{"GET", "b"}, try},
 		{[]string{"RANGE", "a", "z"}, try},
+		// ASKING before MULTI holds for the transaction, and ends with it.
+		{[]string{"ASKING"}, `"OK"`},
+		{[]string{"MULTI"}, `"OK"`},
+		{[]string{"SET", "b", "x"}, try},
+		{[]string{"EXEC"}, "(error) EXECABORT Transaction discarded because of previous errors."},
+		{[]string{"GET", "b"}, "(error) MOVED 3300 127.0.0.1:7102"},
+		{[]string{"ASKING"}, `"OK"`},
+		{[]string{"MULTI"}, `"OK"`},
+		{[]string{"DISCARD"}, `"OK"`},
+		{[]string{"GET", "b"}, "(error) MOVED 3300 127.0.0.1:7102"},
+		{[]string{"MULTI"}, `"OK"`},
+		{[]string{"SET", "b", "x"}, "(error) MOVED 3300 127.0.0.1:7102"},
+		{[]string{"DISCARD"}, `"OK"`},
 		{[]string{"FLINT.SLOTS", "OPEN", "3300", "3300", "1"}, "1"},
 		{[]string{"GET", "b"}, `"v"`},
 		{[]string{"INCR", "{b}n"}, "1"},

@@ -101,6 +101,10 @@ type txState struct {
 	// writes is set once a command that writes is queued: a CLIENT PAUSE
 	// of writes then holds EXEC, as in Redis.
 	writes bool
+	// asked is set when MULTI came right after ASKING: the transaction's
+	// commands, EXEC's included, are asked for too, as in Redis, where
+	// ASKING sent inside MULTI would be queued.
+	asked bool
 	// atBuild is set once a command that neither writes nor reads keys
 	// through the entry is queued: it runs while EXEC builds the entry.
 	atBuild bool
@@ -213,7 +217,7 @@ func (c *conn) multiCmd([][]byte) {
 		c.err("ERR MULTI calls can not be nested")
 		return
 	}
-	c.tx.on, c.tx.slot = true, -1
+	c.tx.on, c.tx.slot, c.tx.asked = true, -1, c.asked
 	if c.batch.Len() > 0 { // its reply goes after the batch's
 		c.held = append(c.held, heldTx{after: c.batch.Len()})
 		c.tx.held = true
