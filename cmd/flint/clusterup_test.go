@@ -108,8 +108,8 @@ func slotOwners(t *testing.T, addr, want string) string {
 	var got string
 	var err error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient asks, deprecated or not
 		var slots []redis.ClusterSlot
+		//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's ClusterClient asks, deprecated or not
 		if slots, err = c.ClusterSlots(context.Background()).Result(); err != nil {
 			continue
 		}
