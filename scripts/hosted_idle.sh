@@ -18,10 +18,9 @@ for _ in $(seq 600); do grep -q ' up; Ctrl-C' "$dir/up.log" 2>/dev/null && break
 grep -q ' up; Ctrl-C' "$dir/up.log" || die "cluster up did not start: $(cat "$dir/up.log")"
 sleep "$SETTLE"
 ! grep -q 'exited\|not listening' "$dir/up.log" || die "a process failed: $(tail -3 "$dir/up.log")"
-manager=$(sed -n 's/^manager: \([^ ]*\).*/\1/p' "$dir/up.log")
 names=(node1 node2 node3 manager)
 pids=("$(pgrep -f -- "--dir $dir/c/n1 ")" "$(pgrep -f -- "--dir $dir/c/n2 ")" "$(pgrep -f -- "--dir $dir/c/n3 ")" \
-  "$(pgrep -f -- "--addr $manager ")")
+  "$(pgrep -f -- "--dir $dir/c/manager ")")
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 before=(); for p in "${pids[@]}"; do before+=("$(cpu "$p")"); done
 load=$(cut -d' ' -f1 /proc/loadavg)

@@ -88,17 +88,18 @@ func clusterUpCmd(args []string) int {
 	dir := fs.String("dir", "./cluster", "the cluster's directory: cluster.json, and each member's data and log")
 	fsync := fs.String("fsync", "always", "each member's --fsync")
 	hosted := fs.Bool("hosted", false, "with --groups: run the data groups on --nodes processes (nodes), each hosting its members of\nseveral groups on one log, every member on its own client port, rather than a process per member")
+	managers := fs.Int("managers", 0, "with --groups: the managers of a new sharded cluster, a meta group that keeps the cluster map\nin its log: 1, 3, 5, 7 or 9 (default 1; a directory made before keeps its own)")
 	rf := fs.Int("rf", 0, "with --hosted: the members of each data group, spread evenly over the nodes (default min(3, --nodes))")
 	snapEntries := fs.Uint64("snapshot-entries", 0, "each member's --snapshot-entries (default: flint serve's)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, or with\n--groups a sharded cluster of such groups and its manager; with --hosted as well, --nodes\nprocesses host the groups' members, --rf to a group. Prints each process's client\naddress, and stops them on Ctrl-C. Run again on the same --dir, it starts the same\ncluster again.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: flint cluster up [flags]\n\nStarts a replicated group on loopback, each member a flint serve process, or with\n--groups a sharded cluster of such groups and its managers; with --hosted as well, --nodes\nprocesses host the groups' members, --rf to a group. Prints each process's client\naddress, and stops them on Ctrl-C. Run again on the same --dir, it starts the same\ncluster again, with the map the managers keep (slots moved, groups added since).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
 		return 2
 	}
-	if *hosted && *groups < 1 || *rf != 0 && !*hosted {
-		fmt.Fprintln(os.Stderr, "flint cluster up: --hosted needs --groups, and --rf needs --hosted")
+	if (*hosted || *managers != 0) && *groups < 1 || *rf != 0 && !*hosted {
+		fmt.Fprintln(os.Stderr, "flint cluster up: --hosted and --managers need --groups, and --rf needs --hosted")
 		return 2
 	}
 	bin, err := os.Executable()
@@ -112,7 +113,7 @@ func clusterUpCmd(args []string) int {
 	if *snapEntries > 0 {
 		serveArgs = append(serveArgs, "--snapshot-entries", fmt.Sprint(*snapEntries))
 	}
-	err = localcluster.Up(ctx, localcluster.Config{Bin: bin, Dir: *dir, Nodes: *nodes, Groups: *groups, Stdout: os.Stdout, Hosted: *hosted, RF: *rf,
+	err = localcluster.Up(ctx, localcluster.Config{Bin: bin, Dir: *dir, Nodes: *nodes, Groups: *groups, Managers: *managers, Password: os.Getenv("FLINT_PASSWORD"), Stdout: os.Stdout, Hosted: *hosted, RF: *rf,
 		Args: serveArgs})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "flint cluster up: %v\n", err)

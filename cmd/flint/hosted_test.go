@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flintkv/flint/internal/proctest"
 )
 
 // TestHostedCluster runs `flint cluster up --hosted --nodes 3 --groups 6`:
@@ -117,20 +119,38 @@ func readAtOwner(ctx context.Context, t *testing.T, members []*redis.Client, key
 }
 
 // killNode kills with SIGKILL the process serving the data directory
-// dir, and returns its command line.
+// dir, waits (up to 10 s) until it is gone, so that its directory's lock
+// is free, and returns its command line.
 func killNode(t *testing.T, dir string) []string {
 	t.Helper()
 	pid, args := findNode(t, dir)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	return args
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, _, ok := nodeProcess(dir); !ok {
+			return args
+		}
+	}
+	t.Fatalf("process %d still serves %s 10 s after SIGKILL", pid, dir)
+	return nil
 }
 
 // findNode returns the pid and command line of the process serving the
 // data directory dir, found by its command line.
 func findNode(t *testing.T, dir string) (int, []string) {
 	t.Helper()
+	pid, args, ok := nodeProcess(dir)
+	if !ok {
+		t.Fatalf("no process serves %s", dir)
+	}
+	return pid, args
+}
+
+// nodeProcess returns the pid and command line of the process serving
+// the data directory dir, if one runs (a process that exited has no
+// command line).
+func nodeProcess(dir string) (int, []string, bool) {
 	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range pids {
 		b, err := os.ReadFile(p)
@@ -139,10 +159,9 @@ func findNode(t *testing.T, dir string) (int, []string) {
 		}
 		var pid int
 		fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
-		return pid, strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		return pid, strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), true
 	}
-	t.Fatalf("no process serves %s", dir)
-	return 0, nil
+	return 0, nil, false
 }
 
 // restartNode starts the command line args again, with the cluster
@@ -151,10 +170,17 @@ func restartNode(t *testing.T, args []string, secret string) {
 	t.Helper()
 	c := exec.Command(args[0], args[1:]...)
 	c.Env = append(os.Environ(), "FLINT_CLUSTER_SECRET="+secret)
+	logs := &proctest.Buffer{}
+	c.Stdout, c.Stderr = logs, logs
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stopClusterUp(c) }) // as Ctrl-C stops a node
+	t.Cleanup(func() {
+		stopClusterUp(c) // as Ctrl-C stops a node
+		if t.Failed() {
+			t.Logf("the logs of %q, restarted:\n%s", args, logs)
+		}
+	})
 }
 
 // hostedLayout is what the tests read of a hosted cluster's cluster.json.

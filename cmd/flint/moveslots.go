@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -65,7 +66,7 @@ func addGroupCmd(args []string) int {
 			"Adds a data group, whose members run already (flint serve --shard-group G --managers ...),\n"+
 			"or with --hosted is started on running nodes that host groups, to the cluster, and moves\n"+
 			"to it half of another group's slots while the cluster serves: a split. Run again after a\n"+
-			"failure, it resumes.\n\nflags:\n")
+			"failure, it resumes; run again once done (without --from), it says so and changes nothing.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {
@@ -82,7 +83,11 @@ func addGroupCmd(args []string) int {
 		add = (*clusterctl.Group).AddHostedGroup
 	}
 	return runShardChange(*addr, *pass, *timeout, "add-group", func(ctx context.Context, g *clusterctl.Group) (string, error) {
-		return fmt.Sprintf("group %d was added", *group), add(g, ctx, *group, ms, *from)
+		err := add(g, ctx, *group, ms, *from)
+		if errors.Is(err, clusterctl.ErrSplitDone) {
+			return strings.TrimPrefix(err.Error(), "clusterctl: ") + "; nothing changed (--from GROUP moves more of a group's slots to it)", nil
+		}
+		return fmt.Sprintf("group %d was added", *group), err
 	})
 }
 

@@ -27,10 +27,14 @@ const groupRuns = "runs on this node already, with these members"
 // hosts no member in the map, and fewer members than the group whose
 // slots it takes has. Called again with the
 // same arguments after a failure, it resumes: a node that runs the group
-// with these members already is passed over.
+// with these members already is passed over. Called again once the split
+// is done, with from 0, it changes nothing and returns ErrSplitDone.
 func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
 	sh, err := g.ShardStatus(ctx)
 	if err != nil {
+		return err
+	}
+	if err := splitDone(sh.Map, id, members, from); err != nil {
 		return err
 	}
 	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {

@@ -2,6 +2,7 @@ package clusterctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -15,12 +16,17 @@ import (
 // with the most), online, with MoveSlots: a split. Called again with the
 // same arguments after a failure, it resumes: a group already in the map
 // with these members is not added twice, and it moves slots until the new
-// group holds half of what the two hold together.
+// group holds half of what the two hold together. Called again once the
+// split is done, with from 0, it changes nothing and returns ErrSplitDone
+// (see splitDone); with from, it moves more slots from that group.
 func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
 	sh, err := g.ShardStatus(ctx)
 	if err != nil {
+		return err
+	}
+	if err := splitDone(sh.Map, id, members, from); err != nil {
 		return err
 	}
 	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {
@@ -60,6 +66,24 @@ func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Memb
 			return err
 		}
 	}
+}
+
+// ErrSplitDone says that AddGroup or AddHostedGroup, run again with no
+// group to take slots from, found the split done, and changed nothing.
+var ErrSplitDone = errors.New("clusterctl: the split is done")
+
+// splitDone returns ErrSplitDone, with the group's slots, if from is 0 and
+// m has group id with these members, owning slots, and no move to or from
+// it under way: an AddGroup that finished (or, if it failed between two
+// of its moves, one that moved some of the slots: run it again with from).
+// Without this, a second AddGroup would split the largest group again.
+func splitDone(m *shardmap.Map, id uint64, members []shardmap.Member, from uint64) error {
+	gr := m.Group(id)
+	if from != 0 || gr == nil || !slices.Equal(gr.Members, members) || gr.Count() == 0 ||
+		slices.ContainsFunc(m.Moves, func(mv shardmap.Move) bool { return mv.To == id || mv.From == id }) {
+		return nil
+	}
+	return fmt.Errorf("%w: group %d is in the map already, with these members, and owns %d slots, none of them moving", ErrSplitDone, id, gr.Count())
 }
 
 // largest returns the group of m with the most slots, other than id.

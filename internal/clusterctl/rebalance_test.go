@@ -1,6 +1,8 @@
 package clusterctl
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/flintkv/flint/internal/shardmap"
@@ -52,5 +54,51 @@ func TestPlanMoves(t *testing.T) {
 	want := []shardmap.Move{{Slots: shardmap.Range{First: 5000, Last: 5460}, From: 1, To: 2}, {Slots: shardmap.Range{First: 10923, Last: 11000}, From: 3, To: 2}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("planMoves = %+v, want %+v", got, want)
+	}
+}
+
+// TestSplitDone: AddGroup run again without a group to take slots from
+// finds the split done only if the new group is in the map with the
+// members asked for, owns slots, and none moves to or from it.
+func TestSplitDone(t *testing.T) {
+	one := []shardmap.Member{{ID: 1, Addr: "127.0.0.1:1"}}
+	three := []shardmap.Member{{ID: 1, Addr: "127.0.0.1:3"}}
+	split, err := shardmap.New(4, []shardmap.Group{
+		{ID: 1, Slots: []shardmap.Range{{First: 0, Last: 4095}}, Members: one},
+		{ID: 2, Slots: []shardmap.Range{{First: 8192, Last: 16383}}, Members: one},
+		{ID: 3, Slots: []shardmap.Range{{First: 4096, Last: 8191}}, Members: three},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := split.WithMoves(nil, map[shardmap.Range]uint64{{First: 4096, Last: 8191}: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving, err := shardmap.New(5, split.Groups, shardmap.Move{Slots: shardmap.Range{First: 4000, Last: 4095}, From: 1, To: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := []shardmap.Member{{ID: 1, Addr: "127.0.0.1:4"}}
+	for _, c := range []struct {
+		name    string
+		m       *shardmap.Map
+		members []shardmap.Member
+		from    uint64
+		done    bool
+	}{
+		{"done", split, three, 0, true},
+		{"asked to take from group 1", split, three, 1, false},
+		{"other members", split, other, 0, false},
+		{"no slots yet", added, three, 0, false},
+		{"a move to it under way", moving, three, 0, false},
+	} {
+		err := splitDone(c.m, 3, c.members, c.from)
+		if got := errors.Is(err, ErrSplitDone); got != c.done || got != (err != nil) {
+			t.Errorf("%s: splitDone = %v, want done %v", c.name, err, c.done)
+		}
+	}
+	if err := splitDone(split, 3, three, 0); err == nil || !strings.Contains(err.Error(), "group 3 is in the map already, with these members, and owns 4096 slots") {
+		t.Errorf("splitDone says %v", err)
 	}
 }

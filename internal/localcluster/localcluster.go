@@ -3,30 +3,43 @@
 // own on loopback, so that killing one is a real failure: `flint cluster
 // up`.
 //
-// Its directory holds cluster.json, made by the first run:
+// Its directory holds cluster.json, made by the first run, of layout
+// version 2:
 //
-//	{"members": "1=127.0.0.1:7001@40001,...", "secret": "<hex>"}
+//	{"version": 2, "members": "1=127.0.0.1:7001@40001,...", "secret": "<hex>"}
 //
 // (the members' --initial-members list, with ports picked free then, and
 // the cluster secret), and, for member i, its data directory m<i> and its
 // log m<i>.log. A sharded cluster's has a list of members per data group
-// and its manager's client address instead of "members":
+// and its managers' --initial-members instead of "members":
 //
-//	{"groups": ["1=127.0.0.1:7001@40001,...", ...], "manager": "127.0.0.1:7000", "secret": "<hex>"}
+//	{"version": 2, "groups": ["1=127.0.0.1:7001@40001,...", ...], "managers": "1=127.0.0.1:7000@40000", "secret": "<hex>"}
 //
-// and member i of group g has g<g>m<i> and g<g>m<i>.log; the manager,
-// which keeps the map in memory, manager.log.
+// and member i of group g has g<g>m<i> and g<g>m<i>.log. The managers are
+// a meta group (flint serve --manager --initial-members), whose log keeps
+// the cluster map: its first start writes the map of the data groups, the
+// slots split evenly, and later starts serve the map as slot moves, splits
+// and added or removed members left it. Manager i has manager<i> and
+// manager<i>.log, or manager and manager.log if it is the only one.
 //
 // A hosted cluster (Config.Hosted) runs its data groups on fewer
 // processes: node i of "nodes" (its peer address) hosts, on one log, its
 // members of the groups of "hosted" (each group's members' node ids and
 // client addresses), each member on its own client port:
 //
-//	{"nodes": "1=127.0.0.1:40001,...", "hosted": ["1=127.0.0.1:7101,2=127.0.0.1:7102,3=...", ...],
-//	 "manager": "127.0.0.1:7000", "secret": "<hex>"}
+//	{"version": 2, "nodes": "1=127.0.0.1:40001,...", "hosted": ["1=127.0.0.1:7101,2=127.0.0.1:7102,3=...", ...],
+//	 "managers": "1=127.0.0.1:7000@40000", "secret": "<hex>"}
 //
-// Node i has n<i> and n<i>.log. A later run on the same directory starts
-// the same cluster again, on the same addresses, from the members' data.
+// Node i has n<i> and n<i>.log, and lists in its GROUPS file the groups
+// started on it since (flint cluster add-group --hosted). A later run on
+// the same directory starts the same cluster again, on the same
+// addresses, from the members' data and the managers' map.
+//
+// A file without "version" is of version 1, whose sharded clusters had
+// "manager", the client address of one manager that kept the map in
+// memory, so that every start served the first map again, whatever moved
+// since. Up upgrades such a file to version 2: the manager keeps its
+// client address, and gets a peer port and the data directory manager.
 //
 // # Ports
 //
@@ -40,7 +53,7 @@
 // addresses was in use (another process named it, or took it before the
 // pick), Up stops the others, deletes their data directories and
 // cluster.json, and makes the cluster again on other ports, up to
-// bindTries times: its addresses, the ones every process and the manager
+// bindTries times: its addresses, the ones every process and the managers
 // are given, and CLUSTER SLOTS answers, are those of the start that came
 // up. A cluster that ran before keeps its addresses: a member whose address
 // is taken is reported.
@@ -64,17 +77,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flintkv/flint/internal/ask"
 	"github.com/flintkv/flint/internal/procnet"
 )
 
 // Config configures Up.
 type Config struct {
-	Bin    string    // the flint binary
-	Dir    string    // the cluster's directory
-	Nodes  int       // members (of each group), for a new directory: 1, 3, 5, 7 or 9
-	Groups int       // data groups of a new sharded cluster; 0: one group, not sharded
-	Args   []string  // more flags for every member's `flint serve`
-	Stdout io.Writer // where the members' addresses and events are written
+	Bin      string    // the flint binary
+	Dir      string    // the cluster's directory
+	Nodes    int       // members (of each group), for a new directory: 1, 3, 5, 7 or 9
+	Groups   int       // data groups of a new sharded cluster; 0: one group, not sharded
+	Managers int       // managers of a new sharded cluster: 1, 3, 5, 7 or 9 (0: 1)
+	Args     []string  // more flags for every member's `flint serve`
+	Password string    // what the members require (their --requirepass, $FLINT_PASSWORD), to ask the managers for the map
+	Stdout   io.Writer // where the members' addresses and events are written
 	// Hosted makes a new sharded cluster's Nodes processes host its
 	// Groups data groups, of RF members each (default min(3, Nodes)),
 	// spread evenly: see the package doc.
@@ -96,17 +112,21 @@ func (cfg Config) ports() func() (int, error) {
 
 // layout is cluster.json.
 type layout struct {
-	Members string   `json:"members,omitempty"`
-	Groups  []string `json:"groups,omitempty"`
-	Nodes   string   `json:"nodes,omitempty"`
-	Hosted  []string `json:"hosted,omitempty"`
-	Manager string   `json:"manager,omitempty"`
-	Secret  string   `json:"secret"`
+	Version  int      `json:"version,omitempty"` // 0 in a file of version 1
+	Members  string   `json:"members,omitempty"`
+	Groups   []string `json:"groups,omitempty"`
+	Nodes    string   `json:"nodes,omitempty"`
+	Hosted   []string `json:"hosted,omitempty"`
+	Managers string   `json:"managers,omitempty"`
+	Manager  string   `json:"manager,omitempty"` // version 1's in-memory manager
+	Secret   string   `json:"secret"`
 }
 
+// layoutVersion is the version of cluster.json that this package writes.
+const layoutVersion = 2
+
 // proc is one process of a layout: its name, client address, data
-// directory ("" for a manager, which keeps none), log and flint arguments,
-// and every address it listens on.
+// directory, log and flint arguments, and every address it listens on.
 type proc struct {
 	name, addr, dir, log string
 	args                 []string
@@ -114,9 +134,9 @@ type proc struct {
 }
 
 // procs returns the processes of l, in the order they start: a sharded
-// cluster's manager first.
+// cluster's managers first.
 func (l layout) procs(dir string) []proc {
-	if l.Manager == "" {
+	if l.Managers == "" {
 		return groupProcs(dir, l.Members, "m", nil)
 	}
 	if l.Nodes != "" {
@@ -128,16 +148,14 @@ func (l layout) procs(dir string) []proc {
 			servers = append(servers, clientAddr(m))
 		}
 	}
-	n := len(strings.Split(l.Groups[0], ","))
-	ps := []proc{{name: "manager", addr: l.Manager, log: filepath.Join(dir, "manager.log"), listen: []string{l.Manager},
-		args: []string{"serve", "--manager", "--addr", l.Manager, "--servers", strings.Join(servers, ","), "--replicas", fmt.Sprint(n)}}}
+	ps := l.managerProcs(dir, servers, len(strings.Split(l.Groups[0], ",")))
 	for gi, g := range l.Groups {
-		ps = append(ps, groupProcs(dir, g, fmt.Sprintf("g%dm", gi+1), []string{"--shard-group", fmt.Sprint(gi + 1), "--managers", l.Manager})...)
+		ps = append(ps, groupProcs(dir, g, fmt.Sprintf("g%dm", gi+1), []string{"--shard-group", fmt.Sprint(gi + 1), "--managers", l.managerAddrs()})...)
 	}
 	return ps
 }
 
-// hostedProcs returns the processes of a hosted cluster: its manager,
+// hostedProcs returns the processes of a hosted cluster: its managers,
 // then its nodes.
 func (l layout) hostedProcs(dir string) []proc {
 	var servers, groups []string
@@ -145,9 +163,7 @@ func (l layout) hostedProcs(dir string) []proc {
 		servers = append(servers, strings.Split(g, ",")...)
 		groups = append(groups, fmt.Sprintf("%d:%s", gi+1, g))
 	}
-	rf := len(strings.Split(l.Hosted[0], ","))
-	ps := []proc{{name: "manager", addr: l.Manager, log: filepath.Join(dir, "manager.log"), listen: []string{l.Manager},
-		args: []string{"serve", "--manager", "--addr", l.Manager, "--servers", strings.Join(servers, ","), "--replicas", fmt.Sprint(rf)}}}
+	ps := l.managerProcs(dir, servers, len(strings.Split(l.Hosted[0], ",")))
 	for _, n := range strings.Split(l.Nodes, ",") {
 		id, peer, _ := strings.Cut(n, "=")
 		name := "n" + id
@@ -158,9 +174,39 @@ func (l layout) hostedProcs(dir string) []proc {
 		ps = append(ps, proc{name: name, addr: addr, dir: filepath.Join(dir, name),
 			log: filepath.Join(dir, name+".log"), listen: append(clients, peer),
 			args: []string{"serve", "--dir", filepath.Join(dir, name), "--id", id, "--host-nodes", l.Nodes,
-				"--host-groups", strings.Join(groups, ";"), "--managers", l.Manager}})
+				"--host-groups", strings.Join(groups, ";"), "--managers", l.managerAddrs()}})
 	}
 	return ps
+}
+
+// managerProcs returns the processes of the meta group, each started
+// with the map it writes if the group holds none: of the data groups
+// whose members' client addresses are servers (as --servers lists them),
+// replicas to a group, the slots split evenly.
+func (l layout) managerProcs(dir string, servers []string, replicas int) []proc {
+	ms := strings.Split(l.Managers, ",")
+	ps := make([]proc, len(ms))
+	for i, m := range ms {
+		name := "manager"
+		if len(ms) > 1 {
+			name = fmt.Sprint(name, i+1)
+		}
+		ps[i] = proc{name: name, addr: clientAddr(m), dir: filepath.Join(dir, name), log: filepath.Join(dir, name+".log"),
+			listen: []string{clientAddr(m), peerAddr(m)},
+			args: []string{"serve", "--manager", "--id", fmt.Sprint(i + 1), "--initial-members", l.Managers, "--dir", filepath.Join(dir, name),
+				"--servers", strings.Join(servers, ","), "--replicas", fmt.Sprint(replicas)}}
+	}
+	return ps
+}
+
+// managerAddrs returns the managers' client addresses, as data nodes'
+// --managers lists them.
+func (l layout) managerAddrs() string {
+	var addrs []string
+	for _, m := range strings.Split(l.Managers, ",") {
+		addrs = append(addrs, clientAddr(m))
+	}
+	return strings.Join(addrs, ",")
 }
 
 // hostedAddrs returns the client addresses of node id's members of the
@@ -222,9 +268,10 @@ var ErrNodes = errors.New("localcluster: --nodes must be 1, 3, 5, 7 or 9, and ma
 
 // Up starts the group's members and returns once ctx ends, having stopped
 // them (SIGTERM, then SIGKILL after stopTimeout); a member that exits
-// meanwhile is reported, and the others go on. A new cluster whose start
-// finds an address in use is made again on other ports (see the package
-// doc, "Ports").
+// meanwhile is reported, and the others go on. It says they are up once
+// each listens and, in a sharded cluster, the first manager serves the
+// map. A new cluster whose start finds an address in use is made again on
+// other ports (see the package doc, "Ports").
 func Up(ctx context.Context, cfg Config) error {
 	l, created, err := load(cfg)
 	if err != nil {
@@ -238,6 +285,9 @@ func Up(ctx context.Context, cfg Config) error {
 			return err
 		}
 		if r.inUse < 0 || !fresh || try == bindTries {
+			if p := r.ps[0]; l.Managers != "" && !mapServed(ctx, p.addr, cfg.Password) {
+				r.report = append(r.report, fmt.Sprintf("%s serves no cluster map yet; see %s", describe(p.name), p.log))
+			}
 			return r.serve(ctx, cfg.Stdout)
 		}
 		stopAll(r.procs)
@@ -340,9 +390,12 @@ func remake(cfg Config, ps []proc) (layout, error) {
 }
 
 // describe turns a process's name into words: "member 2", "group 1
-// member 2", "manager".
+// member 2", "manager", "manager 2".
 func describe(name string) string {
 	var g, m int
+	if _, err := fmt.Sscanf(name, "manager%d", &m); err == nil {
+		return fmt.Sprintf("manager %d", m)
+	}
 	if _, err := fmt.Sscanf(name, "n%d", &m); err == nil {
 		return fmt.Sprintf("node %d", m)
 	}
@@ -375,31 +428,76 @@ func load(cfg Config) (layout, bool, error) {
 	return l, false, err
 }
 
-// read checks the layout b, read from the file name, against cfg.
+// read checks the layout b, read from the file name, against cfg, and
+// upgrades one of version 1 (see the package doc), writing it back.
 func read(cfg Config, b []byte, name string) (layout, error) {
 	var l layout
-	dir, n, groups := cfg.Dir, cfg.Nodes, cfg.Groups
 	damaged := fmt.Errorf("localcluster: %s is damaged; move the directory aside to make a new cluster", name)
 	if err := json.Unmarshal(b, &l); err != nil || l.Secret == "" {
 		return l, damaged
 	}
-	if l.Nodes != "" || cfg.Hosted {
-		return l, l.checkHosted(cfg, damaged)
+	if l.Version > layoutVersion {
+		return l, fmt.Errorf("localcluster: %s is of layout version %d; this flint reads versions 1 to %d: run a later flint, or move the directory aside to make a new cluster",
+			name, l.Version, layoutVersion)
 	}
-	if (l.Members == "") == (len(l.Groups) == 0) || (len(l.Groups) > 0) != (l.Manager != "") {
-		return l, damaged
+	old := l.Manager
+	if old != "" {
+		if err := l.upgrade(); err != nil {
+			return l, err
+		}
+	}
+	if err := l.check(cfg, damaged); err != nil {
+		return l, err
+	}
+	if old != "" {
+		if err := l.save(cfg.Dir, name); err != nil {
+			return l, err
+		}
+		fmt.Fprintf(cfg.Stdout, "upgraded %s to layout version %d: the manager at %s keeps the cluster map in %s from now on "+
+			"(it starts from the first map, as before: move again any slots moved before)\n", name, layoutVersion, old, filepath.Join(cfg.Dir, "manager"))
+	}
+	return l, nil
+}
+
+// upgrade makes l, of version 1 with a manager that keeps the map in
+// memory, of version 2: the manager is a meta group of one on the same
+// client address, with a new peer port.
+func (l *layout) upgrade() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	l.Version, l.Managers, l.Manager = layoutVersion, fmt.Sprintf("1=%s@%d", l.Manager, port), ""
+	return nil
+}
+
+// check checks a layout read from a directory against cfg.
+func (l layout) check(cfg Config, damaged error) error {
+	if l.Nodes != "" || cfg.Hosted {
+		return l.checkHosted(cfg, damaged)
+	}
+	if (l.Members == "") == (len(l.Groups) == 0) || (len(l.Groups) > 0) != (l.Managers != "") {
+		return damaged
 	}
 	first := l.Members
 	if len(l.Groups) > 0 {
 		first = l.Groups[0]
 	}
-	if got := len(strings.Split(first, ",")); n != 0 && n != got {
-		return l, fmt.Errorf("%w: %s has %d members", ErrNodes, dir, got)
+	if got := len(strings.Split(first, ",")); cfg.Nodes != 0 && cfg.Nodes != got {
+		return fmt.Errorf("%w: %s has %d members", ErrNodes, cfg.Dir, got)
 	}
-	if groups != 0 && groups != len(l.Groups) {
-		return l, fmt.Errorf("%w: %s has %d groups", ErrGroups, dir, len(l.Groups))
+	if cfg.Groups != 0 && cfg.Groups != len(l.Groups) {
+		return fmt.Errorf("%w: %s has %d groups", ErrGroups, cfg.Dir, len(l.Groups))
 	}
-	return l, nil
+	return l.checkManagers(cfg)
+}
+
+// checkManagers checks that cfg asks for the managers l has, if any.
+func (l layout) checkManagers(cfg Config) error {
+	if n := len(strings.Split(l.Managers, ",")); cfg.Managers != 0 && cfg.Managers != n {
+		return fmt.Errorf("%w: %s has %d", ErrManagers, cfg.Dir, n)
+	}
+	return nil
 }
 
 // create makes a new layout of cfg.Nodes members, in each of cfg.Groups
@@ -413,7 +511,7 @@ func create(cfg Config, name string) (layout, error) {
 	if groups < 0 || groups > maxGroups {
 		return layout{}, ErrGroups
 	}
-	var l layout
+	l := layout{Version: layoutVersion}
 	freePort := cfg.ports()
 	for range max(groups, 1) {
 		members, err := newMembers(n, freePort)
@@ -422,23 +520,40 @@ func create(cfg Config, name string) (layout, error) {
 		}
 		l.Groups = append(l.Groups, members)
 	}
+	var err error
 	if groups == 0 {
 		l.Members, l.Groups = l.Groups[0], nil
-	} else {
-		port, err := freePort()
-		if err != nil {
-			return l, err
-		}
-		l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
+	} else if l.Managers, err = newManagers(cfg.Managers, freePort); err != nil {
+		return l, err
 	}
 	return l, l.save(cfg.Dir, name)
 }
 
-// save gives l a new secret and writes it to the file name in dir.
+// newManagers returns the --initial-members list of a new meta group of
+// n managers (0: 1) on loopback ports that freePort gives.
+func newManagers(n int, freePort func() (int, error)) (string, error) {
+	switch n {
+	case 0:
+		n = 1
+	case 1, 3, 5, 7, 9:
+	default:
+		return "", ErrManagers
+	}
+	return newMembers(n, freePort)
+}
+
+// ErrManagers refuses a number of managers that cannot make a majority of
+// their own, or that differs from the directory's.
+var ErrManagers = errors.New("localcluster: --managers must be 1, 3, 5, 7 or 9, and match the cluster directory's")
+
+// save writes l to the file name in dir, giving it a new secret if it has
+// none.
 func (l *layout) save(dir, name string) error {
-	secret := make([]byte, 16)
-	rand.Read(secret)
-	l.Secret = hex.EncodeToString(secret)
+	if l.Secret == "" {
+		secret := make([]byte, 16)
+		rand.Read(secret)
+		l.Secret = hex.EncodeToString(secret)
+	}
 	b, _ := json.MarshalIndent(l, "", "  ")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -449,7 +564,7 @@ func (l *layout) save(dir, name string) error {
 // checkHosted checks a hosted layout read from a directory against cfg.
 func (l layout) checkHosted(cfg Config, damaged error) error {
 	switch {
-	case l.Nodes == "" || len(l.Hosted) == 0 || l.Manager == "":
+	case l.Nodes == "" || len(l.Hosted) == 0 || l.Managers == "":
 		if !cfg.Hosted {
 			return damaged
 		}
@@ -461,7 +576,7 @@ func (l layout) checkHosted(cfg Config, damaged error) error {
 	case cfg.Groups != 0 && cfg.Groups != len(l.Hosted):
 		return fmt.Errorf("%w: %s has %d groups", ErrGroups, cfg.Dir, len(l.Hosted))
 	}
-	return nil
+	return l.checkManagers(cfg)
 }
 
 // createHosted makes a new hosted layout: cfg.Groups groups of rf
@@ -480,7 +595,7 @@ func createHosted(cfg Config, name string) (layout, error) {
 	case cfg.Groups < 1 || cfg.Groups > maxHostedGroups:
 		return layout{}, fmt.Errorf("localcluster: --groups must be 1 to %d for hosted groups", maxHostedGroups)
 	}
-	var l layout
+	l := layout{Version: layoutVersion}
 	var nodes []string
 	freePort := cfg.ports()
 	for i := range cfg.Nodes {
@@ -502,11 +617,10 @@ func createHosted(cfg Config, name string) (layout, error) {
 		}
 		l.Hosted = append(l.Hosted, strings.Join(members, ","))
 	}
-	port, err := freePort()
-	if err != nil {
+	var err error
+	if l.Managers, err = newManagers(cfg.Managers, freePort); err != nil {
 		return l, err
 	}
-	l.Manager = fmt.Sprintf("127.0.0.1:%d", port)
 	return l, l.save(cfg.Dir, name)
 }
 
@@ -640,6 +754,25 @@ func listening(m *member, addrs []string) error {
 		}
 	}
 	return err
+}
+
+// mapServed waits until the manager at addr serves a cluster map (which a
+// new meta group writes once it elected a leader, and a meta group
+// started again reads back from its log), and reports whether it did
+// before startTimeout, or before ctx ended.
+func mapServed(ctx context.Context, addr, password string) bool {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		if _, _, _, err := ask.Map(ctx, addr, password); err == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // addrInUse reports whether the log file name says, after its first off

@@ -1,8 +1,10 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -78,7 +80,7 @@ func TestUpPortInUse(t *testing.T) {
 	if slices.Contains(want, fmt.Sprintf("127.0.0.1:%d", heldPort)) || strings.Contains(l.Nodes, fmt.Sprintf(":%d", heldPort)) {
 		t.Fatalf("cluster.json names the port held: %+v", l)
 	}
-	got := slotsAddrs(t, l.Manager, len(want))
+	got := slotsAddrs(t, l.managerAddrs(), len(want))
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("CLUSTER SLOTS names %v, cluster.json %v", got, want)
@@ -119,4 +121,89 @@ func slotsAddrs(t *testing.T, manager string, n int) []string {
 	}
 	t.Fatalf("CLUSTER SLOTS at %s names %v, not %d addresses", manager, addrs, n)
 	return nil
+}
+
+// TestLoadUpgrades: a cluster.json of version 1, whose manager kept the
+// map in memory, is upgraded to version 2, and written back: its manager
+// is a meta group of one on the same client address, with a data
+// directory, and the rest (the secret too) is as it was. A directory of
+// another number of managers than asked for, and a layout of a later
+// version, are refused.
+func TestLoadUpgrades(t *testing.T) {
+	for _, v1 := range []string{
+		`{"groups": ["1=127.0.0.1:7001@40001", "1=127.0.0.1:7002@40002"], "manager": "127.0.0.1:7000", "secret": "ab"}`,
+		`{"nodes": "1=127.0.0.1:40001", "hosted": ["1=127.0.0.1:7101"], "manager": "127.0.0.1:7000", "secret": "ab"}`,
+	} {
+		dir := t.TempDir()
+		name := filepath.Join(dir, "cluster.json")
+		if err := os.WriteFile(name, []byte(v1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cfg := Config{Dir: dir, Stdout: &out, Hosted: strings.Contains(v1, "hosted")}
+		l, _, err := load(cfg)
+		if err != nil {
+			t.Fatalf("load %s: %v", v1, err)
+		}
+		if l.Version != 2 || l.Manager != "" || !strings.HasPrefix(l.Managers, "1=127.0.0.1:7000@") || l.Secret != "ab" {
+			t.Errorf("upgraded to %+v", l)
+		}
+		if !strings.Contains(out.String(), "upgraded "+name+" to layout version 2") {
+			t.Errorf("load printed %q", out.String())
+		}
+		again, _, err := load(cfg)
+		if err != nil || again.Managers != l.Managers || strings.Count(out.String(), "upgraded") != 1 {
+			t.Errorf("loaded again: %+v, %v; printed %q", again, err, out.String())
+		}
+		ps := l.procs(dir)
+		if ps[0].name != "manager" || ps[0].addr != "127.0.0.1:7000" ||
+			!slices.Equal(ps[0].args[:7], []string{"serve", "--manager", "--id", "1", "--initial-members", l.Managers, "--dir"}) ||
+			ps[0].args[7] != filepath.Join(dir, "manager") {
+			t.Errorf("the manager runs as %s at %s: %q", ps[0].name, ps[0].addr, ps[0].args)
+		}
+		if i := slices.Index(ps[1].args, "--managers"); i < 0 || ps[1].args[i+1] != "127.0.0.1:7000" {
+			t.Errorf("a data node runs with %q", ps[1].args)
+		}
+		cfg.Managers = 3
+		if _, _, err := load(cfg); !errors.Is(err, ErrManagers) {
+			t.Errorf("load with 3 managers of a directory of 1: %v", err)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), []byte(`{"version": 3, "members": "1=127.0.0.1:7001@40001", "secret": "ab"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := load(Config{Dir: dir}); err == nil || !strings.Contains(err.Error(), "is of layout version 3; this flint reads versions 1 to 2") {
+		t.Errorf("load of version 3: %v", err)
+	}
+}
+
+// TestManagers: a new sharded cluster of three managers runs them as a
+// meta group of three, each with its data directory, and its data nodes
+// follow all three.
+func TestManagers(t *testing.T) {
+	dir := t.TempDir()
+	l, _, err := load(Config{Dir: dir, Nodes: 1, Groups: 2, Managers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := l.procs(dir)
+	var addrs []string
+	for i, p := range ps[:3] {
+		want := []string{"serve", "--manager", "--id", string(rune('1' + i)), "--initial-members", l.Managers,
+			"--dir", filepath.Join(dir, p.name)}
+		if p.name != "manager"+want[3] || describe(p.name) != "manager "+want[3] || !slices.Equal(p.args[:8], want) {
+			t.Errorf("manager %d runs as %s: %q", i+1, p.name, p.args)
+		}
+		addrs = append(addrs, p.addr)
+	}
+	for _, p := range ps[3:] {
+		if i := slices.Index(p.args, "--managers"); i < 0 || p.args[i+1] != strings.Join(addrs, ",") {
+			t.Errorf("%s runs with %q, want --managers %s", p.name, p.args, strings.Join(addrs, ","))
+		}
+	}
+	if _, _, err := load(Config{Dir: t.TempDir(), Nodes: 1, Groups: 2, Managers: 2}); !errors.Is(err, ErrManagers) {
+		t.Errorf("a new cluster of 2 managers: %v", err)
+	}
 }

@@ -127,9 +127,8 @@ func runHosted(ctx context.Context, cfg Config) error {
 	}
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: c.ID}, ctx: fctx,
+	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: c.ID}, follow: newFollower(), ctx: fctx,
 		errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}, started: started}
-	var views []*shardView
 	for _, g := range withStarted(cfg.Hosted, started) {
 		addr, ok := g.Members[c.ID]
 		if !ok {
@@ -139,13 +138,14 @@ func runHosted(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		n.srvs, views, n.groups[g.ID] = append(n.srvs, s), append(views, v), g.Members
+		n.srvs, n.groups[g.ID] = append(n.srvs, s), g.Members
+		n.follow.add(v)
 	}
 	if len(n.srvs) == 0 {
 		return fmt.Errorf("node: node %d hosts a member of none of the %d groups", c.ID, len(cfg.Hosted))
 	}
 	r.h.Store(h)
-	go followManagers(fctx, cfg.Shard, log, views...)
+	go followManagers(fctx, cfg.Shard, log, n.follow)
 	log.Info("a node hosting data groups of a sharded cluster", "node", c.ID, "cluster", fmt.Sprintf("%016x", c.clusterID()),
 		"groups", len(n.srvs), "managers", cfg.Shard.Managers)
 	return serveHosted(ctx, n, log)

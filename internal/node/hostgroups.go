@@ -120,11 +120,12 @@ func withStarted(flags, started []HostedGroup) []HostedGroup {
 // hostedNode is a running node that hosts groups: its Host and a server
 // for each of its members, which StartGroup adds to while it runs.
 type hostedNode struct {
-	cfg   Config
-	h     *multiraft.Host
-	roles *hostRoles
-	ctx   context.Context // ends when the node shuts down
-	errc  chan error      // a server's failure, the first (see fail)
+	cfg    Config
+	h      *multiraft.Host
+	roles  *hostRoles
+	follow *follower       // the node's poll of the managers, which keeps every member's view of the map
+	ctx    context.Context // ends when the node shuts down
+	errc   chan error      // a server's failure, the first (see fail)
 
 	mu      sync.Mutex
 	srvs    []*server.Server
@@ -135,7 +136,8 @@ type hostedNode struct {
 
 // member makes the member of group g whose client address is addr: its
 // state machine, on the Host, its backend and its server, and returns the
-// server and its view of the map. The group is marked hosted.
+// server and its view of the map, which the caller adds to n.follow. The
+// group is marked hosted.
 func (n *hostedNode) member(g HostedGroup, addr string) (*server.Server, *shardView, error) {
 	self := n.cfg.Cluster.ID
 	opt := n.cfg.Replica.Store
@@ -156,7 +158,8 @@ func (n *hostedNode) member(g HostedGroup, addr string) (*server.Server, *shardV
 // StartGroup implements server.GroupHost: it checks the group, listens on
 // this node's member's client address, records the group in the GROUPS
 // file, starts it on the Host, and serves its clients, following the
-// managers' map. What it did is undone if a later step fails.
+// managers' map in the node's poll (n.follow), which costs no more for
+// the groups started. What it did is undone if a later step fails.
 func (n *hostedNode) StartGroup(id uint64, members map[uint64]string) (err error) {
 	self := n.cfg.Cluster.ID
 	addr, ok := members[self]
@@ -199,10 +202,10 @@ func (n *hostedNode) StartGroup(id uint64, members map[uint64]string) (err error
 		}
 		return err
 	}
+	n.follow.add(v) // before it serves, so that it has the map the node has at once
 	if err := n.serve(s, ln); err != nil {
 		return err // shutting down: the node stops the group with the others
 	}
-	go followManagers(n.ctx, n.cfg.Shard, n.cfg.Logger, v)
 	n.cfg.Logger.Info("started a member of a new group", "group", id, "members", len(members), "addr", addr)
 	return nil
 }

@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,9 @@ import (
 	"github.com/flintkv/flint/internal/multiraft"
 	"github.com/flintkv/flint/internal/proctest"
 	"github.com/flintkv/flint/internal/server"
+	"github.com/flintkv/flint/internal/shardmap"
+	"github.com/flintkv/flint/internal/slot"
+	"github.com/flintkv/flint/internal/store"
 	"github.com/flintkv/flint/internal/vfs"
 	"github.com/flintkv/flint/internal/wal"
 )
@@ -42,7 +47,8 @@ func testHostedNode(t *testing.T, dir string) *hostedNode {
 	cfg := Config{Dir: dir, Logger: slog.New(slog.DiscardHandler), Server: server.DefaultConfig,
 		Cluster: &ClusterConfig{ID: 1, Members: []Member{{ID: 1}, {ID: 2}, {ID: 3}}, TickInterval: 5 * time.Millisecond, ElectionTicks: 10},
 		Shard:   &ShardConfig{Managers: []string{proctest.FreeAddr(t)}}}
-	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: 1}, ctx: ctx, errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}}
+	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: 1}, follow: newFollower(), ctx: ctx, errc: make(chan error, 1),
+		groups: map[uint64]map[uint64]string{}}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()
@@ -131,5 +137,90 @@ func TestReadStartedRefuses(t *testing.T) {
 	}
 	if gs, err := readStarted(t.TempDir()); err != nil || gs != nil {
 		t.Errorf("readStarted without a file: %v, %v", gs, err)
+	}
+}
+
+// countingListener counts the connections it accepted.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// testManager serves FLINT.MAP as an in-memory manager does, from the
+// view it returns, on a listener that counts its clients; the test's end
+// stops it.
+func testManager(t *testing.T) (*shardView, *countingListener) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	v := newShardView(0, nil)
+	cfg := server.DefaultConfig
+	cfg.Addr = ln.Addr().String()
+	s := server.New(cfg, metaLocal{server.Local{S: store.New(store.Options{})}, v, cfg.Addr})
+	go s.Serve(cl)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return v, cl
+}
+
+// TestStartedGroupsFollowNodePoll starts two groups on a running node
+// whose poll of the managers runs: each member has the map the node has
+// at once (it answers MOVED for a slot of another group), and learns a
+// later map that gives it slots (it serves them), while the manager sees
+// one client still, the node's poll.
+func TestStartedGroupsFollowNodePoll(t *testing.T) {
+	mgr, ln := testManager(t)
+	n := testHostedNode(t, t.TempDir())
+	n.cfg.Shard.Managers, n.cfg.Shard.Poll = []string{ln.Addr().String()}, 10*time.Millisecond
+	one := func(addr string) []shardmap.Member { return []shardmap.Member{{ID: 1, Addr: addr}} }
+	a, b := proctest.FreeAddr(t), proctest.FreeAddr(t)
+	first, err := shardmap.New(1, []shardmap.Group{{ID: 1, Slots: []shardmap.Range{{First: 0, Last: slot.Count - 1}}, Members: one(proctest.FreeAddr(t))},
+		{ID: 7, Members: one(a)}, {ID: 8, Members: one(b)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr.set(first, nil)
+	go followManagers(n.ctx, n.cfg.Shard, n.cfg.Logger, n.follow)
+	awaitReply := func(addr, want string) {
+		t.Helper()
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		defer c.Close()
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if err = c.Set(context.Background(), "k", "v", 0).Err(); fmt.Sprint(err) == want || err == nil && want == "" {
+				return
+			}
+		}
+		t.Fatalf("SET k at %s: %v, want %q", addr, err, want)
+	}
+	moved := fmt.Sprintf("MOVED %d %s", slot.Of([]byte("k")), first.Groups[0].Members[0].Addr)
+	for id, addr := range map[uint64]string{7: a, 8: b} {
+		if err := n.StartGroup(id, map[uint64]string{1: addr}); err != nil {
+			t.Fatalf("StartGroup(%d): %v", id, err)
+		}
+		awaitReply(addr, moved)
+	}
+	next, err := first.WithMoves(nil, map[shardmap.Range]uint64{{First: 0, Last: 8191}: 7, {First: 8192, Last: slot.Count - 1}: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr.set(next, nil)
+	owner := map[uint64]string{7: a, 8: b}[next.Owner(slot.Of([]byte("k"))).ID]
+	awaitReply(owner, "")
+	if got := ln.accepted.Load(); got != 1 {
+		t.Errorf("the manager took %d connections, want 1: the node's poll", got)
 	}
 }

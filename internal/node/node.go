@@ -183,7 +183,7 @@ func ShardedMember(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, 
 		go keepMap(ctx, cfg, rep, self, v, log)
 		go pollLeaders(ctx, cfg, v)
 	} else {
-		go followManagers(ctx, cfg, log, v)
+		go followManagers(ctx, cfg, log, newFollower(v))
 	}
 	return shardedMember{member{Replica: rep, self: self}, v}
 }

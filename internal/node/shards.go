@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,26 +93,57 @@ func (v *shardView) setAll(m *shardmap.Map, leaders map[uint64]uint64, down map[
 	return old == nil || old.Map == nil || old.Map.Epoch != m.Epoch
 }
 
-// followManagers keeps each of views the map and leaders that the
-// managers know, asking one every poll, the next after one fails, until
-// ctx ends.
-func followManagers(ctx context.Context, cfg *ShardConfig, log *slog.Logger, views ...*shardView) {
+// follower is the views that one poll of the managers keeps current: a
+// node's, to which a hosting node adds the view of each group it starts
+// while it runs, so that its poll costs what it did whatever it started.
+type follower struct {
+	mu    sync.Mutex
+	views []*shardView
+	last  server.Shards // what the views were set to last; no map before the managers' first answer
+}
+
+// newFollower returns the follower of views.
+func newFollower(views ...*shardView) *follower { return &follower{views: views} }
+
+// add makes f keep v current too, and gives v at once the map the others
+// hold, if any.
+func (f *follower) add(v *shardView) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last.Map != nil {
+		v.setAll(f.last.Map, f.last.Leaders, f.last.Down)
+	}
+	f.views = append(f.views, v)
+}
+
+// set gives every view m, leaders and down, unless they hold them already
+// (a node hosting 1,000 groups has 1,000 views), and reports whether the
+// map is new to one of them.
+func (f *follower) set(m *shardmap.Map, leaders map[uint64]uint64, down map[shardmap.MemberKey]bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m == f.last.Map && maps.Equal(leaders, f.last.Leaders) && maps.Equal(down, f.last.Down) {
+		return false
+	}
+	f.last = server.Shards{Map: m, Leaders: leaders, Down: down}
+	learned := false
+	for _, v := range f.views {
+		learned = v.setAll(m, leaders, down) || learned
+	}
+	return learned
+}
+
+// followManagers keeps f's views the map and leaders that the managers
+// know, asking one every poll, the next after one fails, until ctx ends.
+func followManagers(ctx context.Context, cfg *ShardConfig, log *slog.Logger, f *follower) {
 	pool := ask.NewPool(cfg.Password)
 	defer pool.Close()
 	i, failing := 0, false
-	var last server.Shards // what the views were set to last
 	for {
 		m, leaders, down, err := pool.Map(ctx, cfg.Managers[i])
 		switch {
-		case err == nil && m == last.Map && maps.Equal(leaders, last.Leaders) && maps.Equal(down, last.Down):
-			failing = false // nothing new: a node hosting 1,000 groups has 1,000 views
 		case err == nil:
-			last = server.Shards{Map: m, Leaders: leaders, Down: down}
-			learned := false
-			for _, v := range views {
-				learned = v.setAll(m, leaders, down) || learned
-			}
-			if learned {
+			if f.set(m, leaders, down) {
 				log.Info("learned the cluster map", "epoch", m.Epoch, "groups", len(m.Groups), "from", cfg.Managers[i])
 			}
 			failing = false
@@ -271,7 +303,7 @@ func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
 	v := newShardView(cfg.Shard.Group, cfg.Shard.Managers)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go followManagers(fctx, cfg.Shard, cfg.Logger, v)
+	go followManagers(fctx, cfg.Shard, cfg.Logger, newFollower(v))
 	cfg.Logger.Info("a data node of a sharded cluster", "group", cfg.Shard.Group, "managers", cfg.Shard.Managers)
 	return serve(ctx, server.New(cfg.Server, solo{rep, v, cfg.Server.Addr}), rep, cfg.ShutdownTimeout, cfg.Logger)
 }
