@@ -100,36 +100,43 @@ func (n *nemesis) settle() error {
 
 // inject injects fault f into cl, waits until it is over (a killed member
 // of a group stays down past that, until restartDue), and records it; in a
-// sharded cluster, with the group it struck. On hosted nodes every fault
-// but move-slots strikes nodes, and move-slots strikes a group drawn at
-// random.
+// sharded cluster, with the group it struck. On hosted nodes kill, pause,
+// kill-leader and partition strike nodes, and the other faults a group
+// drawn at random.
 func (n *nemesis) inject(f Fault, cl *cluster) error {
 	start := n.rec.now()
 	kind := string(f)
 	group := cl.group
-	if f == FaultMoveSlots && cl.hosted != nil {
+	hosted := cl.hosted != nil
+	if hosted && (f == FaultMoveSlots || f == FaultMembership || f == FaultWipe || f == FaultSplit) {
 		group = uint64(1 + n.rng.IntN(len(cl.hosted)))
 	}
 	var err error
-	switch f {
-	case FaultKill:
+	switch {
+	case f == FaultKill:
 		kind, err = n.kill(cl, kind, n.pick(cl.running()))
-	case FaultKillLeader:
+	case f == FaultKillLeader:
 		var lead *member
 		if lead, err = n.leaderToKill(cl); err == nil {
 			kind, err = n.kill(cl, kind, lead)
 		}
-	case FaultPause:
+	case f == FaultPause:
 		err = n.pause(n.pickLeaderOften(cl))
-	case FaultPartition:
+	case f == FaultPartition:
 		kind, err = n.partition(cl)
-	case FaultMembership:
-		kind, err = n.membership(cl)
-	case FaultWipe:
-		kind, err = n.wipe(cl)
-	case FaultMoveSlots:
+	case f == FaultMoveSlots:
 		kind, err = n.moveSlots(group)
-	case FaultSplit:
+	case hosted && f == FaultMembership:
+		kind, err = n.hostedMembership(cl, group)
+	case hosted && f == FaultWipe:
+		kind, err = n.hostedWipe(cl, group)
+	case hosted && f == FaultSplit:
+		kind, err = n.hostedSplit(cl, group)
+	case f == FaultMembership:
+		kind, err = n.membership(cl)
+	case f == FaultWipe:
+		kind, err = n.wipe(cl)
+	case f == FaultSplit:
 		kind, err = n.split(cl)
 	}
 	if group != 0 {
