@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flintkv/flint/internal/clusterctl"
 	"github.com/flintkv/flint/internal/shardmap"
 )
 
@@ -122,12 +121,6 @@ func (n *nemesis) hostedSplit(cl *cluster, g uint64) (string, error) {
 	}
 	cl.addHosted(nodes, strings.Join(list, ","))
 	return kind, nil
-}
-
-// admin returns the cluster's managers, to change the map through.
-func (f *fleet) admin() *clusterctl.Group {
-	g, _ := clusterctl.Dial(clusterctl.Config{Addrs: []string{f.manager.addr}}) // fails on no address only
-	return g
 }
 
 // joined returns how many nodes joined the hosted run.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flintkv/flint/internal/clusterctl"
 	"github.com/flintkv/flint/internal/shardmap"
 	"github.com/flintkv/flint/internal/slot"
 )
@@ -383,13 +382,9 @@ func (n *nemesis) moveSlots(to uint64) (string, error) {
 	}
 	last := min(first+n.rng.IntN(256), slot.Count-1)
 	kind := fmt.Sprintf("move-slots %d-%d", first, last)
-	g, err := clusterctl.Dial(clusterctl.Config{Addrs: []string{n.fl.manager.addr}})
-	if err != nil {
-		return kind, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
 	defer cancel()
-	return kind, g.MoveSlots(ctx, first, last, to)
+	return kind, n.fl.admin().MoveSlots(ctx, first, last, to)
 }
 
 // split starts a new data group and moves half of cl's slots to it, as
@@ -411,13 +406,9 @@ func (n *nemesis) split(cl *cluster) (string, error) {
 	for i, m := range c.members {
 		members = append(members, shardmap.Member{ID: max(m.id, uint64(i+1)), Addr: m.srv.addr})
 	}
-	g, err := clusterctl.Dial(clusterctl.Config{Addrs: []string{n.fl.manager.addr}})
-	if err != nil {
-		return kind, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
 	defer cancel()
-	return kind, g.AddGroup(ctx, c.group, members, cl.group)
+	return kind, n.fl.admin().AddGroup(ctx, c.group, members, cl.group)
 }
 
 func (n *nemesis) record(kind string, start int64) {
