@@ -137,10 +137,11 @@ const (
 	// alone, a bridge, or one way; then heals them.
 	FaultPartition Fault = "partition"
 	// FaultMembership removes a member and adds a new one, in either
-	// order.
+	// order; on hosted nodes, a new node joins a group and one of the
+	// group's nodes leaves it (hostchange.go).
 	FaultMembership Fault = "membership"
 	// FaultWipe kills a member and deletes its data; it rejoins as a new
-	// member.
+	// member (on hosted nodes, a new node joins its groups in its place).
 	FaultWipe Fault = "wipe"
 	// FaultMoveSlots moves a random range of slots (1 to 256) to the group
 	// it strikes, online (flint cluster move-slots), in a sharded cluster.
