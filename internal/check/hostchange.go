@@ -46,13 +46,13 @@ const maxHostedJoins = 2
 
 // hostedMembership is the membership fault on hosted nodes.
 func (n *nemesis) hostedMembership(cl *cluster, g uint64) (string, error) {
-	if n.fl.joined() >= maxHostedJoins {
+	old, err := n.nodeToReplace(cl, g)
+	switch {
+	case err != nil:
+		return "membership", err
+	case old == nil:
 		return n.moveSlots(g)
 	}
-	if err := n.fl.restartDue(true); err != nil {
-		return "membership", err
-	}
-	old := n.pick(cl.nodesOf(g))
 	m, err := n.fl.replaceNode(old, []uint64{g})
 	if err != nil {
 		return "membership", err
@@ -60,16 +60,28 @@ func (n *nemesis) hostedMembership(cl *cluster, g uint64) (string, error) {
 	return fmt.Sprintf("membership: added node %d, removed node %d", m.id, old.id), nil
 }
 
+// nodeToReplace restarts the nodes that are down and returns a node of
+// group g drawn at random, or nil once maxHostedJoins nodes joined.
+func (n *nemesis) nodeToReplace(cl *cluster, g uint64) (*member, error) {
+	if n.fl.joined() >= maxHostedJoins {
+		return nil, nil
+	}
+	if err := n.fl.restartDue(true); err != nil {
+		return nil, err
+	}
+	return n.pick(cl.nodesOf(g)), nil
+}
+
 // hostedWipe is the wipe fault on hosted nodes: a node of group g loses
 // its disk.
 func (n *nemesis) hostedWipe(cl *cluster, g uint64) (string, error) {
-	if n.fl.joined() >= maxHostedJoins {
+	old, err := n.nodeToReplace(cl, g)
+	switch {
+	case err != nil:
+		return "wipe", err
+	case old == nil:
 		return n.moveSlots(g)
 	}
-	if err := n.fl.restartDue(true); err != nil {
-		return "wipe", err
-	}
-	old := n.pick(cl.nodesOf(g))
 	if _, err := cl.clusterID(); err != nil { // before a wipe takes the directory it reads
 		return "wipe", err
 	}
