@@ -36,11 +36,11 @@ func TestCheckCommand(t *testing.T) {
 		{"--spawn", "--nemesis", "flood"},   // no such fault
 		{"--spawn", "--mix", "get=1,put=1"}, // no such command
 		{"--spawn", "extra"},
-		{"--groups", "3"},                                                              // a sharded cluster needs --spawn
-		{"--spawn", "--groups", "3", "--nemesis", "partition"},                         // group faults need replicated groups
-		{"--hosted", "--nodes", "3", "--groups", "3"},                                  // hosted nodes need --spawn
-		{"--spawn", "--hosted", "--nodes", "1", "--rf", "3", "--groups", "3"},          // fewer nodes than members
-		{"--spawn", "--hosted", "--nodes", "3", "--groups", "3", "--nemesis", "split"}, // not on hosted nodes yet
+		{"--groups", "3"},                                                             // a sharded cluster needs --spawn
+		{"--spawn", "--groups", "3", "--nemesis", "partition"},                        // group faults need replicated groups
+		{"--hosted", "--nodes", "3", "--groups", "3"},                                 // hosted nodes need --spawn
+		{"--spawn", "--hosted", "--nodes", "1", "--rf", "3", "--groups", "3"},         // fewer nodes than members
+		{"--spawn", "--hosted", "--nodes", "1", "--groups", "3", "--nemesis", "wipe"}, // wipe needs replicated groups
 		{}, // neither --addr nor --spawn
 	} {
 		if stdout, code := runFlint(t, flintBin, nil, append([]string{"check"}, args...)...); code != 2 {

@@ -43,8 +43,12 @@ type cluster struct {
 	group uint64
 	// hosted, for the nodes of a hosted run (see hosted.go), whose
 	// members are the nodes, are the node ids of each data group's
-	// members; nil for a group, whose members are one group.
+	// members; nil for a group, whose members are one group. firsts are
+	// each group's first members, as --host-groups lists them, and id
+	// the nodes' cluster id once read (see hostchange.go).
 	hosted [][]uint64
+	firsts []string
+	id     string
 }
 
 // member is one server of the cluster.

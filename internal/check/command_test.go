@@ -146,8 +146,9 @@ func TestParseMixAndNemesis(t *testing.T) {
 }
 
 // TestHostedConfig: a hosted run needs --spawn, --groups and --nodes at
-// least --rf, an odd --rf, a node for every member, and only the faults
-// that hosted nodes support; each refusal names what to change.
+// least --rf, an odd --rf, a node for every member, and replicated groups
+// for the faults that need them (every fault otherwise); each refusal
+// names what to change.
 func TestHostedConfig(t *testing.T) {
 	part, _ := ParseNemesis("kill,pause,kill-leader,partition,move-slots")
 	for _, bad := range []struct {
@@ -162,8 +163,7 @@ func TestHostedConfig(t *testing.T) {
 		{Config{Spawn: true, Hosted: true, Nodes: 2, RF: 3, Groups: 3}, "--rf 3 needs --nodes 3 or more"},
 		{Config{Spawn: true, Hosted: true, Nodes: 4, RF: 2, Groups: 3}, "--rf must be odd"},
 		{Config{Spawn: true, Hosted: true, Nodes: 5, Groups: 2}, "--nodes at most 4"},
-		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: []Fault{FaultSplit}}, "[split] are not supported on hosted nodes yet"},
-		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: []Fault{FaultKill, FaultMembership, FaultWipe}}, "[membership wipe] are not supported on hosted nodes yet"},
+		{Config{Spawn: true, Hosted: true, Nodes: 1, Groups: 3, Nemesis: []Fault{FaultSplit, FaultMembership}}, "need replicated groups: --rf 3"},
 		{Config{Spawn: true, Hosted: true, Nodes: 1, Groups: 3, Nemesis: []Fault{FaultPartition}}, "need replicated groups: --rf 3"},
 		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 1, Nemesis: []Fault{FaultMoveSlots}}, "--groups 2 or more"},
 		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Readers: 1}, "--readers"},
@@ -176,7 +176,8 @@ func TestHostedConfig(t *testing.T) {
 		{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: part},
 		{Spawn: true, Hosted: true, Nodes: 4, Groups: 2, Nemesis: part},
 		{Spawn: true, Hosted: true, Nodes: 5, RF: 5, Groups: 64},
-		{Spawn: true, Hosted: true, Nodes: 1, Groups: 2, Nemesis: []Fault{FaultKill, FaultMoveSlots}},
+		{Spawn: true, Hosted: true, Nodes: 1, Groups: 2, Nemesis: []Fault{FaultKill, FaultMoveSlots, FaultSplit}},
+		{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: faults},
 	} {
 		c, err := good.withDefaults()
 		if err != nil || c.RF != min(3, good.Nodes) && good.RF == 0 {

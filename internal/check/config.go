@@ -137,10 +137,11 @@ const (
 	// alone, a bridge, or one way; then heals them.
 	FaultPartition Fault = "partition"
 	// FaultMembership removes a member and adds a new one, in either
-	// order.
+	// order; on hosted nodes, a new node joins a group and one of the
+	// group's nodes leaves it (hostchange.go).
 	FaultMembership Fault = "membership"
 	// FaultWipe kills a member and deletes its data; it rejoins as a new
-	// member.
+	// member (on hosted nodes, a new node joins its groups in its place).
 	FaultWipe Fault = "wipe"
 	// FaultMoveSlots moves a random range of slots (1 to 256) to the group
 	// it strikes, online (flint cluster move-slots), in a sharded cluster.
@@ -297,12 +298,6 @@ func (c Config) withHostedDefaults() (Config, error) {
 	if c.RF == 0 {
 		c.RF = min(3, c.Nodes)
 	}
-	var notHosted []Fault
-	for _, f := range c.Nemesis {
-		if f == FaultMembership || f == FaultWipe || f == FaultSplit {
-			notHosted = append(notHosted, f)
-		}
-	}
 	switch {
 	case !c.Hosted:
 		return c, fmt.Errorf("%w: --rf is the members of each hosted group: add --hosted", ErrConfig)
@@ -318,8 +313,6 @@ func (c Config) withHostedDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: --rf %d needs --nodes %d or more: each member of a group is on a node of its own, got --nodes %d", ErrConfig, c.RF, c.RF, c.Nodes)
 	case c.Groups+c.RF-1 < c.Nodes: // group g's members are on nodes g to g+RF-1 (see hosted.go)
 		return c, fmt.Errorf("%w: --groups %d of --rf %d members leave nodes with none to host: --nodes at most %d", ErrConfig, c.Groups, c.RF, c.Groups+c.RF-1)
-	case len(notHosted) > 0:
-		return c, fmt.Errorf("%w: faults %v are not supported on hosted nodes yet (--hosted): use kill, pause, kill-leader, partition, move-slots", ErrConfig, notHosted)
 	case c.RF < 3 && slices.ContainsFunc(c.Nemesis, Fault.groupOnly):
 		return c, fmt.Errorf("%w: faults %v need replicated groups: --rf 3 or more (and --nodes as many)", ErrConfig, c.Nemesis)
 	case c.Groups < 2 && slices.Contains(c.Nemesis, FaultMoveSlots):

@@ -35,7 +35,7 @@
 // With Config.Hosted, the data groups are hosted by Config.Nodes nodes
 // instead, as `flint cluster up --hosted` runs them, one relay in front of
 // each node; faults strike nodes, so members of several groups at once
-// (hosted.go).
+// (hosted.go), or start nodes and groups on them (hostchange.go).
 //
 // # What is checked
 //

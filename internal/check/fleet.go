@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flintkv/flint/internal/clusterctl"
 	"github.com/flintkv/flint/internal/protocol"
 )
 
@@ -152,6 +153,12 @@ func clusterInfo(addr string) (string, error) {
 		return "", fmt.Errorf("CLUSTER INFO: %v %v", v, err)
 	}
 	return string(v.Str), nil
+}
+
+// admin returns a sharded fleet's manager, to change the map through.
+func (f *fleet) admin() *clusterctl.Group {
+	g, _ := clusterctl.Dial(clusterctl.Config{Addrs: []string{f.manager.addr}}) // fails on no address only
+	return g
 }
 
 // sharded reports whether the fleet is a sharded cluster.

@@ -30,8 +30,8 @@ import (
 // (all its members at once; kill-leader the node that leads the most
 // groups), partition cuts nodes apart, and move-slots moves slots to a
 // group drawn at random. Kills leave every group a majority of its members
-// up. Membership changes, wipes and splits are not supported yet on
-// hosted nodes (see Config.withHostedDefaults).
+// up. Membership, wipe and split strike a group drawn at random, and
+// start nodes and groups (see hostchange.go).
 
 // newHosted makes the manager and the nodes of a hosted run in dir (the
 // manager's log in dir/manager), not yet started.
@@ -79,10 +79,10 @@ func newHosted(cfg Config, bin, dir string) (*fleet, error) {
 // placeMembers places groups data groups of rf members on the members of
 // nodes, group g's (from 1) on nodes g, g+1, ... (mod the nodes), and
 // gives each node a client address for each member it hosts: the first
-// its server's own, the others held until it starts. It returns each
-// group's members as --host-groups lists them: id=client address,...
+// its server's own, the others held until it starts. It records each
+// group's nodes and first members in nodes (hosted, firsts), and returns
+// the latter, as --host-groups lists them: id=client address,...
 func placeMembers(nodes *cluster, groups, rf int) ([]string, error) {
-	var lists []string
 	for g := range groups {
 		var ids []uint64
 		var list []string
@@ -101,9 +101,9 @@ func placeMembers(nodes *cluster, groups, rf int) ([]string, error) {
 			m.clients[uint64(g+1)] = addr
 			ids, list = append(ids, m.id), append(list, fmt.Sprintf("%d=%s", m.id, addr))
 		}
-		nodes.hosted, lists = append(nodes.hosted, ids), append(lists, strings.Join(list, ","))
+		nodes.hosted, nodes.firsts = append(nodes.hosted, ids), append(nodes.firsts, strings.Join(list, ","))
 	}
-	return lists, nil
+	return nodes.firsts, nil
 }
 
 // describeHosted names a hosted fleet for the summary.

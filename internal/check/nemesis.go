@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flintkv/flint/internal/clusterctl"
 	"github.com/flintkv/flint/internal/shardmap"
 	"github.com/flintkv/flint/internal/slot"
 )
@@ -100,36 +99,43 @@ func (n *nemesis) settle() error {
 
 // inject injects fault f into cl, waits until it is over (a killed member
 // of a group stays down past that, until restartDue), and records it; in a
-// sharded cluster, with the group it struck. On hosted nodes every fault
-// but move-slots strikes nodes, and move-slots strikes a group drawn at
-// random.
+// sharded cluster, with the group it struck. On hosted nodes kill, pause,
+// kill-leader and partition strike nodes, and the other faults a group
+// drawn at random.
 func (n *nemesis) inject(f Fault, cl *cluster) error {
 	start := n.rec.now()
 	kind := string(f)
 	group := cl.group
-	if f == FaultMoveSlots && cl.hosted != nil {
+	hosted := cl.hosted != nil
+	if hosted && (f == FaultMoveSlots || f == FaultMembership || f == FaultWipe || f == FaultSplit) {
 		group = uint64(1 + n.rng.IntN(len(cl.hosted)))
 	}
 	var err error
-	switch f {
-	case FaultKill:
+	switch {
+	case f == FaultKill:
 		kind, err = n.kill(cl, kind, n.pick(cl.running()))
-	case FaultKillLeader:
+	case f == FaultKillLeader:
 		var lead *member
 		if lead, err = n.leaderToKill(cl); err == nil {
 			kind, err = n.kill(cl, kind, lead)
 		}
-	case FaultPause:
+	case f == FaultPause:
 		err = n.pause(n.pickLeaderOften(cl))
-	case FaultPartition:
+	case f == FaultPartition:
 		kind, err = n.partition(cl)
-	case FaultMembership:
-		kind, err = n.membership(cl)
-	case FaultWipe:
-		kind, err = n.wipe(cl)
-	case FaultMoveSlots:
+	case f == FaultMoveSlots:
 		kind, err = n.moveSlots(group)
-	case FaultSplit:
+	case hosted && f == FaultMembership:
+		kind, err = n.hostedMembership(cl, group)
+	case hosted && f == FaultWipe:
+		kind, err = n.hostedWipe(cl, group)
+	case hosted && f == FaultSplit:
+		kind, err = n.hostedSplit(cl, group)
+	case f == FaultMembership:
+		kind, err = n.membership(cl)
+	case f == FaultWipe:
+		kind, err = n.wipe(cl)
+	case f == FaultSplit:
 		kind, err = n.split(cl)
 	}
 	if group != 0 {
@@ -376,13 +382,9 @@ func (n *nemesis) moveSlots(to uint64) (string, error) {
 	}
 	last := min(first+n.rng.IntN(256), slot.Count-1)
 	kind := fmt.Sprintf("move-slots %d-%d", first, last)
-	g, err := clusterctl.Dial(clusterctl.Config{Addrs: []string{n.fl.manager.addr}})
-	if err != nil {
-		return kind, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
 	defer cancel()
-	return kind, g.MoveSlots(ctx, first, last, to)
+	return kind, n.fl.admin().MoveSlots(ctx, first, last, to)
 }
 
 // split starts a new data group and moves half of cl's slots to it, as
@@ -404,13 +406,9 @@ func (n *nemesis) split(cl *cluster) (string, error) {
 	for i, m := range c.members {
 		members = append(members, shardmap.Member{ID: max(m.id, uint64(i+1)), Addr: m.srv.addr})
 	}
-	g, err := clusterctl.Dial(clusterctl.Config{Addrs: []string{n.fl.manager.addr}})
-	if err != nil {
-		return kind, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
 	defer cancel()
-	return kind, g.AddGroup(ctx, c.group, members, cl.group)
+	return kind, n.fl.admin().AddGroup(ctx, c.group, members, cl.group)
 }
 
 func (n *nemesis) record(kind string, start int64) {

@@ -116,10 +116,11 @@ func runHosted(ctx context.Context, cfg Config) error {
 	// Each group snapshots after --snapshot-entries of its entries, and
 	// the groups that keep the log's oldest segment once the log is longer
 	// than --snapshot-bytes, so that the log is released behind them.
+	learned := &learnedNodes{}
 	h := multiraft.New(multiraft.Config{Node: c.ID, Log: lg, Sender: t, TickInterval: c.TickInterval,
 		ElectionTicks: c.ElectionTicks, Logger: log, FS: vfs.OS, SnapDir: path.Join(cfg.Dir, "snap"),
 		SnapshotEntries: int(min(cfg.Replica.SnapshotEntries, math.MaxInt32)), MaxLogBytes: cfg.Replica.SnapshotBytes,
-		OnMember: func(_, node uint64, info []byte) { learnPeer(t, c.ID, node, info) }})
+		OnMember: func(_, node uint64, info []byte) { learned.learnPeer(t, c.ID, node, info) }})
 	defer h.Stop()
 	started, err := readStarted(cfg.Dir)
 	if err != nil {
@@ -128,7 +129,7 @@ func runHosted(ctx context.Context, cfg Config) error {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: c.ID}, follow: newFollower(), ctx: fctx,
-		errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}, started: started}
+		errc: make(chan error, 1), groups: map[uint64]map[uint64]string{}, started: started, learned: learned}
 	for _, g := range withStarted(cfg.Hosted, started) {
 		addr, ok := g.Members[c.ID]
 		if !ok {

@@ -126,6 +126,9 @@ type hostedNode struct {
 	follow *follower       // the node's poll of the managers, which keeps every member's view of the map
 	ctx    context.Context // ends when the node shuts down
 	errc   chan error      // a server's failure, the first (see fail)
+	// learned are the nodes added to its groups since it started, which
+	// its flags may not name.
+	learned *learnedNodes
 
 	mu      sync.Mutex
 	srvs    []*server.Server
@@ -171,7 +174,7 @@ func (n *hostedNode) StartGroup(id uint64, members map[uint64]string) (err error
 	}
 	for m := range members {
 		if !n.knows(m) {
-			return fmt.Errorf("node %d is not a node of this cluster (of this node's --host-nodes)", m)
+			return fmt.Errorf("node %d is not a node of this cluster (of this node's --host-nodes, or added to a group it hosts)", m)
 		}
 	}
 	g := HostedGroup{ID: id, Members: members}
@@ -210,10 +213,11 @@ func (n *hostedNode) StartGroup(id uint64, members map[uint64]string) (err error
 	return nil
 }
 
-// knows reports whether node id is a node of the cluster this node knows.
+// knows reports whether node id is a node of the cluster this node knows:
+// itself, one its flags name, or one added to a group it hosts.
 func (n *hostedNode) knows(id uint64) bool {
 	c := n.cfg.Cluster
-	return id == c.ID || slices.ContainsFunc(c.Members, func(m Member) bool { return m.ID == id })
+	return id == c.ID || slices.ContainsFunc(c.Members, func(m Member) bool { return m.ID == id }) || n.learned.has(id)
 }
 
 // ErrGroupRuns, in an error of StartGroup, says that the node runs the

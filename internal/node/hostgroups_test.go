@@ -48,7 +48,7 @@ func testHostedNode(t *testing.T, dir string) *hostedNode {
 		Cluster: &ClusterConfig{ID: 1, Members: []Member{{ID: 1}, {ID: 2}, {ID: 3}}, TickInterval: 5 * time.Millisecond, ElectionTicks: 10},
 		Shard:   &ShardConfig{Managers: []string{proctest.FreeAddr(t)}}}
 	n := &hostedNode{cfg: cfg, h: h, roles: &hostRoles{h: h, self: 1}, follow: newFollower(), ctx: ctx, errc: make(chan error, 1),
-		groups: map[uint64]map[uint64]string{}}
+		groups: map[uint64]map[uint64]string{}, learned: &learnedNodes{}}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()
@@ -66,7 +66,8 @@ func testHostedNode(t *testing.T, dir string) *hostedNode {
 // clients at once, the GROUPS file lists it, and the node's roles name it.
 // Each bad start is refused with its reason and changes nothing: a group
 // the node runs, a node not of the cluster, a group this node is no member
-// of, a group id out of range, a client address in use.
+// of, a group id out of range, a client address in use. A node learned
+// from a roster since the node started is of the cluster.
 func TestStartGroup(t *testing.T) {
 	dir := t.TempDir()
 	n := testHostedNode(t, dir)
@@ -114,12 +115,16 @@ func TestStartGroup(t *testing.T) {
 	if err := n.StartGroup(8, map[uint64]string{1: proctest.FreeAddr(t), 2: proctest.FreeAddr(t)}); err != nil {
 		t.Fatalf("group 8, refused before, does not start: %v", err)
 	}
-	gs, err := readStarted(dir)
-	if err != nil || len(gs) != 2 || gs[0].ID != 7 || gs[1].ID != 8 || len(gs[1].Members) != 2 {
-		t.Fatalf("readStarted = %+v, %v; want groups 7 and 8", gs, err)
+	n.learned.add(9) // added to a group of node 1's since it started
+	if err := n.StartGroup(9, map[uint64]string{1: proctest.FreeAddr(t), 9: proctest.FreeAddr(t)}); err != nil {
+		t.Fatalf("group 9, with node 9 learned from a roster: %v", err)
 	}
-	if all := withStarted([]HostedGroup{{ID: 8}, {ID: 1}}, gs); len(all) != 3 || all[0].Members != nil || all[2].ID != 7 {
-		t.Errorf("withStarted = %+v, want the flags' groups 8 and 1, then 7", all)
+	gs, err := readStarted(dir)
+	if err != nil || len(gs) != 3 || gs[0].ID != 7 || gs[1].ID != 8 || len(gs[1].Members) != 2 || gs[2].ID != 9 {
+		t.Fatalf("readStarted = %+v, %v; want groups 7, 8 and 9", gs, err)
+	}
+	if all := withStarted([]HostedGroup{{ID: 8}, {ID: 1}}, gs); len(all) != 4 || all[0].Members != nil || all[2].ID != 7 || all[3].ID != 9 {
+		t.Errorf("withStarted = %+v, want the flags' groups 8 and 1, then 7 and 9", all)
 	}
 }
 
