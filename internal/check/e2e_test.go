@@ -142,11 +142,6 @@ func TestReplicatedGroup(t *testing.T) {
 // a group (membership) or every group of a node wiped. Each must pass
 // with no acknowledged write lost, and no command may be refused
 // CROSSSLOT: the keys of a multi-key command share a hash tag.
-//
-// The last run's mix has no MULTI: a transaction sent after an ASK during
-// a slot move comes back with an OK more per command (the client sends
-// ASKING before each of its commands, and the server queues them inside
-// the transaction), which the check fails.
 func TestShardedCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs sharded clusters of flint serve for seconds")
@@ -167,7 +162,7 @@ func TestShardedCluster(t *testing.T) {
 			Nemesis: []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMoveSlots}},
 			[]string{"kill ", "pause", "kill-leader ", "partition ", "move-slots "}},
 		{"hosted-3-nodes-3x3-split-membership-wipe-sessions", Config{Hosted: true, Nodes: 3, Groups: 3, Sessions: true,
-			Duration: 10 * time.Second, OpTimeout: 500 * time.Millisecond, NemesisInterval: time.Second, Mix: noMultiMix(t),
+			Duration: 10 * time.Second, OpTimeout: 500 * time.Millisecond, NemesisInterval: time.Second,
 			Nemesis: []Fault{FaultSplit, FaultMembership, FaultWipe}},
 			[]string{"split: new group ", "membership: added node ", "wipe node "}},
 	} {
@@ -320,16 +315,6 @@ func singleKeyMix(t *testing.T) Mix {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
-}
-
-// noMultiMix returns the default mix without MULTI.
-func noMultiMix(t *testing.T) Mix {
-	m, err := ParseMix(DefaultMix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m[kindMulti] = 0
 	return m
 }
 
