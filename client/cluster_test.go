@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/resptest"
@@ -521,7 +523,7 @@ func TestClusterSessionAskedOnward(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{
-		"A: CLUSTER SLOTS", "A: FLINT.SESSION", "A: FLINT.SEQ 1 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 1 1 1 INCR " + k,
+		"A: CLUSTER INFO", "A: CLUSTER SLOTS", "A: FLINT.SESSION", "A: FLINT.SEQ 1 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 1 1 1 INCR " + k,
 		"B: FLINT.SESSION", "A: FLINT.SEQ 2 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 2 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 2 1 1 INCR " + k,
 		"C: FLINT.SESSION", "A: FLINT.SEQ 3 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 3 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 3 1 1 INCR " + k,
 	}
@@ -540,7 +542,7 @@ func slotsRange(first, last int, addr string) string {
 
 // TestClusterNotSharded checks that a client of a server without CLUSTER
 // SLOTS sends everything to it, as one target, RANGE and MGET as they
-// are.
+// are, once it asked for CLUSTER INFO and SLOTS.
 func TestClusterNotSharded(t *testing.T) {
 	var n counts
 	srv := resptest.Start(t, counted(&n, resptest.Store{"a": "1", "b": "2"}))
@@ -554,7 +556,54 @@ func TestClusterNotSharded(t *testing.T) {
 	if err != nil || fmt.Sprintf("%s", vals) != "[1 2 ]" {
 		t.Fatalf("MGet = %s, %v", vals, err)
 	}
-	if n.get("RANGE") != 1 || n.get("MGET") != 1 || n.get("CLUSTER") != 1 {
-		t.Fatalf("the server got %d RANGE, %d MGET, %d CLUSTER; want one each", n.get("RANGE"), n.get("MGET"), n.get("CLUSTER"))
+	if n.get("RANGE") != 1 || n.get("MGET") != 1 || n.get("CLUSTER") != 2 {
+		t.Fatalf("the server got %d RANGE, %d MGET, %d CLUSTER; want one, one and two", n.get("RANGE"), n.get("MGET"), n.get("CLUSTER"))
+	}
+}
+
+// TestClusterStaleMap: a member whose map lags (it answers CLUSTER SLOTS
+// and INFO from the map before a slot moved) must not take the client's
+// map back once the client learned the later one. The client learns the
+// move from shard 0 after a MOVED; then shard 0 stops, and the refresh
+// that its failure asks for reaches the lagging shard 1 first. The moved
+// key still goes straight to its new owner, with no second MOVED.
+func TestClusterStaleMap(t *testing.T) {
+	cl := resptest.StartCluster(t, 3)
+	c := newClient(t, cl.Servers[0].Addr)
+	ctx := ctxT(t)
+	keys := shardKeys(cl, 1)
+	for _, ks := range keys { // connect to every shard
+		must(t, c.Set(ctx, ks[0], []byte("v-"+ks[0])))
+	}
+	moving := keys[2][0]
+	cl.Lag(1)
+	cl.Move(slot.Of([]byte(moving)), slot.Of([]byte(moving)), 1)
+	asked := cl.Count(0, "CLUSTER")
+	if v, err := c.Get(ctx, moving); err != nil || string(v) != "v-"+moving {
+		t.Fatalf("Get(%s) after its slot moved = %q, %v", moving, v, err)
+	}
+	redirects(t, cl, 1, 0, "Get after the move")
+	awaitCount(t, cl, 0, "CLUSTER", asked+2, "shard 0 to be asked for the map after the MOVED")
+
+	cl.Servers[0].Stop()
+	asked = cl.Count(1, "CLUSTER")
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	c.Get(short, keys[0][0]) // fails, and asks for a refresh
+	awaitCount(t, cl, 1, "CLUSTER", asked+2, "the lagging shard 1 to be asked for the map")
+	if v, err := c.Get(ctx, moving); err != nil || string(v) != "v-"+moving {
+		t.Fatalf("Get(%s) after a refresh from a lagging member = %q, %v", moving, v, err)
+	}
+	redirects(t, cl, 1, 0, "Get after a refresh from a member whose map lags")
+}
+
+// awaitCount waits up to 10 s until shard of cl got at least n commands
+// called name.
+func awaitCount(t *testing.T, cl *resptest.Cluster, shard int, name string, n int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); cl.Count(shard, name) < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
