@@ -467,6 +467,39 @@ func TestClusterSessionAsked(t *testing.T) {
 	}
 }
 
+// TestClusterSessionAskedBatch: as TestClusterSessionAsked, with the
+// writes that the target refuses in a batch among other commands: each
+// goes again on its own, in the session opened at the target, and its
+// reply takes its place in the batch's.
+func TestClusterSessionAskedBatch(t *testing.T) {
+	cl := resptest.StartCluster(t, 3)
+	c := newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	ctx := ctxT(t)
+	keys := shardKeys(cl, 2)
+	k, staying := keys[0][0], keys[0][1]
+	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
+		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
+	}
+	must(t, c.Set(ctx, staying, []byte("1"))) // opens the source's session
+	cl.Migrate(slot.Of([]byte(k)), 1)         // the source answers ASK for k, which it does not hold
+	b := c.Batch()
+	b.Incr(k)
+	b.Set(staying, []byte("2"))
+	b.Incr(k)
+	b.Get(staying)
+	vs, err := b.Exec(ctx)
+	if err != nil || len(vs) != 4 || vs[0].Int != 1 || string(vs[1].Str) != "OK" || vs[2].Int != 2 || string(vs[3].Str) != "2" {
+		t.Fatalf("batch of INCR %s (its slot moving to a group that does not know the session), SET, INCR, GET = %v, %v; want 1, OK, 2, 2",
+			k, vs, err)
+	}
+	if o, a := cl.Count(0, "FLINT.SESSION"), cl.Count(1, "FLINT.SESSION"); o != 1 || a != 1 {
+		t.Fatalf("the source opened %d sessions and the target %d, want one each", o, a)
+	}
+	if n := cl.Count(1, "FLINT.SEQ"); n != 4 {
+		t.Fatalf("the target got %d writes, want 4: each INCR refused in the source's session, then applied in its own", n)
+	}
+}
+
 // TestClusterSessionAskedOnward: a write's slot moves from group A to B,
 // and on from B to C, before the client learns a map that names either.
 // B refuses the write in A's session, and C the write in the session the
