@@ -440,16 +440,8 @@ func TestClusterSessions(t *testing.T) {
 // stays open for the slots the source serves, and the next write that
 // the target refuses so goes again in the same session of the target's.
 func TestClusterSessionAsked(t *testing.T) {
-	cl := resptest.StartCluster(t, 3)
-	c := newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	cl, c, k, staying := startAsked(t)
 	ctx := ctxT(t)
-	keys := shardKeys(cl, 2)
-	k, staying := keys[0][0], keys[0][1]
-	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
-		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
-	}
-	must(t, c.Set(ctx, staying, []byte("1"))) // opens the source's session
-	cl.Migrate(slot.Of([]byte(k)), 1)         // the source answers ASK for k, which it does not hold
 	for i := range 2 {
 		if n, err := c.Incr(ctx, k); err != nil || n != int64(i+1) {
 			t.Fatalf("Incr(%s) %d, its slot moving to a group that does not know the session = %d, %v; want %d", k, i+1, n, err, i+1)
@@ -467,21 +459,30 @@ func TestClusterSessionAsked(t *testing.T) {
 	}
 }
 
+// startAsked starts a cluster and a client with sessions, opens the
+// source's session with a SET of staying, and starts migrating k's slot,
+// of the same shard, to shard 1, which does not know the session: the
+// source answers ASK for k, which it does not hold.
+func startAsked(t *testing.T) (cl *resptest.Cluster, c *client.Client, k, staying string) {
+	cl = resptest.StartCluster(t, 3)
+	c = newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	keys := shardKeys(cl, 2)
+	k, staying = keys[0][0], keys[0][1]
+	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
+		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
+	}
+	must(t, c.Set(ctxT(t), staying, []byte("1")))
+	cl.Migrate(slot.Of([]byte(k)), 1)
+	return cl, c, k, staying
+}
+
 // TestClusterSessionAskedBatch: as TestClusterSessionAsked, with the
 // writes that the target refuses in a batch among other commands: each
 // goes again on its own, in the session opened at the target, and its
 // reply takes its place in the batch's.
 func TestClusterSessionAskedBatch(t *testing.T) {
-	cl := resptest.StartCluster(t, 3)
-	c := newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	cl, c, k, staying := startAsked(t)
 	ctx := ctxT(t)
-	keys := shardKeys(cl, 2)
-	k, staying := keys[0][0], keys[0][1]
-	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
-		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
-	}
-	must(t, c.Set(ctx, staying, []byte("1"))) // opens the source's session
-	cl.Migrate(slot.Of([]byte(k)), 1)         // the source answers ASK for k, which it does not hold
 	b := c.Batch()
 	b.Incr(k)
 	b.Set(staying, []byte("2"))
