@@ -46,7 +46,7 @@ func (e *MoveInProgressError) Error() string {
 func (g *Group) MoveSlots(ctx context.Context, first, last int, to uint64) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
-	if _, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+	recorded, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
 		if cur.Group(to) == nil {
 			return nil, fmt.Errorf("clusterctl: no group %d in the map", to)
 		}
@@ -55,10 +55,11 @@ func (g *Group) MoveSlots(ctx context.Context, first, last int, to uint64) error
 			return nil, err
 		}
 		return cur.WithMoves(moves, nil)
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	return mv.await(ctx, func(m *shardmap.Map) (bool, error) {
+	return mv.await(ctx, recorded.Epoch, func(m *shardmap.Map) (bool, error) {
 		if slices.ContainsFunc(m.Moves, func(o shardmap.Move) bool { return o.Slots.First <= last && o.Slots.Last >= first }) {
 			return false, nil
 		}
@@ -100,12 +101,14 @@ func refuseMoves(m *shardmap.Map, ours func(shardmap.Move) bool) error {
 }
 
 // await reads the managers' map until done says it is done, and returns
-// done's error; it tries again while no manager answers, until ctx ends.
-func (mv *mover) await(ctx context.Context, done func(*shardmap.Map) (bool, error)) error {
+// done's error; it passes over a map of an epoch before since (a manager
+// that has not read the latest yet), and tries again while no manager
+// answers, until ctx ends.
+func (mv *mover) await(ctx context.Context, since uint64, done func(*shardmap.Map) (bool, error)) error {
 	var last error
 	for wait := backoff.New(backoff.DefaultMin, 250*time.Millisecond); ; {
 		sh, err := mv.g.ShardStatus(ctx)
-		if err == nil {
+		if err == nil && sh.Map.Epoch >= since {
 			if ok, err := done(sh.Map); ok {
 				return err
 			}
@@ -450,7 +453,7 @@ func (g *Group) AbortMoves(ctx context.Context) ([]shardmap.Move, error) {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
 	var asked []shardmap.Move
-	if _, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+	marked, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
 		asked = slices.Clone(cur.Moves)
 		moves := slices.Clone(cur.Moves)
 		for i := range moves {
@@ -460,11 +463,12 @@ func (g *Group) AbortMoves(ctx context.Context) ([]shardmap.Move, error) {
 			return nil, nil
 		}
 		return cur.WithMoves(moves, nil)
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	var given []shardmap.Move
-	err := mv.await(ctx, func(m *shardmap.Map) (bool, error) {
+	err = mv.await(ctx, marked.Epoch, func(m *shardmap.Map) (bool, error) {
 		for _, a := range asked {
 			if listed(m, a.Slots) >= 0 {
 				return false, nil

@@ -31,15 +31,16 @@ func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Memb
 	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {
 		return fmt.Errorf("clusterctl: group %d is in the map already, with other members", id)
 	}
-	if _, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+	added, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
 		if cur.Group(id) != nil {
 			return nil, nil
 		}
 		return cur.WithGroup(shardmap.Group{ID: id, Members: members})
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	if err := mv.await(ctx, func(m *shardmap.Map) (bool, error) { return len(m.Moves) == 0, nil }); err != nil {
+	if err := mv.await(ctx, added.Epoch, func(m *shardmap.Map) (bool, error) { return len(m.Moves) == 0, nil }); err != nil {
 		return err
 	}
 	if from == 0 {

@@ -159,7 +159,9 @@ func operate(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.G
 // move to group to of the slots from first up to last that first's group
 // owns in a row, and waits, with no one running move-slots again, until
 // the managers have finished it: the map lists no move and gives the
-// slots to group to.
+// slots to group to. Once the source has logged the move's first step
+// (the leading manager is taking them), it crashes that manager and
+// starts it again: the one that leads next must go on from there.
 func abandonMove(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.Group, m *shardmap.Map, first, last int, to uint64) {
 	from := m.Owner(first).ID
 	for s := first; s <= last; s++ {
@@ -186,6 +188,7 @@ func abandonMove(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterc
 		t.Fatalf("no manager took the map with the move of slots %d-%d to group %d", first, last, to)
 	}
 	start := time.Now()
+	crashDriver(t, ctx, c, next.Epoch, from, first)
 	final := finalMap(t, ctx, ctl, next.Epoch)
 	t.Logf("move of slots %d-%d to group %d, left in the map: finished by the managers in %v", first, last, to,
 		time.Since(start).Round(time.Millisecond))
@@ -194,6 +197,54 @@ func abandonMove(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterc
 			t.Fatalf("slot %d belongs to %v after the managers finished its move to group %d", s, o, to)
 		}
 	}
+}
+
+// crashDriver waits until a member of group from holds a record of slot
+// first that is Leaving or Gone, then crashes the manager that leads the
+// meta group and starts it again. It does nothing if the move has passed
+// those steps first (a map after epoch recorded, which listed it, lists
+// no move) or no manager leads.
+func crashDriver(t *testing.T, ctx context.Context, c *simCluster, recorded, from uint64, first int) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if leaving(ctx, c.group(from), first) {
+			break
+		}
+		if v, err := ask.One(ctx, c.managers()[0], "", "FLINT.MAP"); err == nil && len(v.Elems) == 3 {
+			if m, err := shardmap.Decode(v.Elems[0].Str); err == nil && m.Epoch > recorded && len(m.Moves) == 0 {
+				t.Logf("the move was done before its source's record could be seen: no manager crashed")
+				return
+			}
+		}
+	}
+	meta := c.group(0)
+	lead := meta.leader()
+	if lead == nil {
+		t.Logf("no manager leads: none crashed")
+		return
+	}
+	meta.stop(lead, true)
+	if err := meta.restart(lead); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("crashed and restarted manager %d, which was taking the move's steps", lead.id)
+}
+
+// leaving reports whether a member of g answers FLINT.SLOTS STATUS with a
+// record of slot s that is Leaving or Gone.
+func leaving(ctx context.Context, g *simGroup, s int) bool {
+	for _, addr := range g.addrs() {
+		v, err := ask.One(ctx, addr, "", "FLINT.SLOTS", "STATUS")
+		if err != nil {
+			continue
+		}
+		for _, rec := range v.Elems {
+			if len(rec.Elems) == 5 && int(rec.Elems[0].Int) <= s && s <= int(rec.Elems[1].Int) &&
+				(string(rec.Elems[2].Str) == "leaving" || string(rec.Elems[2].Str) == "gone") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // change runs an operator's change, again after a failure, up to three
