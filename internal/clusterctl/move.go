@@ -106,7 +106,7 @@ func refuseMoves(m *shardmap.Map, ours func(shardmap.Move) bool) error {
 // answers, until ctx ends.
 func (mv *mover) await(ctx context.Context, since uint64, done func(*shardmap.Map) (bool, error)) error {
 	var last error
-	for wait := backoff.New(backoff.DefaultMin, 250*time.Millisecond); ; {
+	for wait := backoff.New(backoff.DefaultMin, 100*time.Millisecond); ; {
 		sh, err := mv.g.ShardStatus(ctx)
 		if err == nil && sh.Map.Epoch >= since {
 			if ok, err := done(sh.Map); ok {

@@ -17,6 +17,11 @@ import (
 // clusterctl.DriveMoves). The fence before each step covers the rest.
 const moveGrace = 2 * time.Second
 
+// moveCheck is how often a manager looks at its view of the map for moves
+// to take the steps of: a move-slots waits for it, and the look is an
+// atomic load.
+const moveCheck = 20 * time.Millisecond
+
 // mover is what driveMoves needs of the manager it runs at.
 type mover struct {
 	// leads reports whether this manager leads its meta group, as it
@@ -39,7 +44,7 @@ type mover struct {
 func driveMoves(ctx context.Context, cfg *ShardConfig, v *shardView, mv mover, log *slog.Logger) {
 	var since time.Time // when this manager was first seen leading, in its current lead
 	var lastErr string
-	for ; ; sleep(ctx, cfg.poll()) {
+	for ; ; sleep(ctx, moveCheck) {
 		if ctx.Err() != nil {
 			return
 		}
