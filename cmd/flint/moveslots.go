@@ -20,6 +20,7 @@ func moveSlotsCmd(args []string) int {
 	addr, pass, timeout := changeFlags(fs)
 	slots := fs.String("slots", "", "the slots to move: first-last (both included), or one slot")
 	to := fs.Uint64("to", 0, "the id of the group that is to own them")
+	fs.Lookup("timeout").Usage = "stop waiting after this long (the managers go on with the move; run the command again to wait for it)"
 	abort := fs.Bool("abort", false, "instead, have the managers give up the moves under way whose source still serves\ntheir slots (they finish the others), and wait for them")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint cluster move-slots --addr MANAGERS --slots first-last --to GROUP\n"+
