@@ -120,6 +120,9 @@ type Client struct {
 		members []*pool
 		byAddr  map[string]*pool
 		seeds   int // how many of members are seeds
+		// epoch is that of the latest map learned (Client.learn), 0 while
+		// none gave one. Invariant: it never decreases.
+		epoch uint64
 	}
 }
 

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/resptest"
@@ -438,16 +440,8 @@ func TestClusterSessions(t *testing.T) {
 // stays open for the slots the source serves, and the next write that
 // the target refuses so goes again in the same session of the target's.
 func TestClusterSessionAsked(t *testing.T) {
-	cl := resptest.StartCluster(t, 3)
-	c := newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	cl, c, k, staying := startAsked(t)
 	ctx := ctxT(t)
-	keys := shardKeys(cl, 2)
-	k, staying := keys[0][0], keys[0][1]
-	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
-		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
-	}
-	must(t, c.Set(ctx, staying, []byte("1"))) // opens the source's session
-	cl.Migrate(slot.Of([]byte(k)), 1)         // the source answers ASK for k, which it does not hold
 	for i := range 2 {
 		if n, err := c.Incr(ctx, k); err != nil || n != int64(i+1) {
 			t.Fatalf("Incr(%s) %d, its slot moving to a group that does not know the session = %d, %v; want %d", k, i+1, n, err, i+1)
@@ -462,6 +456,48 @@ func TestClusterSessionAsked(t *testing.T) {
 	}
 	if n := cl.Count(0, "FLINT.SEQ"); n != 6 {
 		t.Fatalf("the source got %d writes, want 6: 2 SETs, and each INCR twice, answered ASK", n)
+	}
+}
+
+// startAsked starts a cluster and a client with sessions, opens the
+// source's session with a SET of staying, and starts migrating k's slot,
+// of the same shard, to shard 1, which does not know the session: the
+// source answers ASK for k, which it does not hold.
+func startAsked(t *testing.T) (cl *resptest.Cluster, c *client.Client, k, staying string) {
+	cl = resptest.StartCluster(t, 3)
+	c = newClient(t, cl.Servers[0].Addr, client.WithSessions())
+	keys := shardKeys(cl, 2)
+	k, staying = keys[0][0], keys[0][1]
+	if slot.Of([]byte(k)) == slot.Of([]byte(staying)) {
+		t.Fatalf("%s and %s share a slot: the test needs two", k, staying)
+	}
+	must(t, c.Set(ctxT(t), staying, []byte("1")))
+	cl.Migrate(slot.Of([]byte(k)), 1)
+	return cl, c, k, staying
+}
+
+// TestClusterSessionAskedBatch: as TestClusterSessionAsked, with the
+// writes that the target refuses in a batch among other commands: each
+// goes again on its own, in the session opened at the target, and its
+// reply takes its place in the batch's.
+func TestClusterSessionAskedBatch(t *testing.T) {
+	cl, c, k, staying := startAsked(t)
+	ctx := ctxT(t)
+	b := c.Batch()
+	b.Incr(k)
+	b.Set(staying, []byte("2"))
+	b.Incr(k)
+	b.Get(staying)
+	vs, err := b.Exec(ctx)
+	if err != nil || len(vs) != 4 || vs[0].Int != 1 || string(vs[1].Str) != "OK" || vs[2].Int != 2 || string(vs[3].Str) != "2" {
+		t.Fatalf("batch of INCR %s (its slot moving to a group that does not know the session), SET, INCR, GET = %v, %v; want 1, OK, 2, 2",
+			k, vs, err)
+	}
+	if o, a := cl.Count(0, "FLINT.SESSION"), cl.Count(1, "FLINT.SESSION"); o != 1 || a != 1 {
+		t.Fatalf("the source opened %d sessions and the target %d, want one each", o, a)
+	}
+	if n := cl.Count(1, "FLINT.SEQ"); n != 4 {
+		t.Fatalf("the target got %d writes, want 4: each INCR refused in the source's session, then applied in its own", n)
 	}
 }
 
@@ -521,7 +557,7 @@ func TestClusterSessionAskedOnward(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{
-		"A: CLUSTER SLOTS", "A: FLINT.SESSION", "A: FLINT.SEQ 1 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 1 1 1 INCR " + k,
+		"A: CLUSTER INFO", "A: CLUSTER SLOTS", "A: FLINT.SESSION", "A: FLINT.SEQ 1 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 1 1 1 INCR " + k,
 		"B: FLINT.SESSION", "A: FLINT.SEQ 2 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 2 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 2 1 1 INCR " + k,
 		"C: FLINT.SESSION", "A: FLINT.SEQ 3 1 1 INCR " + k, "B: ASKING", "B: FLINT.SEQ 3 1 1 INCR " + k, "C: ASKING", "C: FLINT.SEQ 3 1 1 INCR " + k,
 	}
@@ -540,7 +576,7 @@ func slotsRange(first, last int, addr string) string {
 
 // TestClusterNotSharded checks that a client of a server without CLUSTER
 // SLOTS sends everything to it, as one target, RANGE and MGET as they
-// are.
+// are, once it asked for CLUSTER INFO and SLOTS.
 func TestClusterNotSharded(t *testing.T) {
 	var n counts
 	srv := resptest.Start(t, counted(&n, resptest.Store{"a": "1", "b": "2"}))
@@ -554,7 +590,53 @@ func TestClusterNotSharded(t *testing.T) {
 	if err != nil || fmt.Sprintf("%s", vals) != "[1 2 ]" {
 		t.Fatalf("MGet = %s, %v", vals, err)
 	}
-	if n.get("RANGE") != 1 || n.get("MGET") != 1 || n.get("CLUSTER") != 1 {
-		t.Fatalf("the server got %d RANGE, %d MGET, %d CLUSTER; want one each", n.get("RANGE"), n.get("MGET"), n.get("CLUSTER"))
+	if n.get("RANGE") != 1 || n.get("MGET") != 1 || n.get("CLUSTER") != 2 {
+		t.Fatalf("the server got %d RANGE, %d MGET, %d CLUSTER; want one, one and two", n.get("RANGE"), n.get("MGET"), n.get("CLUSTER"))
+	}
+}
+
+// TestClusterStaleMap: a member whose map lags (it answers CLUSTER SLOTS
+// and INFO from the map before a slot moved) must not take the client's
+// map back to it. The client learns the map after the move (epoch 2) from
+// shard 0; then shard 0 stops, and the refresh that its failure asks for
+// reaches the lagging shard 1 (epoch 1) first. The moved key still goes
+// straight to its new owner, with no MOVED.
+func TestClusterStaleMap(t *testing.T) {
+	cl := resptest.StartCluster(t, 3)
+	keys := shardKeys(cl, 1)
+	moving := keys[2][0]
+	cl.Put(2, moving, "v-"+moving)
+	cl.Lag(1)
+	cl.Move(slot.Of([]byte(moving)), slot.Of([]byte(moving)), 1)
+	c := newClient(t, cl.Servers[0].Addr) // learns the map of epoch 2
+	ctx := ctxT(t)
+	for _, ks := range keys { // connects to every shard
+		must(t, c.Set(ctx, ks[0], []byte("v-"+ks[0])))
+	}
+	redirects(t, cl, 0, 0, "Sets routed by the map after the move")
+
+	cl.Servers[0].Stop()
+	asked := cl.Count(1, "CLUSTER")
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	c.Get(short, keys[0][0]) // fails, and asks for a refresh
+	awaitCount(t, cl, 1, "CLUSTER", asked+2, "the lagging shard 1 to be asked for the map")
+	for range 3 {
+		if v, err := c.Get(ctx, moving); err != nil || string(v) != "v-"+moving {
+			t.Fatalf("Get(%s) after a refresh from a lagging member = %q, %v", moving, v, err)
+		}
+		redirects(t, cl, 0, 0, "Get after a refresh from a member whose map lags")
+		time.Sleep(10 * time.Millisecond) // the refresh's reply may still be on its way
+	}
+}
+
+// awaitCount waits up to 10 s until shard of cl got at least n commands
+// called name.
+func awaitCount(t *testing.T, cl *resptest.Cluster, shard int, name string, n int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); cl.Count(shard, name) < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }

@@ -37,7 +37,14 @@
 // Redis Cluster does), learned from CLUSTER SLOTS: slot ranges, each with
 // its master and replicas. New asks the member it connects to. A server
 // that answers with an error (a plain Redis or Flint server) leaves the map
-// empty, and every call goes to that server, its target.
+// empty, and every call goes to that server, its target. CLUSTER SLOTS has
+// no epoch, so the Client asks for CLUSTER INFO first, in the same round
+// trip, whose cluster_current_epoch a sharded Flint sets to its map's
+// epoch: the Client keeps the map of the highest epoch it has learned, and
+// passes over a member's older one (a member whose map lags the managers'
+// would otherwise take it back to routes it already left). A map of the
+// same epoch is taken (its leaders may be newer); one without an epoch
+// (a server whose CLUSTER INFO has none) is taken as before.
 //
 // A map of one range (a replicated Flint: one group serves every slot)
 // makes its master the target, and every call goes there. A map of

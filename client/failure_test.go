@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,12 +47,12 @@ func silentServer(t *testing.T, arrived chan<- struct{}) string {
 }
 
 func answerClusterSlots(nc net.Conn, arrived chan<- struct{}) {
-	const clusterSlots = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
-	buf := make([]byte, len(clusterSlots))
-	if _, err := io.ReadFull(nc, buf); err != nil || string(buf) != clusterSlots {
-		return // not the connection New asked CLUSTER SLOTS on
+	const clusterMap = "*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n"
+	buf := make([]byte, len(clusterMap))
+	if _, err := io.ReadFull(nc, buf); err != nil || string(buf) != clusterMap {
+		return // not the connection New asked CLUSTER INFO and SLOTS on
 	}
-	if _, err := io.WriteString(nc, "-ERR unknown command 'CLUSTER'\r\n"); err != nil {
+	if _, err := io.WriteString(nc, strings.Repeat("-ERR unknown command 'CLUSTER'\r\n", 2)); err != nil {
 		return
 	}
 	if _, err := nc.Read(buf[:1]); err == nil && arrived != nil {

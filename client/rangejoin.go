@@ -172,9 +172,9 @@ func (c *Client) rangeAgain(ctx context.Context, cmd []byte) (Value, error) {
 	}
 }
 
-// mapsMatch asks each member that answered a part of sp for CLUSTER SLOTS
-// and reports whether all of them route the slots as t does. One that
-// does not has its map learned.
+// mapsMatch asks each member that answered a part of sp for its map
+// (askMap) and reports whether all of them route the slots as t does. One
+// that does not has its map learned, unless the Client holds a later one.
 //
 // Why this makes a RANGE complete (see docs/SHARDING.md, "RANGE during
 // a move"): a member answers RANGE only while it holds every key of the
@@ -188,13 +188,12 @@ func (c *Client) mapsMatch(ctx context.Context, t *table, at origin, sp splitCmd
 			continue
 		}
 		asked = append(asked, p)
-		replies, err := p.send(ctx, appendArgs(nil, "CLUSTER", "SLOTS"), 1)
+		r, addrs, epoch, ok, err := askMap(ctx, p)
 		if err != nil {
 			return false, err
 		}
-		r, addrs, ok := parseSlots(replies[0], p.addr)
 		if ok && !sameRoutes(r, t.ranges) {
-			c.learn(r, addrs)
+			c.learn(r, addrs, epoch)
 			return false, nil
 		}
 	}

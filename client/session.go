@@ -134,18 +134,22 @@ const maxRefusals = 3
 // before (see below); with asked set, the write goes in the session opened
 // at asked.
 //
-// A single write refused as expired, in the only send that may have
-// applied it, was applied nowhere: that send was refused, and each earlier
-// one too. So it may go again as a new write, in a new session, of the
-// group that refused it, since a group knows only its own sessions and
-// those a slot move copied to it. After ASK that is the move's target,
-// which refuses a session that the source opened after the move copied
-// the source's sessions to it (docs/SHARDING.md, "Moving slots", step 5),
-// and so every new session of the source's, where the map sends
-// FLINT.SESSION until the client learns the map that gives the target the
-// slots (step 8): the new session is then opened at the target, and the
-// write goes where the map routes it, in that session, and after ASK to
-// the target. Otherwise it is a new session of the write's range.
+// A write refused as expired, in the only send that may have applied it,
+// was applied nowhere: that send was refused, and each earlier one too. So
+// it may go again as a new write, in a new session, of the group that
+// refused it, since a group knows only its own sessions and those a slot
+// move copied to it. After ASK that is the move's target, which refuses a
+// session that the source opened after the move copied the source's
+// sessions to it (docs/SHARDING.md, "Moving slots", step 5), and so every
+// new session of the source's, where the map sends FLINT.SESSION until
+// the client learns the map that gives the target the slots (step 8): the
+// new session is then opened at the target, and the write goes where the
+// map routes it, in that session, and after ASK to the target. Otherwise
+// it is a new session of the write's range. Each write of a batch so
+// refused goes again on its own, in the batch's order, after the batch's
+// other commands (as a command a member turned away does), its reply in
+// its place; the EXEC of a transaction does not (the call fails), since
+// its transaction would have to go again whole.
 //
 // The write goes again after its first refusal, and after each later one
 // by a member other than the one that opened the session it refused: the
@@ -173,6 +177,7 @@ func (c *Client) callIn(ctx context.Context, req request, refused int, asked *po
 	if err != nil {
 		return nil, err
 	}
+	var inTx []int // txEnds(req), once a refusal needs it
 	for _, w := range ws {
 		v := replies[w.cmd]
 		if !v.IsError() || !bytes.HasPrefix(v.Str, []byte("SESSIONEXPIRED")) {
@@ -186,18 +191,27 @@ func (c *Client) callIn(ctx context.Context, req request, refused int, asked *po
 		if !target || w.s.sp.at != "" {
 			c.sess.expired(w.s)
 		}
+		if inTx == nil {
+			inTx = txEnds(req)
+		}
 		rerr := &ReplyError{Msg: string(v.Str)}
-		again := req.len() == 1 && refused < maxRefusals && (refused == 0 || by != w.s.at)
+		again := inTx[w.cmd] < 0 && refused < maxRefusals && (refused == 0 || by != w.s.at)
 		switch {
 		case resent:
 			return nil, fmt.Errorf("%w: client session %d expired before the write was answered (later writes go in a new session): %w",
 				ErrUnknownOutcome, w.s.id, rerr)
-		case again && target:
-			return c.callIn(ctx, req, refused+1, by)
-		case again:
-			return c.callIn(ctx, req, refused+1, nil)
+		case !again:
+			return nil, fmt.Errorf("client: client session %d had expired, and the writes it refused were not applied (later writes go in a new session): %w", w.s.id, rerr)
 		}
-		return nil, fmt.Errorf("client: client session %d had expired, and the writes it refused were not applied (later writes go in a new session): %w", w.s.id, rerr)
+		var in *pool
+		if target {
+			in = by
+		}
+		v2, err := c.callIn(ctx, request{cmd: req.command(w.cmd)}, refused+1, in)
+		if err != nil {
+			return nil, err
+		}
+		replies[w.cmd] = v2[0]
 	}
 	return replies, nil
 }

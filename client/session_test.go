@@ -156,7 +156,7 @@ func TestSessionExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	want := []string{"CLUSTER SLOTS", "FLINT.SESSION", "FLINT.SEQ 1 1 1 SET a 1", "FLINT.SESSION", "FLINT.SEQ 2 1 1 SET a 1", "FLINT.SEQ 2 2 2 SET b 2", "GET b"}
+	want := []string{"CLUSTER INFO", "CLUSTER SLOTS", "FLINT.SESSION", "FLINT.SEQ 1 1 1 SET a 1", "FLINT.SESSION", "FLINT.SEQ 2 1 1 SET a 1", "FLINT.SEQ 2 2 2 SET b 2", "GET b"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("server got\n%q\nwant\n%q", got, want)
 	}
@@ -196,7 +196,7 @@ func TestSessionsUnknown(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := "CLUSTER SLOTS|FLINT.SESSION|SET a 1|SET a 1"; strings.Join(got, "|") != want {
+	if want := "CLUSTER INFO|CLUSTER SLOTS|FLINT.SESSION|SET a 1|SET a 1"; strings.Join(got, "|") != want {
 		t.Fatalf("server got %q, want %q", strings.Join(got, "|"), want)
 	}
 }

@@ -70,14 +70,23 @@ func (c *Client) setRoutesLocked(r routes) {
 }
 
 // learn makes the routes and members that a CLUSTER SLOTS reply named the
-// Client's.
-func (c *Client) learn(r routes, addrs []string) {
+// Client's, unless the reply is of a map older than one the Client learned
+// (epoch, from askMap; 0 if unknown, which is taken): a member whose map
+// lags must not take the Client back to it. A map of the same epoch is
+// taken, for the leaders it names, which change within an epoch. It
+// reports whether it took them.
+func (c *Client) learn(r routes, addrs []string, epoch uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if epoch != 0 && epoch < c.mu.epoch {
+		return false
+	}
+	c.mu.epoch = max(c.mu.epoch, epoch)
 	for _, a := range addrs {
 		c.poolLocked(a)
 	}
 	c.setRoutesLocked(r)
+	return true
 }
 
 // moved records a MOVED reply: addr serves slot (see routes.moved). It

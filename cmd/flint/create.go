@@ -21,7 +21,8 @@ func createCmd(args []string) int {
 			"Makes a new sharded cluster of processes running already: managers started with no map\n"+
 			"(flint serve --manager, without --servers; --addr names them all) and the members of each\n"+
 			"data group (flint serve --shard-group G --managers MANAGERS). Checks that each is up, is\n"+
-			"what it is named as and belongs to no cluster yet, then writes the map of epoch 1, with\n"+
+			"what it is named as and belongs to no cluster yet, and that the managers are every member\n"+
+			"of one meta group, then writes the map of epoch 1, with\n"+
 			"the slots split evenly among the groups in order, and waits until every process named\n"+
 			"has learned it. A cluster that has a map already is refused, and so is a second create\n"+
 			"run at the same time.\n\nflags:\n")

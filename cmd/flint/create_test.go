@@ -19,16 +19,18 @@ import (
 // TestClusterCreate starts a manager with no map and three data nodes,
 // one per group, which answer CLUSTERDOWN; `flint cluster create` refuses
 // bad arguments (an address nothing answers at, a node named twice, a node
-// named as what it is not, a node that follows other managers), changing
-// nothing, then creates the cluster: a go-redis ClusterClient writes and
+// named as what it is not, a node that follows other managers, two
+// managers that keep their maps in memory, each its own meta group),
+// changing nothing, then creates the cluster: a go-redis ClusterClient writes and
 // reads a key of every group. A second create is refused.
 func TestClusterCreate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	addrs := freeAddrs(t, 6)
-	manager, data, stray, nobody := addrs[0], addrs[1:4], addrs[4], addrs[5]
+	addrs := freeAddrs(t, 7)
+	manager, data, stray, nobody, manager2 := addrs[0], addrs[1:4], addrs[4], addrs[5], addrs[6]
 	p := newProcs(t, "serve")
-	ids := []int{p.add(manager, "--manager", "--addr", manager, "--huge-pages=false")}
+	ids := []int{p.add(manager, "--manager", "--addr", manager, "--huge-pages=false"),
+		p.add(manager2, "--manager", "--addr", manager2, "--huge-pages=false")}
 	for i, a := range data {
 		ids = append(ids, p.add(a, "--shard-group", fmt.Sprint(i+1), "--managers", manager, "--addr", a,
 			"--dir", filepath.Join(t.TempDir(), fmt.Sprint("g", i+1)), "--huge-pages=false"))
@@ -57,6 +59,8 @@ func TestClusterCreate(t *testing.T) {
 		{stray + " follows the managers " + nobody + ", not only those named (" + manager + "): it belongs to another cluster",
 			[]string{"--servers", stray + "," + data[1] + "," + data[2]}},
 		{"--servers must list --replicas (2) addresses for each data group, got 3", []string{"--servers", servers, "--replicas", "2"}},
+		{"the manager at " + manager + " is the one member of its meta group (it keeps its map in memory, or its group has one member)",
+			[]string{"--servers", servers, "--addr", manager + "," + manager2}},
 	} {
 		args := append([]string{"cluster", "create", "--addr", manager, "--timeout", "20s"}, bad.args...)
 		out, code := runFlint(t, flintBin, nil, args...)
@@ -64,7 +68,7 @@ func TestClusterCreate(t *testing.T) {
 			t.Errorf("flint %s: exit %d, want an error %q:\n%s", strings.Join(args, " "), code, bad.want, out)
 		}
 	}
-	for _, a := range []string{manager, data[0]} {
+	for _, a := range []string{manager, manager2, data[0]} {
 		if info := infoCluster(ctx, t, a); !strings.Contains(info, "flint_shard_epoch:0\r\n") {
 			t.Fatalf("after the refused creates, %s's INFO cluster holds a map:\n%s", a, info)
 		}
@@ -118,6 +122,12 @@ func TestClusterCreateReplicated(t *testing.T) {
 			"--initial-members", members(data, addrs[9:12]), "--dir", filepath.Join(t.TempDir(), fmt.Sprint("d", i)), "--huge-pages=false"))
 	}
 	p.start(ids...)
+
+	out, code := runFlint(t, flintBin, nil, "cluster", "create", "--addr", strings.Join(managers[:2], ","), "--servers", strings.Join(data, ","),
+		"--replicas", "3", "--timeout", "1m")
+	if want := "name every one of"; code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("create naming two of the three managers: exit %d, want 1 and %q:\n%s", code, want, out)
+	}
 
 	reversed := slices.Clone(data)
 	slices.Reverse(reversed)

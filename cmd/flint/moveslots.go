@@ -21,14 +21,16 @@ func moveSlotsCmd(args []string) int {
 	addr, pass, timeout := changeFlags(fs)
 	slots := fs.String("slots", "", "the slots to move: first-last (both included), or one slot")
 	to := fs.Uint64("to", 0, "the id of the group that is to own them")
-	abort := fs.Bool("abort", false, "instead, give up the moves under way whose source still serves their slots\n(the others are finished)")
+	fs.Lookup("timeout").Usage = "stop waiting after this long (the managers go on with the move; run the command again to wait for it)"
+	abort := fs.Bool("abort", false, "instead, have the managers give up the moves under way whose source still serves\ntheir slots (they finish the others), and wait for them")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flint cluster move-slots --addr MANAGERS --slots first-last --to GROUP\n"+
 			"       flint cluster move-slots --addr MANAGERS --abort\n\n"+
 			"Moves the slots to the group while the cluster serves: their keys and the groups' client\n"+
-			"sessions are copied, then the map gives the slots to the group. A move left half done\n"+
-			"(by a crash, or this command stopped) is finished by running it again. Prints the\n"+
-			"cluster's status once done.\n\nflags:\n")
+			"sessions are copied, then the map gives the slots to the group. The command records the\n"+
+			"move in the managers' map and waits; the managers take its steps, and finish it even if\n"+
+			"this command is stopped (run again, it waits for the same move). Refused, with nothing\n"+
+			"changed, while another move is under way. Prints the cluster's status once done.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if !parseFlags(fs, args) {

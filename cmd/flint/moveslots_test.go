@@ -138,7 +138,9 @@ func clusterChange(t *testing.T, l *incrLoad, want string, args ...string) strin
 // and back, with `flint cluster move-slots`, while go-redis ClusterClients
 // INCR counters in those slots and others and read them back (incrLoad),
 // across three groups in their own processes: every INCR acknowledged is
-// applied once, none lost and none applied twice.
+// applied once, none lost and none applied twice. The first move-slots is
+// killed (SIGKILL) as soon as the map lists its move: the manager
+// finishes the move with no one running the command again.
 func TestMoveSlotsOnline(t *testing.T) {
 	s := startSharded(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -150,14 +152,76 @@ func TestMoveSlotsOnline(t *testing.T) {
 	l := startIncrLoad(t, ctx, s.manager, 4)
 	for _, target := range []int{to, from} {
 		time.Sleep(300 * time.Millisecond) // let the clients get going
-		clusterChange(t, l, fmt.Sprintf("slots %d-%d belong to group %d", first, last, target),
-			"move-slots", "--addr", s.manager, "--slots", fmt.Sprintf("%d-%d", first, last), "--to", strconv.Itoa(target), "--timeout", "1m")
+		args := []string{"move-slots", "--addr", s.manager, "--slots", fmt.Sprintf("%d-%d", first, last), "--to", strconv.Itoa(target), "--timeout", "1m"}
+		if target == to {
+			moveKilled(t, l, s.manager, args, first, last, target)
+		} else {
+			clusterChange(t, l, fmt.Sprintf("slots %d-%d belong to group %d", first, last, target), args...)
+		}
 		c := redis.NewClient(&redis.Options{Addr: s.servers[target-1]})
 		awaitGet(t, c, "{w0}n") // the target serves the slots itself
 		c.Close()
 	}
 	time.Sleep(300 * time.Millisecond)
 	l.finish(ctx, s.manager)
+}
+
+// moveKilled runs `flint cluster args...`, a move-slots of slots first
+// to last to group target, kills it with SIGKILL as soon as the manager's
+// map lists a move, and waits until the manager has finished the move on
+// its own: the map lists none, and gives the slots to group target.
+func moveKilled(t *testing.T, l *incrLoad, manager string, args []string, first, last, target int) {
+	t.Helper()
+	cmd := exec.Command(flintBin, append([]string{"cluster"}, args...)...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: manager})
+	defer c.Close()
+	var listed uint64 // the epoch of the map that lists the move
+	for deadline := time.Now().Add(30 * time.Second); listed == 0; time.Sleep(2 * time.Millisecond) {
+		if m, err := shardmapOf(c.Do(context.Background(), "FLINT.MAP").Val()); err == nil && len(m.Moves) > 0 {
+			listed = m.Epoch
+			continue
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the map lists no move 30 s after move-slots started:\n%s", out.String())
+		}
+	}
+	cmd.Process.Kill()
+	if err := cmd.Wait(); err == nil {
+		t.Logf("move-slots ended before it was killed:\n%s", out.String())
+	}
+	awaitMoved(t, l, c, listed, first, last, target)
+}
+
+// awaitMoved waits up to 30 s until the map of the manager that c reaches
+// is of an epoch after since, lists no move, and gives the slots first to
+// last to group target.
+func awaitMoved(t *testing.T, l *incrLoad, c *redis.Client, since uint64, first, last, target int) {
+	t.Helper()
+	var m *shardmap.Map
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m, err = shardmapOf(c.Do(context.Background(), "FLINT.MAP").Val()); err != nil || m.Epoch <= since || len(m.Moves) > 0 {
+			continue
+		}
+		for s := first; s <= last; s++ {
+			if o := m.Owner(s); o == nil || o.ID != uint64(target) {
+				t.Fatalf("slot %d belongs to %v once the map lists no move, want group %d", s, o, target)
+			}
+		}
+		return
+	}
+	if l != nil {
+		close(l.stop)
+		l.wg.Wait()
+	}
+	t.Fatalf("the manager has not finished the move of slots %d-%d to group %d after 30 s: map %+v (%v)", first, last, target, m, err)
 }
 
 // TestAddGroupAndRebalance splits a cluster of two groups with a third,
@@ -199,14 +263,16 @@ func awaitGet(t *testing.T, c *redis.Client, key string) {
 	t.Fatalf("GET %s at %s: %v after 10 s", key, c.Options().Addr, err)
 }
 
-// TestMoveSlotsResumes leaves a move as a crash of move-slots would after
-// its first steps (the map lists it; the source logged Leaving; the target
-// holds part of the keys), and checks that the next move-slots, of other
-// slots, finishes it first: the keys all arrive, the map drops the move,
-// and the target serves the slot. It then leaves the move back as a crash
-// after the target opened the slot would, where redis-cli -c follows the
-// source's ASK, and the next move-slots finishes that one too; and a third
-// move, left after its first steps, given up with move-slots --abort.
+// TestMoveSlotsResumes leaves a move as a crash of the manager taking its
+// steps would after the first ones (the source logged Leaving; the target
+// holds part of the keys, one of them stale; the map lists the move), and
+// checks that the manager finishes it: the keys all arrive, the map drops
+// the move, and the target serves the slot. It then leaves the move back
+// as a crash after the target opened the slot would, where redis-cli -c
+// follows the source's ASK, and the manager finishes that one too. A third
+// move, left after its first steps with its target down, holds up a
+// move-slots of other slots, which is refused with the map unchanged, and
+// is given up with move-slots --abort once the target is back.
 func TestMoveSlotsResumes(t *testing.T) {
 	s := startSharded(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -235,8 +301,8 @@ func TestMoveSlotsResumes(t *testing.T) {
 		return v
 	}
 	// record makes the map list a move of the slot from group a to b, as
-	// move-slots's first step does.
-	record := func(a, b int) {
+	// move-slots's first step does, and returns the map's epoch.
+	record := func(a, b int) uint64 {
 		t.Helper()
 		m, err := shardmapOf(do(s.manager, "FLINT.MAP"))
 		if err == nil {
@@ -248,23 +314,21 @@ func TestMoveSlotsResumes(t *testing.T) {
 		if v := do(s.manager, "FLINT.MAPSET", string(m.Encode())); v != int64(1) {
 			t.Fatalf("FLINT.MAPSET = %v", v)
 		}
+		return m.Epoch
 	}
 	// step sends FLINT.SLOTS step <slot> <slot> <peer> more... to group g.
 	step := func(g int, name string, peer int, more ...any) any {
 		t.Helper()
 		return do(s.servers[g-1], append([]any{"FLINT.SLOTS", name, strconv.Itoa(sl), strconv.Itoa(sl), strconv.Itoa(peer)}, more...)...)
 	}
-	record(from, to)
+	// The groups' steps first, then the map: the manager takes the steps
+	// of the moves the map lists.
 	step(from, "LEAVE", to)
 	step(to, "IMPORT", from, "{r}0", "stale", "0")
-
-	awaitMoving(t, s.manager)
-	other := (sl + 1000) % slot.Count
-	clusterChange(t, nil, "belong to group", "move-slots", "--addr", s.manager, "--slots", strconv.Itoa(other), "--to", strconv.Itoa(to), "--timeout", "1m")
-	out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", s.manager)
-	if strings.Contains(out, "moving slots") {
-		t.Fatalf("a move is left in the map:\n%s", out)
-	}
+	epoch := record(from, to)
+	mc := redis.NewClient(&redis.Options{Addr: s.manager})
+	defer mc.Close()
+	awaitMoved(t, nil, mc, epoch, sl, sl, to)
 	for i := range 20 {
 		key := fmt.Sprintf("{r}%d", i)
 		if v, err := cc.Get(ctx, key).Result(); err != nil || v != strconv.Itoa(i) {
@@ -281,7 +345,6 @@ func TestMoveSlotsResumes(t *testing.T) {
 	// Now back, left as a crash after the target opened the slot: the keys
 	// copied, the source Gone. redis-cli -c follows the source's ASK to
 	// the target, for a read and a write; the next move-slots finishes.
-	record(to, from)
 	step(to, "LEAVE", from)
 	export := do(s.servers[to-1], "FLINT.SLOTS", "EXPORT", strconv.Itoa(sl), strconv.Itoa(sl), "", "100").([]any)
 	step(from, "IMPORT", to, export[1].([]any)...)
@@ -303,8 +366,7 @@ func TestMoveSlotsResumes(t *testing.T) {
 			t.Errorf("redis-cli -c SET {r}3 at the source = %q, want OK", got)
 		}
 	}
-	awaitMoving(t, s.manager)
-	clusterChange(t, nil, "belong to group", "move-slots", "--addr", s.manager, "--slots", strconv.Itoa(other), "--to", strconv.Itoa(from), "--timeout", "1m")
+	awaitMoved(t, nil, mc, record(to, from), sl, sl, from)
 	for i := range 20 {
 		key, want := fmt.Sprintf("{r}%d", i), strconv.Itoa(i)
 		if i == 3 && noCli == nil {
@@ -315,13 +377,40 @@ func TestMoveSlotsResumes(t *testing.T) {
 		}
 	}
 
-	// A third move, given up after its first steps: the source serves
-	// writes again, and the target keeps nothing of the slot.
-	record(from, to)
+	// A third move, left after its first steps with its target down: a
+	// move-slots of other slots is refused, and the map stays as it was;
+	// move-slots --abort gives the move up once the target is back: the
+	// source serves writes again, and the target keeps nothing of the slot.
 	step(from, "LEAVE", to)
 	step(to, "IMPORT", from, "{r}0", "0", "0")
-	awaitMoving(t, s.manager)
-	clusterChange(t, nil, "1 moves given up", "move-slots", "--addr", s.manager, "--abort", "--timeout", "1m")
+	s.kill(to - 1)
+	epoch = record(from, to)
+	var before *shardmap.Map
+	for deadline := time.Now().Add(10 * time.Second); before == nil || before.Epoch < epoch; time.Sleep(20 * time.Millisecond) {
+		if before, _ = shardmapOf(do(s.manager, "FLINT.MAP")); time.Now().After(deadline) {
+			t.Fatalf("the manager serves no map of epoch %d after 10 s: %+v", epoch, before)
+		}
+	}
+	other := (sl + 1000) % slot.Count
+	out, code := runFlint(t, flintBin, nil, "cluster", "move-slots", "--addr", s.manager, "--slots", strconv.Itoa(other), "--to", strconv.Itoa(to))
+	if want := fmt.Sprintf("a move of slots %d-%d to group %d is in progress", sl, sl, to); code != 1 || !strings.Contains(out, want) {
+		t.Errorf("a second move-slots: exit %d, want 1 and %q:\n%s", code, want, out)
+	}
+	time.Sleep(300 * time.Millisecond) // longer than the manager takes to learn a new map
+	if after, err := shardmapOf(do(s.manager, "FLINT.MAP")); err != nil || string(after.Encode()) != string(before.Encode()) {
+		t.Errorf("the refused move-slots changed the map:\n%s\nto\n%s (%v)", before.Encode(), after.Encode(), err)
+	}
+	abort := exec.Command(flintBin, "cluster", "move-slots", "--addr", s.manager, "--abort", "--timeout", "1m")
+	var abortOut strings.Builder
+	abort.Stdout, abort.Stderr = &abortOut, &abortOut
+	if err := abort.Start(); err != nil {
+		t.Fatal(err)
+	}
+	awaitShardStatus(t, s.manager, "being given up")
+	s.start(to - 1)
+	if err := abort.Wait(); err != nil || !strings.Contains(abortOut.String(), "1 moves given up") {
+		t.Fatalf("move-slots --abort: %v, want \"1 moves given up\":\n%s", err, abortOut.String())
+	}
 	if err := cc.Set(ctx, "{r}0", "after", 0).Err(); err != nil {
 		t.Errorf("SET {r}0 after the move was given up: %v", err)
 	}
@@ -333,17 +422,17 @@ func TestMoveSlotsResumes(t *testing.T) {
 	}
 }
 
-// awaitMoving waits up to 10 s until `flint cluster status` at the
-// manager lists a move: as long after a change of the map as a crash
-// would be.
-func awaitMoving(t *testing.T, manager string) {
+// awaitShardStatus waits up to 10 s until `flint cluster status` at the
+// manager prints want.
+func awaitShardStatus(t *testing.T, manager, want string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", manager); strings.Contains(out, "moving slots") {
+		out, _ := runFlint(t, flintBin, nil, "cluster", "status", "--addr", manager)
+		if strings.Contains(out, want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the manager does not show the move after 10 s")
+			t.Fatalf("flint cluster status does not print %q after 10 s:\n%s", want, out)
 		}
 	}
 }

@@ -23,7 +23,9 @@ import (
 // and refuses, changing nothing, if one does not answer, is not the role
 // it is named for (a manager, or a data node of that group), follows
 // managers other than g's, or already holds a map: a manager that does
-// says the cluster exists. It then writes the map of epoch 1, each group
+// says the cluster exists. It refuses managers that are not one cluster's
+// (checkMetaGroup): several of which one keeps its map in memory, or that
+// are not every member of one meta group. It then writes the map of epoch 1, each group
 // with its members' own ids and the slots split evenly among the groups
 // in order (shardmap.Even), through FLINT.MAPSET, which the meta group
 // applies only while it holds no map (SET NX): of two creates at once, one
@@ -37,6 +39,9 @@ func (g *Group) Create(ctx context.Context, groups [][]string) (*shardmap.Map, e
 		if _, err := g.part(ctx, addr, 0); err != nil {
 			return nil, err
 		}
+	}
+	if err := g.checkMetaGroup(ctx); err != nil {
+		return nil, err
 	}
 	members := make([][]shardmap.Member, len(groups))
 	for i, addrs := range groups {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/ask"
@@ -20,65 +21,156 @@ import (
 // entries stay small however many keys move.
 const moveBatch = 256
 
+// MoveInProgressError refuses a change of the slots' owners while
+// the map lists a move that is not the change's own: the managers are
+// taking its steps. Nothing was changed.
+type MoveInProgressError struct{ Move shardmap.Move }
+
+func (e *MoveInProgressError) Error() string {
+	what := "is in progress: wait for it to end, or give it up (flint cluster move-slots --abort)"
+	if e.Move.Abort {
+		what = "is being given up: wait for it to end"
+	}
+	return fmt.Sprintf("clusterctl: a move of slots %d-%d to group %d %s", e.Move.Slots.First, e.Move.Slots.Last, e.Move.To, what)
+}
+
 // MoveSlots moves the slots first to last to group to, while the cluster
-// serves, and returns once the managers' map gives them to it and their
-// old groups have deleted their copies. g's addresses are the managers'.
-// Moves left half done by an earlier call (the map lists them) are
-// finished first. Each step is logged in the map or in a group's log and
-// taken again harmlessly, so a call that fails (a group or the managers
-// unreachable until ctx ends) is resumed by calling it again, with any
-// slots: the protocol is in docs/SHARDING.md, "Moving slots".
+// serves: it records in the map one move per range of them that another
+// group owns (docs/SHARDING.md, "Moving slots"), and returns once the map
+// lists none of them and gives the slots to group to. The managers take
+// the moves' steps (DriveMoves), so the moves go on if the call fails or
+// is stopped once it recorded them; called again with the same arguments,
+// it records nothing more and waits for them. While the map lists a move
+// that this call would not record (another change's), it refuses with a
+// *MoveInProgressError and changes nothing.
 func (g *Group) MoveSlots(ctx context.Context, first, last int, to uint64) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
-	if err := mv.finishAll(ctx); err != nil {
-		return err
-	}
-	sh, err := g.ShardStatus(ctx)
+	recorded, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+		if cur.Group(to) == nil {
+			return nil, fmt.Errorf("clusterctl: no group %d in the map", to)
+		}
+		moves, err := request(cur, first, last, to)
+		if err != nil || len(moves) == len(cur.Moves) {
+			return nil, err
+		}
+		return cur.WithMoves(moves, nil)
+	})
 	if err != nil {
 		return err
 	}
-	if sh.Map.Group(to) == nil {
-		return fmt.Errorf("clusterctl: no group %d in the map", to)
-	}
-	for _, m := range planMoves(sh.Map, first, last, to) {
-		if err := mv.start(ctx, m); err != nil {
-			return err
+	return mv.await(ctx, recorded.Epoch, func(m *shardmap.Map) (bool, error) {
+		if slices.ContainsFunc(m.Moves, func(o shardmap.Move) bool { return o.Slots.First <= last && o.Slots.Last >= first }) {
+			return false, nil
 		}
-		if err := mv.finishAll(ctx); err != nil {
-			return err
+		for s := first; s <= last; s++ {
+			if o := m.Owner(s); o != nil && o.ID != to {
+				return true, fmt.Errorf("clusterctl: slot %d belongs to group %d, not %d: its move was given up", s, o.ID, to)
+			}
+		}
+		return true, nil
+	})
+}
+
+// request returns the moves of cur with those added that give the slots
+// first to last to group to: one per range of them that another group
+// owns and no listed move holds. It refuses if cur lists a move other
+// than one of those: of other slots, to another group, or being given up.
+func request(cur *shardmap.Map, first, last int, to uint64) ([]shardmap.Move, error) {
+	for _, o := range cur.Moves {
+		if o.To != to || o.Abort || o.Slots.First < first || o.Slots.Last > last {
+			return nil, &MoveInProgressError{Move: o}
+		}
+	}
+	moves := slices.Clone(cur.Moves)
+	for _, m := range planMoves(cur, first, last, to) {
+		moves = insertMove(moves, m)
+	}
+	return moves, nil
+}
+
+// refuseMoves returns a *MoveInProgressError for the first move m lists
+// that ours does not accept, or nil.
+func refuseMoves(m *shardmap.Map, ours func(shardmap.Move) bool) error {
+	for _, o := range m.Moves {
+		if !ours(o) {
+			return &MoveInProgressError{Move: o}
 		}
 	}
 	return nil
 }
 
-// finishAll finishes every move the map lists, one after another, until
-// it lists none. The managers serve the map as they last read it, so a
-// move recorded a moment ago by another call may show only on the next
-// read: finishAll after start sees it, since start's change was made on
-// the map that holds it.
-func (mv *mover) finishAll(ctx context.Context) error {
-	for {
+// await reads the managers' map until done says it is done, and returns
+// done's error; it passes over a map of an epoch before since (a manager
+// that has not read the latest yet), and tries again while no manager
+// answers, until ctx ends.
+func (mv *mover) await(ctx context.Context, since uint64, done func(*shardmap.Map) (bool, error)) error {
+	var last error
+	for wait := backoff.New(backoff.DefaultMin, 100*time.Millisecond); ; {
 		sh, err := mv.g.ShardStatus(ctx)
+		if err == nil && sh.Map.Epoch >= since {
+			if ok, err := done(sh.Map); ok {
+				return err
+			}
+		} else {
+			last = err
+		}
+		if wait.Wait(ctx) != nil {
+			return fmt.Errorf("clusterctl: waiting for the managers to move the slots: %w (last: %v)", ctx.Err(), last)
+		}
+	}
+}
+
+// DriveMoves takes the steps of the moves the map lists, the first one
+// first, until it lists none: it finishes each, or gives it up if the map
+// marks it Abort and its source has not stopped serving its slots (logged
+// Gone). It is the managers' (package node runs it at the meta group's
+// leader), and two calls must not take steps at once: one could clear
+// (DROP ... 0) the copy that the other then opens. fence, if not nil, is
+// called before each step, and stops DriveMoves with its error: the
+// caller's check that it is still the one that may take steps. Each step
+// is logged in the map or in a group's log and taken again harmlessly, so
+// a call stopped anywhere is resumed by the next: the protocol is in
+// docs/SHARDING.md, "Moving slots".
+func (g *Group) DriveMoves(ctx context.Context, fence func(context.Context) error) error {
+	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password), fence: fence}
+	defer mv.pool.Close()
+	for {
+		sh, err := g.ShardStatus(ctx)
 		if err != nil {
 			return err
 		}
 		if len(sh.Map.Moves) == 0 {
 			return nil
 		}
-		if err := mv.finish(ctx, sh.Map.Moves[0]); err != nil {
+		m, phase := sh.Map.Moves[0], ""
+		if !m.Done {
+			if phase, err = mv.phase(ctx, m.From, m.Slots.First); err != nil {
+				return err
+			}
+		}
+		if m.Abort && !m.Done && phase != "gone" {
+			err = mv.abort(ctx, m)
+		} else {
+			err = mv.finish(ctx, m, phase)
+		}
+		if err != nil && !errors.Is(err, errAbortAsked) {
 			return err
 		}
 	}
 }
 
+// errAbortAsked stops a move's copy once the map marks it Abort.
+var errAbortAsked = errors.New("clusterctl: the move is to be given up")
+
 // planMoves returns the moves that give the slots first to last to group
-// to: one per range of them that another group owns.
+// to: one per range of them that another group owns and no move of m
+// holds.
 func planMoves(m *shardmap.Map, first, last int, to uint64) []shardmap.Move {
 	var out []shardmap.Move
 	for s := first; s <= last; s++ {
 		g := m.Owner(s)
-		if g == nil || g.ID == to {
+		if g == nil || g.ID == to || slices.ContainsFunc(m.Moves, func(o shardmap.Move) bool { return o.Slots.First <= s && s <= o.Slots.Last }) {
 			continue
 		}
 		if n := len(out); n > 0 && out[n-1].From == g.ID && out[n-1].Slots.Last == s-1 {
@@ -92,19 +184,12 @@ func planMoves(m *shardmap.Map, first, last int, to uint64) []shardmap.Move {
 
 // mover takes the steps of moves.
 type mover struct {
-	g    *Group
-	pool *ask.Pool
-}
-
-// start records m in the map, unless it is there already.
-func (mv *mover) start(ctx context.Context, m shardmap.Move) error {
-	_, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
-		if slices.Contains(cur.Moves, m) {
-			return nil, nil
-		}
-		return cur.WithMoves(insertMove(cur.Moves, m), nil)
-	})
-	return err
+	g     *Group
+	pool  *ask.Pool
+	fence func(context.Context) error // see DriveMoves; nil: none
+	// watch, while a move's keys are copied, is its slots: a step is not
+	// taken once the map marks the move Abort (errAbortAsked).
+	watch *shardmap.Range
 }
 
 // insertMove returns moves with m added in order of slot.
@@ -114,22 +199,25 @@ func insertMove(moves []shardmap.Move, m shardmap.Move) []shardmap.Move {
 	return out
 }
 
-// finish takes the steps of move m that are left, as its groups' records
-// and the map say.
-func (mv *mover) finish(ctx context.Context, m shardmap.Move) error {
+// listed returns the index in m's moves of the move of slots r, or -1.
+func listed(m *shardmap.Map, r shardmap.Range) int {
+	return slices.IndexFunc(m.Moves, func(o shardmap.Move) bool { return o.Slots == r })
+}
+
+// finish takes the steps of move m that are left, as its source's phase
+// (that of the record of its first slot there) and the map say.
+func (mv *mover) finish(ctx context.Context, m shardmap.Move, phase string) error {
 	r := m.Slots
 	span := []string{strconv.Itoa(r.First), strconv.Itoa(r.Last)}
 	from, to := strconv.FormatUint(m.From, 10), strconv.FormatUint(m.To, 10)
 	if !m.Done {
-		phase, err := mv.phase(ctx, m.From, r.First)
-		if err != nil {
-			return err
-		}
 		if phase != "gone" {
-			if err := mv.step(ctx, m.From, append([]string{"LEAVE"}, append(span, to)...)...); err != nil {
-				return err
+			mv.watch = &r
+			err := mv.step(ctx, m.From, append([]string{"LEAVE"}, append(span, to)...)...)
+			if err == nil {
+				err = mv.copy(ctx, m)
 			}
-			if err := mv.copy(ctx, m); err != nil {
+			if mv.watch = nil; err != nil {
 				return err
 			}
 			if err := mv.step(ctx, m.From, append([]string{"GONE"}, append(span, to)...)...); err != nil {
@@ -139,9 +227,13 @@ func (mv *mover) finish(ctx context.Context, m shardmap.Move) error {
 		if err := mv.step(ctx, m.To, append([]string{"OPEN"}, append(span, from)...)...); err != nil {
 			return err
 		}
-		m.Done = true
+		m.Done, m.Abort = true, false
 		if _, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
-			moves := slices.DeleteFunc(slices.Clone(cur.Moves), func(o shardmap.Move) bool { return o.Slots == r })
+			i := listed(cur, r)
+			if i < 0 || cur.Moves[i].Done {
+				return nil, nil
+			}
+			moves := slices.Delete(slices.Clone(cur.Moves), i, i+1)
 			return cur.WithMoves(insertMove(moves, m), map[shardmap.Range]uint64{r: m.To})
 		}); err != nil {
 			return err
@@ -155,9 +247,17 @@ func (mv *mover) finish(ctx context.Context, m shardmap.Move) error {
 	if err := mv.step(ctx, m.From, append([]string{"DROP"}, append(span, to, epoch)...)...); err != nil {
 		return err
 	}
-	_, err = mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
-		moves := slices.DeleteFunc(slices.Clone(cur.Moves), func(o shardmap.Move) bool { return o.Slots == r })
-		return cur.WithMoves(moves, nil)
+	return mv.unlist(ctx, r)
+}
+
+// unlist drops the move of slots r from the map, if it lists it.
+func (mv *mover) unlist(ctx context.Context, r shardmap.Range) error {
+	_, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+		i := listed(cur, r)
+		if i < 0 {
+			return nil, nil
+		}
+		return cur.WithMoves(slices.Delete(slices.Clone(cur.Moves), i, i+1), nil)
 	})
 	return err
 }
@@ -242,6 +342,16 @@ func (mv *mover) leader(ctx context.Context, group uint64, args ...string) (prot
 	var last error
 	for wait := backoff.Default(); ; {
 		sh, err := mv.g.ShardStatus(ctx)
+		if err == nil && mv.watch != nil {
+			if i := listed(sh.Map, *mv.watch); i >= 0 && sh.Map.Moves[i].Abort {
+				return protocol.Value{}, errAbortAsked
+			}
+		}
+		if err == nil && mv.fence != nil {
+			if err := mv.fence(ctx); err != nil {
+				return protocol.Value{}, err
+			}
+		}
 		if err == nil {
 			g := sh.Map.Group(group)
 			if g == nil {
@@ -333,38 +443,46 @@ func (mv *mover) awaitEpoch(ctx context.Context, e uint64) error {
 	}
 }
 
-// AbortMoves gives up the moves the map lists that can still be given up:
-// those whose source is not Gone yet. For each, the source serves writes
-// to the slots again (STAY), the target deletes what it received of them
-// (DROP ... 0), and the map drops the move. A move past that point goes
-// forward instead, as MoveSlots would take it. Called again after a
-// failure, it takes the steps left. It returns the moves it gave up.
+// AbortMoves asks the managers to give up the moves the map lists (marks
+// them Abort), and returns, once the map lists none of them, those given
+// up: the managers give up a move whose source still serves its slots (the
+// source serves writes to them again, STAY; the target deletes what it
+// received, DROP ... 0; the map drops the move), and finish the others.
+// Called again after a failure, it waits for them again.
 func (g *Group) AbortMoves(ctx context.Context) ([]shardmap.Move, error) {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
-	var aborted []shardmap.Move
-	for {
-		sh, err := g.ShardStatus(ctx)
-		if err != nil {
-			return aborted, err
+	var asked []shardmap.Move
+	marked, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+		asked = slices.Clone(cur.Moves)
+		moves := slices.Clone(cur.Moves)
+		for i := range moves {
+			moves[i].Abort = !moves[i].Done
 		}
-		if len(sh.Map.Moves) == 0 {
-			return aborted, nil
+		if slices.Equal(moves, cur.Moves) {
+			return nil, nil
 		}
-		m := sh.Map.Moves[0]
-		if phase, err := mv.phase(ctx, m.From, m.Slots.First); err != nil {
-			return aborted, err
-		} else if m.Done || phase == "gone" {
-			if err := mv.finish(ctx, m); err != nil {
-				return aborted, err
-			}
-			continue
-		}
-		if err := mv.abort(ctx, m); err != nil {
-			return aborted, err
-		}
-		aborted = append(aborted, m)
+		return cur.WithMoves(moves, nil)
+	})
+	if err != nil {
+		return nil, err
 	}
+	var given []shardmap.Move
+	err = mv.await(ctx, marked.Epoch, func(m *shardmap.Map) (bool, error) {
+		for _, a := range asked {
+			if listed(m, a.Slots) >= 0 {
+				return false, nil
+			}
+		}
+		given = nil
+		for _, a := range asked {
+			if o := m.Owner(a.Slots.First); o != nil && o.ID == a.From {
+				given = append(given, a)
+			}
+		}
+		return true, nil
+	})
+	return given, err
 }
 
 // abort gives up move m, whose source is not Gone.
@@ -377,9 +495,5 @@ func (mv *mover) abort(ctx context.Context, m shardmap.Move) error {
 	if err := mv.step(ctx, m.To, append([]string{"DROP"}, append(span, from, "0")...)...); err != nil {
 		return err
 	}
-	_, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
-		moves := slices.DeleteFunc(slices.Clone(cur.Moves), func(o shardmap.Move) bool { return o.Slots == m.Slots })
-		return cur.WithMoves(moves, nil)
-	})
-	return err
+	return mv.unlist(ctx, m.Slots)
 }

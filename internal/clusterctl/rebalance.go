@@ -15,10 +15,12 @@ import (
 // moves to it the upper half of the slots of group from (0: the group
 // with the most), online, with MoveSlots: a split. Called again with the
 // same arguments after a failure, it resumes: a group already in the map
-// with these members is not added twice, and it moves slots until the new
-// group holds half of what the two hold together. Called again once the
-// split is done, with from 0, it changes nothing and returns ErrSplitDone
-// (see splitDone); with from, it moves more slots from that group.
+// with these members is not added twice, it waits for the moves to it
+// that the map lists, and it moves slots until the new group holds half
+// of what the two hold together. Called again once the split is done,
+// with from 0, it changes nothing and returns ErrSplitDone (see
+// splitDone); with from, it moves more slots from that group. While the
+// map lists a move to another group, it refuses as MoveSlots does.
 func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
@@ -29,15 +31,22 @@ func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Memb
 	if err := splitDone(sh.Map, id, members, from); err != nil {
 		return err
 	}
+	if err := refuseMoves(sh.Map, func(o shardmap.Move) bool { return o.To == id && !o.Abort }); err != nil {
+		return err
+	}
 	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {
 		return fmt.Errorf("clusterctl: group %d is in the map already, with other members", id)
 	}
-	if _, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
+	added, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
 		if cur.Group(id) != nil {
 			return nil, nil
 		}
 		return cur.WithGroup(shardmap.Group{ID: id, Members: members})
-	}); err != nil {
+	})
+	if err != nil {
+		return err
+	}
+	if err := mv.await(ctx, added.Epoch, func(m *shardmap.Map) (bool, error) { return len(m.Moves) == 0, nil }); err != nil {
 		return err
 	}
 	if from == 0 {
@@ -58,7 +67,7 @@ func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Memb
 		}
 		want := (src.Count()+dst.Count())/2 - dst.Count()
 		if want <= 0 {
-			return g.MoveSlots(ctx, 0, -1, id) // finishes any move left in the map
+			return nil
 		}
 		r := src.Top(want)
 		last := r[len(r)-1]
@@ -101,12 +110,16 @@ func largest(m *shardmap.Map, id uint64) *shardmap.Group {
 // its even share of the slots the map assigns (as many as the others, give
 // or take one; the groups of lower ids get the one more), and returns how
 // many slots it moved. It takes from a group with more than its share the
-// slots at the top of its ranges, and moves them with MoveSlots.
+// slots at the top of its ranges, and moves them with MoveSlots. While
+// the map lists a move, it refuses as MoveSlots does.
 func (g *Group) Rebalance(ctx context.Context) (int, error) {
 	moved := 0
 	for {
 		sh, err := g.ShardStatus(ctx)
 		if err != nil {
+			return moved, err
+		}
+		if err := refuseMoves(sh.Map, func(shardmap.Move) bool { return false }); err != nil {
 			return moved, err
 		}
 		from, to, n := nextRebalance(sh.Map)

@@ -2,6 +2,7 @@ package clusterctl
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,5 +101,52 @@ func TestSplitDone(t *testing.T) {
 	}
 	if err := splitDone(split, 3, three, 0); err == nil || !strings.Contains(err.Error(), "group 3 is in the map already, with these members, and owns 4096 slots") {
 		t.Errorf("splitDone says %v", err)
+	}
+}
+
+// TestRequest checks which moves a move-slots records given the moves
+// the map lists: a run again of the same command (its own moves listed,
+// or part of them) adds the rest, and any other move listed refuses it
+// with a MoveInProgressError that names that move.
+func TestRequest(t *testing.T) {
+	m, err := shardmap.Even([][]shardmap.Member{{{ID: 1, Addr: "a:1"}}, {{ID: 1, Addr: "a:2"}}, {{ID: 1, Addr: "a:3"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mv := func(first, last int, from, to uint64) shardmap.Move {
+		return shardmap.Move{Slots: shardmap.Range{First: first, Last: last}, From: from, To: to}
+	}
+	aborting := mv(5000, 5099, 1, 2)
+	aborting.Abort = true
+	for _, tc := range []struct {
+		listed      []shardmap.Move
+		first, last int
+		to          uint64
+		want        []shardmap.Move
+		refused     string // the refusal's message, if refused
+	}{
+		{nil, 5000, 11000, 2, []shardmap.Move{mv(5000, 5460, 1, 2), mv(10923, 11000, 3, 2)}, ""},
+		{[]shardmap.Move{mv(5000, 5099, 1, 2)}, 5000, 11000, 2,
+			[]shardmap.Move{mv(5000, 5099, 1, 2), mv(5100, 5460, 1, 2), mv(10923, 11000, 3, 2)}, ""},
+		{[]shardmap.Move{mv(5000, 5460, 1, 2), mv(10923, 11000, 3, 2)}, 5000, 11000, 2,
+			[]shardmap.Move{mv(5000, 5460, 1, 2), mv(10923, 11000, 3, 2)}, ""},
+		{[]shardmap.Move{mv(100, 199, 1, 2)}, 5000, 11000, 2, nil,
+			"clusterctl: a move of slots 100-199 to group 2 is in progress: wait for it to end, or give it up (flint cluster move-slots --abort)"},
+		{[]shardmap.Move{mv(5000, 5099, 1, 3)}, 5000, 11000, 2, nil, "clusterctl: a move of slots 5000-5099 to group 3 is in progress"},
+		{[]shardmap.Move{mv(4000, 5099, 1, 2)}, 5000, 11000, 2, nil, "clusterctl: a move of slots 4000-5099 to group 2 is in progress"},
+		{[]shardmap.Move{aborting}, 5000, 11000, 2, nil, "clusterctl: a move of slots 5000-5099 to group 2 is being given up"},
+	} {
+		cur, err := m.WithMoves(tc.listed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := request(cur, tc.first, tc.last, tc.to)
+		var refused *MoveInProgressError
+		switch {
+		case tc.refused != "" && (!errors.As(err, &refused) || !strings.HasPrefix(err.Error(), tc.refused)):
+			t.Errorf("request(%v, %d-%d to %d) = %v, want refused: %q", tc.listed, tc.first, tc.last, tc.to, err, tc.refused)
+		case tc.refused == "" && (err != nil || !slices.Equal(got, tc.want)):
+			t.Errorf("request(%v, %d-%d to %d) = %v, %v, want %v", tc.listed, tc.first, tc.last, tc.to, got, err, tc.want)
+		}
 	}
 }

@@ -91,8 +91,11 @@ func (sh Shards) Write(w io.Writer) error {
 		sh.Map.Epoch, len(sh.Map.Groups), sh.Map.Covered(), slot.Count, led)
 	for _, mv := range sh.Map.Moves {
 		step := "copying keys; the source still owns them"
-		if mv.Done {
+		switch {
+		case mv.Done:
 			step = "the target owns them; the source is deleting its copies"
+		case mv.Abort:
+			step = "being given up, unless the source no longer serves them"
 		}
 		fmt.Fprintf(w, "moving slots %d-%d from group %d to group %d: %s\n", mv.Slots.First, mv.Slots.Last, mv.From, mv.To, step)
 	}

@@ -171,7 +171,8 @@ func runMember(ctx context.Context, cfg Config, opt replica.Options) error {
 // meta group if cfg.Group is 0), and keeps its view of the cluster map as
 // a `flint serve` member does, until ctx ends: a manager keeps the map its
 // meta group holds (writing cfg.Map there first, if set and the group
-// holds none) and polls the data groups' members for their leaders; a
+// holds none), polls the data groups' members for their leaders and, at
+// its leader, takes the steps of the slot moves the map lists; a
 // data member asks the managers for the map every poll. rep's members'
 // info (replica.Options.Members) is each member's "client@peer"
 // addresses, the client address as the map names it. It is the
@@ -182,6 +183,7 @@ func ShardedMember(ctx context.Context, cfg *ShardConfig, rep *replica.Replica, 
 	if cfg.Group == 0 {
 		go keepMap(ctx, cfg, rep, self, v, log)
 		go pollLeaders(ctx, cfg, v)
+		go driveMoves(ctx, cfg, v, memberMover(rep, self), log)
 	} else {
 		go followManagers(ctx, cfg, log, newFollower(v))
 	}

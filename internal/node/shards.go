@@ -310,7 +310,8 @@ func serveSolo(ctx context.Context, cfg Config, rep *replica.Replica) error {
 
 // runMetaLocal runs a manager of one member that keeps nothing on disk:
 // its map is the one it was started with, or the first one written to it
-// (FLINT.MAPSET), and it serves no keys.
+// (FLINT.MAPSET), and it serves no keys; it takes the steps of the slot
+// moves the map lists.
 func runMetaLocal(ctx context.Context, cfg Config) error {
 	if cfg.Shard == nil || cfg.Shard.Group != 0 || cfg.Cluster != nil {
 		return errors.New("node: only a manager of one member keeps nothing on disk")
@@ -325,6 +326,7 @@ func runMetaLocal(ctx context.Context, cfg Config) error {
 	defer stop()
 	go pollLeaders(fctx, cfg.Shard, v)
 	go followLocal(fctx, cfg.Shard, s, v, cfg.Logger)
+	go driveMoves(fctx, cfg.Shard, v, localMover(cfg.Server.Addr), cfg.Logger)
 	cfg.Logger.Info("a manager of a sharded cluster, in memory", "map", cfg.Shard.Map != nil)
 	srv := server.New(cfg.Server, metaLocal{server.Local{S: s}, v, cfg.Server.Addr})
 	errc := make(chan error, 1)

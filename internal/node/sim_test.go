@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flintkv/flint/client"
+	"github.com/flintkv/flint/internal/ask"
 	"github.com/flintkv/flint/internal/clusterctl"
 	"github.com/flintkv/flint/internal/seedtest"
 	"github.com/flintkv/flint/internal/shardmap"
@@ -28,8 +29,10 @@ import (
 // sessions, that INCR counters, SET unique values and APPEND unique
 // tokens on keys spread over every slot, recording which writes were
 // acknowledged. Meanwhile an operator moves slot ranges between the groups
-// (clusterctl.MoveSlots) and splits one with a fourth group started
-// in-process (AddGroup), and a nemesis isolates, cuts off and crashes
+// (clusterctl.MoveSlots), splits one with a fourth group started
+// in-process (AddGroup) and records a last move in the map that no one
+// runs move-slots for (the managers' leader must take its steps, as after
+// a move-slots killed), and a nemesis isolates, cuts off and crashes
 // members, leaders half the time, of every group, the meta group's too,
 // one member of a group at a time, while every network drops, duplicates,
 // delays and reorders messages. Once the faults are healed and the
@@ -81,7 +84,7 @@ func TestShardedSim(t *testing.T) {
 		return
 	}
 
-	final := finalMap(t, ctx, ctl)
+	final := finalMap(t, ctx, ctl, 0)
 	held := map[string][]byte{}
 	for _, g := range c.all() {
 		dump := g.agree(t, ctx)
@@ -118,13 +121,15 @@ func awaitMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group) {
 }
 
 // operate moves slots, splits the fullest group with a new group 4, and
-// moves slots twice more, each change resumed after a failure, as an operator would run
-// `flint cluster move-slots` again. Each move takes a range of 500 to 3000
-// slots from the group that owns its first slot (and from any other that
-// owns some of it) to another.
+// moves slots twice more, each change resumed after a failure, as an
+// operator would run `flint cluster move-slots` again. Each move takes a
+// range of 500 to 3000 slots from the group that owns its first slot (and
+// from any other that owns some of it) to another. The last move is
+// recorded in the map and left there, as a move-slots killed once it
+// recorded it would leave it: the managers must finish it on their own.
 func operate(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.Group, rng *rand.Rand) {
 	groups := []uint64{1, 2, 3}
-	move := func() {
+	move := func(abandon bool) {
 		n := 500 + rng.IntN(2500)
 		first := rng.IntN(slot.Count - n)
 		sh, err := ctl.ShardStatus(ctx)
@@ -133,17 +138,113 @@ func operate(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.G
 		}
 		others := slices.DeleteFunc(slices.Clone(groups), func(id uint64) bool { return id == sh.Map.Owner(first).ID })
 		to := others[rng.IntN(len(others))]
+		if abandon {
+			abandonMove(t, ctx, c, ctl, sh.Map, first, first+n-1, to)
+			return
+		}
 		change(t, ctx, fmt.Sprintf("move slots %d-%d to group %d", first, first+n-1, to), func(ctx context.Context) error {
 			return ctl.MoveSlots(ctx, first, first+n-1, to)
 		})
 	}
-	move()
+	move(false)
 	g := c.newGroup(4)
 	c.start(g)
 	groups = append(groups, 4)
 	change(t, ctx, "add group 4", func(ctx context.Context) error { return ctl.AddGroup(ctx, 4, g.mapMembers(), 0) })
-	move()
-	move()
+	move(false)
+	move(true)
+}
+
+// abandonMove records in the map, as move-slots's first step does, a
+// move to group to of the slots from first up to last that first's group
+// owns in a row, and waits, with no one running move-slots again, until
+// the managers have finished it: the map lists no move and gives the
+// slots to group to. Once the source has logged the move's first step
+// (the leading manager is taking them), it crashes that manager and
+// starts it again: the one that leads next must go on from there.
+func abandonMove(t *testing.T, ctx context.Context, c *simCluster, ctl *clusterctl.Group, m *shardmap.Map, first, last int, to uint64) {
+	from := m.Owner(first).ID
+	for s := first; s <= last; s++ {
+		if m.Owner(s).ID != from {
+			last = s - 1
+		}
+	}
+	r := shardmap.Range{First: first, Last: last}
+	next, err := m.WithMoves([]shardmap.Move{{Slots: r, From: from, To: to}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := false
+	for try := 0; try < 100 && !recorded; try++ {
+		for _, addr := range c.managers() {
+			if v, err := ask.One(ctx, addr, "", "FLINT.MAPSET", string(next.Encode())); err == nil && v.Int == 1 {
+				recorded = true
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !recorded {
+		t.Fatalf("no manager took the map with the move of slots %d-%d to group %d", first, last, to)
+	}
+	start := time.Now()
+	crashDriver(t, ctx, c, next.Epoch, from, first)
+	final := finalMap(t, ctx, ctl, next.Epoch)
+	t.Logf("move of slots %d-%d to group %d, left in the map: finished by the managers in %v", first, last, to,
+		time.Since(start).Round(time.Millisecond))
+	for s := first; s <= last; s++ {
+		if o := final.Owner(s); o == nil || o.ID != to {
+			t.Fatalf("slot %d belongs to %v after the managers finished its move to group %d", s, o, to)
+		}
+	}
+}
+
+// crashDriver waits until a member of group from holds a record of slot
+// first that is Leaving or Gone, then crashes the manager that leads the
+// meta group and starts it again. It does nothing if the move has passed
+// those steps first (a map after epoch recorded, which listed it, lists
+// no move) or no manager leads.
+func crashDriver(t *testing.T, ctx context.Context, c *simCluster, recorded, from uint64, first int) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if leaving(ctx, c.group(from), first) {
+			break
+		}
+		if v, err := ask.One(ctx, c.managers()[0], "", "FLINT.MAP"); err == nil && len(v.Elems) == 3 {
+			if m, err := shardmap.Decode(v.Elems[0].Str); err == nil && m.Epoch > recorded && len(m.Moves) == 0 {
+				t.Logf("the move was done before its source's record could be seen: no manager crashed")
+				return
+			}
+		}
+	}
+	meta := c.group(0)
+	lead := meta.leader()
+	if lead == nil {
+		t.Logf("no manager leads: none crashed")
+		return
+	}
+	meta.stop(lead, true)
+	if err := meta.restart(lead); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("crashed and restarted manager %d, which was taking the move's steps", lead.id)
+}
+
+// leaving reports whether a member of g answers FLINT.SLOTS STATUS with a
+// record of slot s that is Leaving or Gone.
+func leaving(ctx context.Context, g *simGroup, s int) bool {
+	for _, addr := range g.addrs() {
+		v, err := ask.One(ctx, addr, "", "FLINT.SLOTS", "STATUS")
+		if err != nil {
+			continue
+		}
+		for _, rec := range v.Elems {
+			if len(rec.Elems) == 5 && int(rec.Elems[0].Int) <= s && s <= int(rec.Elems[1].Int) &&
+				(string(rec.Elems[2].Str) == "leaving" || string(rec.Elems[2].Str) == "gone") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // change runs an operator's change, again after a failure, up to three
@@ -164,16 +265,17 @@ func change(t *testing.T, ctx context.Context, what string, do func(context.Cont
 	t.Fatalf("%s: %v", what, err)
 }
 
-// finalMap returns the managers' map once it lists no move under way.
-func finalMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group) *shardmap.Map {
+// finalMap returns the managers' map once it is of an epoch after since
+// and lists no move under way.
+func finalMap(t *testing.T, ctx context.Context, ctl *clusterctl.Group, since uint64) *shardmap.Map {
 	var err error
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var sh clusterctl.Shards
-		if sh, err = ctl.ShardStatus(ctx); err == nil && len(sh.Map.Moves) == 0 {
+		if sh, err = ctl.ShardStatus(ctx); err == nil && sh.Map.Epoch > since && len(sh.Map.Moves) == 0 {
 			return sh.Map
 		}
 	}
-	t.Fatalf("no map without moves after 20 s: %v", err)
+	t.Fatalf("no map without moves after 60 s: %v", err)
 	return nil
 }
 

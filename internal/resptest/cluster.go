@@ -17,7 +17,10 @@ import (
 // clients that route by slot:
 //
 //   - CLUSTER SLOTS gives every shard's slot ranges, with the master's
-//     address and a node id, as Redis 7 words it.
+//     address and a node id, as Redis 7 words it; CLUSTER INFO gives the
+//     map's epoch (cluster_current_epoch), 1 at the start and one more
+//     at each Move, as a sharded Flint does. A shard made to Lag answers
+//     both from the map as it was then.
 //   - A command with keys whose first key's slot another shard owns gets
 //     MOVED to that shard; one whose keys are in several slots gets
 //     CROSSSLOT.
@@ -39,6 +42,8 @@ type Cluster struct {
 	mu struct {
 		sync.Mutex
 		owner     [slot.Count]int // the shard that owns each slot
+		epoch     uint64          // the map's: one more at each Move
+		lagging   map[int]view    // shards that answer CLUSTER from an old map
 		importing map[int]int     // slot -> the shard it migrates to
 		stores    []Store
 		sessions  []map[string]map[string]string // per shard: id -> number -> kept reply
@@ -49,13 +54,19 @@ type Cluster struct {
 	}
 }
 
+// view is a map as CLUSTER SLOTS and INFO give it.
+type view struct {
+	owner [slot.Count]int
+	epoch uint64
+}
+
 // StartCluster starts n shards with the slots split evenly among them, in
 // order, as redis-cli --cluster create splits them. They stop when the
 // test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{}
-	c.mu.importing = map[int]int{}
+	c.mu.importing, c.mu.lagging, c.mu.epoch = map[int]int{}, map[int]view{}, 1
 	for i := range n {
 		for s := i * slot.Count / n; s < (i+1)*slot.Count/n; s++ {
 			c.mu.owner[s] = i
@@ -85,6 +96,7 @@ func (c *Cluster) Shard(key string) int {
 func (c *Cluster) Move(first, last, to int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.mu.epoch++
 	for s := first; s <= last; s++ {
 		from := c.mu.owner[s]
 		c.mu.owner[s] = to
@@ -96,6 +108,15 @@ func (c *Cluster) Move(first, last, to int) {
 			}
 		}
 	}
+}
+
+// Lag makes shard answer CLUSTER SLOTS and CLUSTER INFO from the map as
+// it is now, from then on, as a member that stopped learning the map
+// would; it goes on routing commands by the current map.
+func (c *Cluster) Lag(shard int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.lagging[shard] = view{owner: c.mu.owner, epoch: c.mu.epoch}
 }
 
 // Migrate starts moving slot s to shard to: its owner keeps it, and sends
@@ -138,8 +159,15 @@ func (c *Cluster) handle(i int, asking *bool, args []string) string {
 	*asking = false
 	switch name {
 	case "CLUSTER":
-		if len(args) == 2 && strings.EqualFold(args[1], "SLOTS") {
-			return c.slotsLocked()
+		v, lags := c.mu.lagging[i]
+		if !lags {
+			v = view{owner: c.mu.owner, epoch: c.mu.epoch}
+		}
+		switch {
+		case len(args) == 2 && strings.EqualFold(args[1], "SLOTS"):
+			return c.slotsOf(&v.owner)
+		case len(args) == 2 && strings.EqualFold(args[1], "INFO"):
+			return Bulk(fmt.Sprintf("cluster_state:ok\r\ncluster_current_epoch:%d\r\ncluster_my_epoch:%d\r\n", v.epoch, v.epoch))
 		}
 		return Err("ERR unknown subcommand")
 	case "ASKING":
@@ -224,18 +252,18 @@ func keysOf(args []string) []string {
 	return args[1:min(2, len(args))]
 }
 
-// slotsLocked is the CLUSTER SLOTS reply: each run of slots one shard
-// owns, with the shard's address and node id.
-func (c *Cluster) slotsLocked() string {
+// slotsOf is the CLUSTER SLOTS reply of the map owner: each run of slots
+// one shard owns, with the shard's address and node id.
+func (c *Cluster) slotsOf(owner *[slot.Count]int) string {
 	var ranges []string
 	for first := 0; first < slot.Count; {
-		last, owner := first, c.mu.owner[first]
-		for last+1 < slot.Count && c.mu.owner[last+1] == owner {
+		last, o := first, owner[first]
+		for last+1 < slot.Count && owner[last+1] == o {
 			last++
 		}
-		host, port, _ := net.SplitHostPort(c.Servers[owner].Addr)
+		host, port, _ := net.SplitHostPort(c.Servers[o].Addr)
 		p, _ := strconv.Atoi(port)
-		node := Array(Bulk(host), Int(int64(p)), Bulk(fmt.Sprintf("%040x", owner+1)))
+		node := Array(Bulk(host), Int(int64(p)), Bulk(fmt.Sprintf("%040x", o+1)))
 		ranges = append(ranges, Array(Int(int64(first)), Int(int64(last)), node))
 		first = last + 1
 	}

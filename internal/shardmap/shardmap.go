@@ -22,6 +22,10 @@
 //
 //	"moves":[{"slots":[100,200],"from":1,"to":2,"done":false}]
 //
+// and, in version 2 too, a move that an operator asked to give up
+// (`flint cluster move-slots --abort`) carries "abort":true; the field is
+// left out otherwise, so that a map without it encodes as before.
+//
 // Encode writes version 1 when there are none, so that a map without moves
 // reads the same to a node that knows only version 1. Decode refuses any
 // other version, and a map that New refuses.
@@ -68,10 +72,13 @@ type Range struct{ First, Last int }
 // Move is a slot move under way (docs/SHARDING.md, "Moving slots"): the
 // slots go from group From to group To. Until Done, From owns them in the
 // map; once Done, To does, and From is deleting its copies of their keys.
+// Abort asks the managers, which take the move's steps, to give it up if
+// its source still serves the slots (and to finish it otherwise).
 type Move struct {
 	Slots    Range
 	From, To uint64
 	Done     bool
+	Abort    bool
 }
 
 // Member is one member of a group: its id in the group, and the address
@@ -246,6 +253,7 @@ type wireMove struct {
 	From  uint64 `json:"from"`
 	To    uint64 `json:"to"`
 	Done  bool   `json:"done"`
+	Abort bool   `json:"abort,omitempty"`
 }
 
 type wireGroup struct {
@@ -264,7 +272,7 @@ func (m *Map) Encode() []byte {
 	w := wire{Version: 1, Epoch: m.Epoch, Groups: make([]wireGroup, len(m.Groups))}
 	for _, mv := range m.Moves {
 		w.Version = Version
-		w.Moves = append(w.Moves, wireMove{Slots: [2]int{mv.Slots.First, mv.Slots.Last}, From: mv.From, To: mv.To, Done: mv.Done})
+		w.Moves = append(w.Moves, wireMove{Slots: [2]int{mv.Slots.First, mv.Slots.Last}, From: mv.From, To: mv.To, Done: mv.Done, Abort: mv.Abort})
 	}
 	for i, g := range m.Groups {
 		wg := wireGroup{ID: g.ID, Slots: make([][2]int, len(g.Slots)), Members: make([]wireMember, len(g.Members))}
@@ -305,7 +313,7 @@ func Decode(b []byte) (*Map, error) {
 	}
 	moves := make([]Move, len(w.Moves))
 	for i, mv := range w.Moves {
-		moves[i] = Move{Slots: Range{mv.Slots[0], mv.Slots[1]}, From: mv.From, To: mv.To, Done: mv.Done}
+		moves[i] = Move{Slots: Range{mv.Slots[0], mv.Slots[1]}, From: mv.From, To: mv.To, Done: mv.Done, Abort: mv.Abort}
 	}
 	return New(w.Epoch, groups, moves...)
 }

@@ -135,6 +135,13 @@ func TestMoves(t *testing.T) {
 	if _, err := moving.WithMoves([]Move{{Slots: r, From: 1, To: 2, Done: true}}, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a done move whose slots are still the source's: %v, want ErrInvalid", err)
 	}
+	if strings.Contains(string(moving.Encode()), "abort") {
+		t.Errorf("a move not given up encodes with its abort field: %s", moving.Encode())
+	}
+	abort, _ := moving.WithMoves([]Move{{Slots: r, From: 1, To: 2, Abort: true}}, nil)
+	if back, err := Decode(abort.Encode()); err != nil || !back.Moves[0].Abort || !strings.Contains(string(abort.Encode()), `"version":2`) {
+		t.Errorf("Decode(%s) = %+v, %v, want its move's Abort", abort.Encode(), back, err)
+	}
 }
 
 // TestWithMembers replaces a group's members at the next epoch, leaving
