@@ -24,8 +24,9 @@ const groupRuns = "runs on this node already, with these members"
 // map), then adds it to the map and moves half of group from's slots to it
 // as AddGroup does. It refuses, starting nothing, a group id the map has
 // with other members, a group from the map does not have, a node that
-// hosts no member in the map, and fewer members than the group whose
-// slots it takes has. Called again with the
+// hosts no member in the map, fewer members than the group whose slots
+// it takes has, and, as MoveSlots does, a split while the map lists a
+// move to another group. Called again with the
 // same arguments after a failure, it resumes: a node that runs the group
 // with these members already is passed over. Called again once the split
 // is done, with from 0, it changes nothing and returns ErrSplitDone.
@@ -35,6 +36,9 @@ func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardma
 		return err
 	}
 	if err := splitDone(sh.Map, id, members, from); err != nil {
+		return err
+	}
+	if err := refuseMoves(sh.Map, func(o shardmap.Move) bool { return o.To == id && !o.Abort }); err != nil {
 		return err
 	}
 	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {
