@@ -389,9 +389,12 @@ func b2i(b bool) int {
 }
 
 // changeMap makes next(the managers' map) the cluster's map, at the next
-// epoch, through FLINT.MAPSET at a manager that accepts it, reading the map
-// again and retrying while another change came first; next returns nil to
-// change nothing. It returns the map it set, once a manager serves it.
+// epoch, through FLINT.MAPSET at the meta group's leader (mapSet, which
+// follows a follower's MOVED to it), reading the map again and retrying
+// while another change came first, and after a backoff while no manager
+// can take it (mapSet's errTryAgain), until ctx ends; next returns nil to
+// change nothing. Any other refusal is returned. It returns the map it
+// set, once a manager serves it.
 func (mv *mover) changeMap(ctx context.Context, next func(*shardmap.Map) (*shardmap.Map, error)) (*shardmap.Map, error) {
 	var last error
 	for wait := backoff.Default(); ; {
@@ -402,9 +405,13 @@ func (mv *mover) changeMap(ctx context.Context, next func(*shardmap.Map) (*shard
 			if err != nil || m == nil {
 				return sh.Map, err
 			}
-			if ok, err := mv.setMap(ctx, m); ok {
+			v, _, err := mapSet(ctx, mv.pool, mv.g.cfg.Addrs, string(m.Encode()))
+			switch {
+			case err == nil && v.Int == 1:
 				return m, mv.awaitEpoch(ctx, m.Epoch)
-			} else if err != nil {
+			case err != nil && !errors.Is(err, errTryAgain) && ctx.Err() == nil:
+				return nil, fmt.Errorf("clusterctl: changing the cluster map: %w", replyErr(err))
+			case err != nil:
 				last = err
 			}
 		}
@@ -412,22 +419,6 @@ func (mv *mover) changeMap(ctx context.Context, next func(*shardmap.Map) (*shard
 			return nil, fmt.Errorf("clusterctl: changing the cluster map: %w (last: %v)", ctx.Err(), last)
 		}
 	}
-}
-
-// setMap sends FLINT.MAPSET m to each manager until one takes it, and
-// reports whether one did.
-func (mv *mover) setMap(ctx context.Context, m *shardmap.Map) (bool, error) {
-	var last error
-	for _, addr := range mv.g.cfg.Addrs {
-		v, err := mv.pool.One(ctx, addr, "FLINT.MAPSET", string(m.Encode()))
-		switch {
-		case err == nil:
-			return v.Int == 1, nil
-		default:
-			last = err
-		}
-	}
-	return false, last
 }
 
 // awaitEpoch waits until a manager serves a map of epoch e or later, so
