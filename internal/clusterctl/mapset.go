@@ -27,8 +27,9 @@ var errTryAgain = errors.New("clusterctl: no manager takes the map now")
 // its meta group answers MOVED to the one that does, where mapSet sends it
 // next, so that any one manager's address reaches the leader. It returns
 // an error wrapping errTryAgain if none answered or each said to try
-// again (CLUSTERDOWN, TRYAGAIN, READONLY, or no answer); any other refusal
-// is returned as is.
+// again (CLUSTERDOWN, TRYAGAIN, READONLY, UNKNOWN, or no answer): the
+// caller reads the map again before it does, so a change that UNKNOWN
+// hides is seen made. Any other refusal is returned as is.
 func mapSet(ctx context.Context, pool *ask.Pool, addrs []string, enc string) (protocol.Value, string, error) {
 	var last error
 	for _, addr := range addrs {
@@ -38,7 +39,7 @@ func mapSet(ctx context.Context, pool *ask.Pool, addrs []string, enc string) (pr
 				return v, addr, nil
 			}
 			last = err
-			if !retryable(err) {
+			if !retryable(err) && !outcomeUnknown(err) {
 				return protocol.Value{}, "", err
 			}
 			next, ok := movedTo(err)
@@ -62,4 +63,11 @@ func movedTo(err error) (string, bool) {
 		return "", false
 	}
 	return f[2], true
+}
+
+// outcomeUnknown reports whether err is the reply UNKNOWN: the leader lost
+// its lead before it learned whether the write was committed.
+func outcomeUnknown(err error) bool {
+	var re *client.ReplyError
+	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "UNKNOWN ")
 }
