@@ -128,11 +128,34 @@ func (mv *mover) await(ctx context.Context, since uint64, done func(*shardmap.Ma
 // leader), and two calls must not take steps at once: one could clear
 // (DROP ... 0) the copy that the other then opens. fence, if not nil, is
 // called before each step, and stops DriveMoves with its error: the
-// caller's check that it is still the one that may take steps. Each step
-// is logged in the map or in a group's log and taken again harmlessly, so
-// a call stopped anywhere is resumed by the next: the protocol is in
-// docs/SHARDING.md, "Moving slots".
-func (g *Group) DriveMoves(ctx context.Context, fence func(context.Context) error) error {
+// caller's check that it is still the one that may take steps. It returns
+// the term of the caller's lead (its meta group's raft term; 0 for a
+// caller that always leads), which each step carries (FLINT.SLOTS FENCE):
+// a group refuses a step of a term below one it took a step of, so that a
+// step sent by a caller that lost its lead, and taken late, after its
+// successor's first step there, changes nothing (see "Fencing" below).
+// Each step is logged in the map or in a group's log and taken again
+// harmlessly, so a call stopped anywhere is resumed by the next: the
+// protocol is in docs/SHARDING.md, "Moving slots".
+//
+// # Fencing
+//
+// The steps are idempotent, but not harmless when a deposed driver's step
+// lands after its successor ended the move: a LEAVE after the move was
+// given up (STAY) leaves the source refusing writes to the slots with no
+// move listed to end it; an IMPORT after it leaves stale keys and an
+// Importing record at the target, which refuse a later move of the same
+// slots there from another group (its IMPORT and OPEN need the record's
+// peer), so that the map would give the slots to a group that does not
+// serve them. The map's own changes need no fence (FLINT.MAPSET takes
+// only the next epoch: a late one fails), but the groups' steps do. A
+// successor always takes a step at both groups of a move it finishes or
+// gives up (LEAVE or DROP at the source, and DROP ... 0 or OPEN at the
+// target) before it drops the move from the map, except one already done
+// (Done), whose target steps the deposed driver had all been answered for
+// before it could mark it done; so once a move is ended, both of its
+// groups refuse the deposed driver's steps.
+func (g *Group) DriveMoves(ctx context.Context, fence func(context.Context) (uint64, error)) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password), fence: fence}
 	defer mv.pool.Close()
 	for {
@@ -186,7 +209,7 @@ func planMoves(m *shardmap.Map, first, last int, to uint64) []shardmap.Move {
 type mover struct {
 	g     *Group
 	pool  *ask.Pool
-	fence func(context.Context) error // see DriveMoves; nil: none
+	fence func(context.Context) (uint64, error) // see DriveMoves; nil: none, and steps unfenced
 	// watch, while a move's keys are copied, is its slots: a step is not
 	// taken once the map marks the move Abort (errAbortAsked).
 	watch *shardmap.Range
@@ -331,14 +354,20 @@ func (mv *mover) phase(ctx context.Context, group uint64, s int) (string, error)
 // whose reply was lost, or cannot be taken: the phase checks before and
 // after each step tell which, so it is not an error here.
 func (mv *mover) step(ctx context.Context, group uint64, args ...string) error {
-	_, err := mv.leader(ctx, group, args...)
+	_, err := mv.send(ctx, group, true, args...)
 	return err
 }
 
-// leader sends FLINT.SLOTS args to group's leader, trying its members in
-// turn, the one the managers name first, until one serves it or ctx ends.
+// leader sends FLINT.SLOTS args, a read, to group's leader (see send).
 func (mv *mover) leader(ctx context.Context, group uint64, args ...string) (protocol.Value, error) {
-	full := append([]string{"FLINT.SLOTS"}, args...)
+	return mv.send(ctx, group, false, args...)
+}
+
+// send sends FLINT.SLOTS args to group's leader, trying its members in
+// turn, the one the managers name first, until one serves it or ctx ends;
+// a logged step with the term that the fence returns (FENCE term), if not
+// 0.
+func (mv *mover) send(ctx context.Context, group uint64, logged bool, args ...string) (protocol.Value, error) {
 	var last error
 	for wait := backoff.Default(); ; {
 		sh, err := mv.g.ShardStatus(ctx)
@@ -347,9 +376,14 @@ func (mv *mover) leader(ctx context.Context, group uint64, args ...string) (prot
 				return protocol.Value{}, errAbortAsked
 			}
 		}
+		full := append([]string{"FLINT.SLOTS"}, args...)
 		if err == nil && mv.fence != nil {
-			if err := mv.fence(ctx); err != nil {
+			term, err := mv.fence(ctx)
+			if err != nil {
 				return protocol.Value{}, err
+			}
+			if logged && term != 0 {
+				full = append([]string{"FLINT.SLOTS", "FENCE", strconv.FormatUint(term, 10)}, args...)
 			}
 		}
 		if err == nil {
