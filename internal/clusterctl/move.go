@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/flintkv/flint/client"
@@ -154,7 +153,11 @@ func (mv *mover) await(ctx context.Context, since uint64, done func(*shardmap.Ma
 // target) before it drops the move from the map, except one already done
 // (Done), whose target steps the deposed driver had all been answered for
 // before it could mark it done; so once a move is ended, both of its
-// groups refuse the deposed driver's steps.
+// groups refuse the deposed driver's steps. Before its successor's first
+// step at a group, a deposed driver's step may still land there, after the
+// successor read the source's phase: a LEAVE or IMPORT is one the
+// successor takes or clears anyway (LEAVE, DROP ... 0), and a GONE makes
+// the source serve the slots no more, which abort checks after its STAY.
 func (g *Group) DriveMoves(ctx context.Context, fence func(context.Context) (uint64, error)) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password), fence: fence}
 	defer mv.pool.Close()
@@ -401,8 +404,8 @@ func (mv *mover) send(ctx context.Context, group uint64, logged bool, args ...st
 					return v, nil
 				}
 				last = err
-				var re *client.ReplyError // a step is taken again harmlessly: UNKNOWN is retried too
-				if errors.As(err, &re) && !retryable(err) && !strings.HasPrefix(re.Msg, "UNKNOWN ") {
+				// a step is taken again harmlessly: UNKNOWN is retried too
+				if errors.As(err, new(*client.ReplyError)) && !retryable(err) && !outcomeUnknown(err) {
 					return protocol.Value{}, fmt.Errorf("clusterctl: group %d: FLINT.SLOTS %s: %w", group, args[0], err)
 				}
 			}
@@ -510,11 +513,19 @@ func (g *Group) AbortMoves(ctx context.Context) ([]shardmap.Move, error) {
 	return given, err
 }
 
-// abort gives up move m, whose source is not Gone.
+// abort gives up move m, whose source was not Gone when its phase was
+// read. A deposed driver's GONE may have landed since, which STAY then
+// leaves alone: so abort reads the phase again after STAY (the source's
+// fence refuses that driver's steps from there on) and, if Gone, leaves
+// the move for DriveMoves to finish, rather than delete the target's copy
+// of keys that the source serves no more.
 func (mv *mover) abort(ctx context.Context, m shardmap.Move) error {
 	span := []string{strconv.Itoa(m.Slots.First), strconv.Itoa(m.Slots.Last)}
 	from, to := strconv.FormatUint(m.From, 10), strconv.FormatUint(m.To, 10)
 	if err := mv.step(ctx, m.From, append([]string{"STAY"}, append(span, to)...)...); err != nil {
+		return err
+	}
+	if phase, err := mv.phase(ctx, m.From, m.Slots.First); err != nil || phase == "gone" {
 		return err
 	}
 	if err := mv.step(ctx, m.To, append([]string{"DROP"}, append(span, from, "0")...)...); err != nil {
