@@ -136,31 +136,31 @@ func (g *Group) part(ctx context.Context, addr string, group uint64) (uint64, er
 	return atoi(info["flint_member"]), nil
 }
 
-// setFirstMap sends FLINT.MAPSET m, of epoch 1, to each manager in turn
-// until one takes it or refuses it, trying again after a backoff while
-// none can (the meta group has no leader yet). A refusal (0) after a try
-// that may have been applied is not one if the map the managers hold is m.
+// setFirstMap sends FLINT.MAPSET m, of epoch 1, to the meta group's
+// leader (mapSet) until it takes it or refuses it, trying again after a
+// backoff while no manager can (the meta group has no leader yet). A
+// refusal (0) after a try that may have been applied is not one if the
+// map the managers hold is m.
 func (g *Group) setFirstMap(ctx context.Context, m *shardmap.Map) error {
+	pool := ask.NewPool(g.cfg.Password)
+	defer pool.Close()
 	enc := string(m.Encode())
-	var last error
 	for wait := backoff.Default(); ; {
-		for _, addr := range g.cfg.Addrs {
-			v, err := ask.One(ctx, addr, g.cfg.Password, "FLINT.MAPSET", enc)
-			if err != nil {
-				last = err
-				continue
-			}
-			if v.Int == 1 {
-				return nil
-			}
+		v, addr, err := mapSet(ctx, pool, g.cfg.Addrs, enc)
+		switch {
+		case err == nil && v.Int == 1:
+			return nil
+		case err == nil:
 			cur, _, _, err := ask.Map(ctx, addr, g.cfg.Password)
 			if err == nil && string(cur.Encode()) == enc {
 				return nil
 			}
 			return fmt.Errorf("clusterctl: the cluster got a map meanwhile (from another flint cluster create, or a manager started with --servers): this one was not written")
+		case !errors.Is(err, errTryAgain) && ctx.Err() == nil:
+			return fmt.Errorf("clusterctl: writing the cluster map: %w", replyErr(err))
 		}
 		if wait.Wait(ctx) != nil {
-			return fmt.Errorf("clusterctl: writing the cluster map: %w (last: %v)", ctx.Err(), replyErr(last))
+			return fmt.Errorf("clusterctl: writing the cluster map: %w (last: %v)", ctx.Err(), replyErr(err))
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/flintkv/flint/client"
@@ -128,11 +127,38 @@ func (mv *mover) await(ctx context.Context, since uint64, done func(*shardmap.Ma
 // leader), and two calls must not take steps at once: one could clear
 // (DROP ... 0) the copy that the other then opens. fence, if not nil, is
 // called before each step, and stops DriveMoves with its error: the
-// caller's check that it is still the one that may take steps. Each step
-// is logged in the map or in a group's log and taken again harmlessly, so
-// a call stopped anywhere is resumed by the next: the protocol is in
-// docs/SHARDING.md, "Moving slots".
-func (g *Group) DriveMoves(ctx context.Context, fence func(context.Context) error) error {
+// caller's check that it is still the one that may take steps. It returns
+// the term of the caller's lead (its meta group's raft term; 0 for a
+// caller that always leads), which each step carries (FLINT.SLOTS FENCE):
+// a group refuses a step of a term below one it took a step of, so that a
+// step sent by a caller that lost its lead, and taken late, after its
+// successor's first step there, changes nothing (see "Fencing" below).
+// Each step is logged in the map or in a group's log and taken again
+// harmlessly, so a call stopped anywhere is resumed by the next: the
+// protocol is in docs/SHARDING.md, "Moving slots".
+//
+// # Fencing
+//
+// The steps are idempotent, but not harmless when a deposed driver's step
+// lands after its successor ended the move: a LEAVE after the move was
+// given up (STAY) leaves the source refusing writes to the slots with no
+// move listed to end it; an IMPORT after it leaves stale keys and an
+// Importing record at the target, which refuse a later move of the same
+// slots there from another group (its IMPORT and OPEN need the record's
+// peer), so that the map would give the slots to a group that does not
+// serve them. The map's own changes need no fence (FLINT.MAPSET takes
+// only the next epoch: a late one fails), but the groups' steps do. A
+// successor always takes a step at both groups of a move it finishes or
+// gives up (LEAVE or DROP at the source, and DROP ... 0 or OPEN at the
+// target) before it drops the move from the map, except one already done
+// (Done), whose target steps the deposed driver had all been answered for
+// before it could mark it done; so once a move is ended, both of its
+// groups refuse the deposed driver's steps. Before its successor's first
+// step at a group, a deposed driver's step may still land there, after the
+// successor read the source's phase: a LEAVE or IMPORT is one the
+// successor takes or clears anyway (LEAVE, DROP ... 0), and a GONE makes
+// the source serve the slots no more, which abort checks after its STAY.
+func (g *Group) DriveMoves(ctx context.Context, fence func(context.Context) (uint64, error)) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password), fence: fence}
 	defer mv.pool.Close()
 	for {
@@ -186,7 +212,7 @@ func planMoves(m *shardmap.Map, first, last int, to uint64) []shardmap.Move {
 type mover struct {
 	g     *Group
 	pool  *ask.Pool
-	fence func(context.Context) error // see DriveMoves; nil: none
+	fence func(context.Context) (uint64, error) // see DriveMoves; nil: none, and steps unfenced
 	// watch, while a move's keys are copied, is its slots: a step is not
 	// taken once the map marks the move Abort (errAbortAsked).
 	watch *shardmap.Range
@@ -331,14 +357,20 @@ func (mv *mover) phase(ctx context.Context, group uint64, s int) (string, error)
 // whose reply was lost, or cannot be taken: the phase checks before and
 // after each step tell which, so it is not an error here.
 func (mv *mover) step(ctx context.Context, group uint64, args ...string) error {
-	_, err := mv.leader(ctx, group, args...)
+	_, err := mv.send(ctx, group, true, args...)
 	return err
 }
 
-// leader sends FLINT.SLOTS args to group's leader, trying its members in
-// turn, the one the managers name first, until one serves it or ctx ends.
+// leader sends FLINT.SLOTS args, a read, to group's leader (see send).
 func (mv *mover) leader(ctx context.Context, group uint64, args ...string) (protocol.Value, error) {
-	full := append([]string{"FLINT.SLOTS"}, args...)
+	return mv.send(ctx, group, false, args...)
+}
+
+// send sends FLINT.SLOTS args to group's leader, trying its members in
+// turn, the one the managers name first, until one serves it or ctx ends;
+// a logged step with the term that the fence returns (FENCE term), if not
+// 0.
+func (mv *mover) send(ctx context.Context, group uint64, logged bool, args ...string) (protocol.Value, error) {
 	var last error
 	for wait := backoff.Default(); ; {
 		sh, err := mv.g.ShardStatus(ctx)
@@ -347,9 +379,14 @@ func (mv *mover) leader(ctx context.Context, group uint64, args ...string) (prot
 				return protocol.Value{}, errAbortAsked
 			}
 		}
+		full := append([]string{"FLINT.SLOTS"}, args...)
 		if err == nil && mv.fence != nil {
-			if err := mv.fence(ctx); err != nil {
+			term, err := mv.fence(ctx)
+			if err != nil {
 				return protocol.Value{}, err
+			}
+			if logged && term != 0 {
+				full = append([]string{"FLINT.SLOTS", "FENCE", strconv.FormatUint(term, 10)}, args...)
 			}
 		}
 		if err == nil {
@@ -367,8 +404,8 @@ func (mv *mover) leader(ctx context.Context, group uint64, args ...string) (prot
 					return v, nil
 				}
 				last = err
-				var re *client.ReplyError // a step is taken again harmlessly: UNKNOWN is retried too
-				if errors.As(err, &re) && !retryable(err) && !strings.HasPrefix(re.Msg, "UNKNOWN ") {
+				// a step is taken again harmlessly: UNKNOWN is retried too
+				if errors.As(err, new(*client.ReplyError)) && !retryable(err) && !outcomeUnknown(err) {
 					return protocol.Value{}, fmt.Errorf("clusterctl: group %d: FLINT.SLOTS %s: %w", group, args[0], err)
 				}
 			}
@@ -389,9 +426,12 @@ func b2i(b bool) int {
 }
 
 // changeMap makes next(the managers' map) the cluster's map, at the next
-// epoch, through FLINT.MAPSET at a manager that accepts it, reading the map
-// again and retrying while another change came first; next returns nil to
-// change nothing. It returns the map it set, once a manager serves it.
+// epoch, through FLINT.MAPSET at the meta group's leader (mapSet, which
+// follows a follower's MOVED to it), reading the map again and retrying
+// while another change came first, and after a backoff while no manager
+// can take it (mapSet's errTryAgain), until ctx ends; next returns nil to
+// change nothing. Any other refusal is returned. It returns the map it
+// set, once a manager serves it.
 func (mv *mover) changeMap(ctx context.Context, next func(*shardmap.Map) (*shardmap.Map, error)) (*shardmap.Map, error) {
 	var last error
 	for wait := backoff.Default(); ; {
@@ -402,9 +442,13 @@ func (mv *mover) changeMap(ctx context.Context, next func(*shardmap.Map) (*shard
 			if err != nil || m == nil {
 				return sh.Map, err
 			}
-			if ok, err := mv.setMap(ctx, m); ok {
+			v, _, err := mapSet(ctx, mv.pool, mv.g.cfg.Addrs, string(m.Encode()))
+			switch {
+			case err == nil && v.Int == 1:
 				return m, mv.awaitEpoch(ctx, m.Epoch)
-			} else if err != nil {
+			case err != nil && !errors.Is(err, errTryAgain) && ctx.Err() == nil:
+				return nil, fmt.Errorf("clusterctl: changing the cluster map: %w", replyErr(err))
+			case err != nil:
 				last = err
 			}
 		}
@@ -412,22 +456,6 @@ func (mv *mover) changeMap(ctx context.Context, next func(*shardmap.Map) (*shard
 			return nil, fmt.Errorf("clusterctl: changing the cluster map: %w (last: %v)", ctx.Err(), last)
 		}
 	}
-}
-
-// setMap sends FLINT.MAPSET m to each manager until one takes it, and
-// reports whether one did.
-func (mv *mover) setMap(ctx context.Context, m *shardmap.Map) (bool, error) {
-	var last error
-	for _, addr := range mv.g.cfg.Addrs {
-		v, err := mv.pool.One(ctx, addr, "FLINT.MAPSET", string(m.Encode()))
-		switch {
-		case err == nil:
-			return v.Int == 1, nil
-		default:
-			last = err
-		}
-	}
-	return false, last
 }
 
 // awaitEpoch waits until a manager serves a map of epoch e or later, so
@@ -485,11 +513,19 @@ func (g *Group) AbortMoves(ctx context.Context) ([]shardmap.Move, error) {
 	return given, err
 }
 
-// abort gives up move m, whose source is not Gone.
+// abort gives up move m, whose source was not Gone when its phase was
+// read. A deposed driver's GONE may have landed since, which STAY then
+// leaves alone: so abort reads the phase again after STAY (the source's
+// fence refuses that driver's steps from there on) and, if Gone, leaves
+// the move for DriveMoves to finish, rather than delete the target's copy
+// of keys that the source serves no more.
 func (mv *mover) abort(ctx context.Context, m shardmap.Move) error {
 	span := []string{strconv.Itoa(m.Slots.First), strconv.Itoa(m.Slots.Last)}
 	from, to := strconv.FormatUint(m.From, 10), strconv.FormatUint(m.To, 10)
 	if err := mv.step(ctx, m.From, append([]string{"STAY"}, append(span, to)...)...); err != nil {
+		return err
+	}
+	if phase, err := mv.phase(ctx, m.From, m.Slots.First); err != nil || phase == "gone" {
 		return err
 	}
 	if err := mv.step(ctx, m.To, append([]string{"DROP"}, append(span, from, "0")...)...); err != nil {

@@ -8,13 +8,17 @@ import (
 
 	"github.com/flintkv/flint/internal/clusterctl"
 	"github.com/flintkv/flint/internal/replica"
+	"go.etcd.io/raft/v3"
 )
 
 // moveGrace is how long a manager of a replicated meta group leads it
-// before it takes the steps of slot moves: long enough for a deposed leader, which loses its
-// lead within an election timeout (CheckQuorum), to have stopped taking
-// them, so that two managers never take a move's steps at once (see
-// clusterctl.DriveMoves). The fence before each step covers the rest.
+// before it takes the steps of slot moves: long enough for a deposed
+// leader, which loses its lead within an election timeout (CheckQuorum),
+// to have stopped taking them, so that two managers rarely take a move's
+// steps at once (see clusterctl.DriveMoves). The fence before each step
+// covers the rest: it confirms the lead, and each step carries the term
+// of it, so that a group refuses a deposed leader's step that arrives
+// after its successor's first step there.
 const moveGrace = 2 * time.Second
 
 // moveCheck is how often a manager looks at its view of the map for moves
@@ -27,9 +31,10 @@ type mover struct {
 	// leads reports whether this manager leads its meta group, as it
 	// believes now.
 	leads func() bool
-	// fence returns nil if this manager still leads, confirmed by a
-	// majority of its group (nil for a manager of one member).
-	fence func(context.Context) error
+	// fence returns the meta group's term if this manager still leads
+	// in it, confirmed by a majority of its group (nil for a manager of
+	// one member: its steps carry no term).
+	fence func(context.Context) (uint64, error)
 	// managers returns the managers' client addresses, this one's first.
 	managers func() []string
 	grace    time.Duration // moveGrace, or 0 for a manager of one member
@@ -98,14 +103,18 @@ var errNotLeading = errors.New("node: this manager no longer leads the meta grou
 func memberMover(rep *replica.Replica, self uint64) mover {
 	return mover{
 		leads: func() bool { return rep.Leader() == self },
-		fence: func(ctx context.Context) error {
+		fence: func(ctx context.Context) (uint64, error) {
 			if err := rep.ReadBarrier(ctx); err != nil {
-				return err
+				return 0, err
 			}
-			if rep.Leader() != self {
-				return errNotLeading
+			st, err := rep.Status(ctx)
+			if err != nil {
+				return 0, err
 			}
-			return nil
+			if st.RaftState != raft.StateLeader || st.Lead != self {
+				return 0, errNotLeading
+			}
+			return st.Term, nil
 		},
 		managers: func() []string {
 			own, _ := parseInfo(rep.MemberInfo(self))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,10 +138,29 @@ func (c *conn) rangeMoving(s *store.Store) bool {
 //	EXPORT first last after count    the slots' keys after key after ("" first): [next, [k, v, d, ...]]
 //	SESSIONS after count             exported sessions above id after: [next, data]
 //	STATUS                           the records: [[first, last, phase, peer, epoch], ...]
+//	FENCE term step ...              step, a logged one, unless a later term's came first
 //
 // The logged steps reply 1 when applied and 0 when the records refuse them
-// (the step was taken already, or is out of turn).
+// (the step was taken already, or is out of turn). A logged step may be
+// prefixed with FENCE term (FLINT.SLOTS FENCE 7 LEAVE 0 99 2): the managers'
+// leader sends its meta group's term, and the group takes the step only if
+// no step of a later term came before it (store.OpSlotsFenced), else
+// replies 0.
 func (c *conn) slotsCmd(args [][]byte) {
+	term, fenced, ok := slotsFence(args)
+	if !ok {
+		c.err("ERR FLINT.SLOTS FENCE takes a term, an integer, and a logged step: LEAVE, GONE, DROP, IMPORT, OPEN, STAY or SESSIONS-IMPORT")
+		return
+	}
+	if fenced {
+		args = append([][]byte{args[0]}, args[3:]...)
+	}
+	write := func(op store.Op, args ...[]byte) {
+		if fenced {
+			op, args = store.OpSlotsFenced, store.Fenced(term, op, args...)
+		}
+		c.write(op, 0, replyBool, args...)
+	}
 	sub := strings.ToLower(string(args[1]))
 	ops := map[string]store.Op{"leave": store.OpSlotsLeave, "gone": store.OpSlotsGone, "drop": store.OpSlotsDrop,
 		"import": store.OpSlotsImport, "open": store.OpSlotsOpen, "stay": store.OpSlotsStay}
@@ -168,7 +188,7 @@ func (c *conn) slotsCmd(args [][]byte) {
 	case "status":
 		c.slotsStatus()
 	case "sessions-import":
-		c.write(store.OpSessionsImport, 0, replyBool, args[2])
+		write(store.OpSessionsImport, args[2])
 	case "sessions":
 		c.exportSessions(args[2:])
 	case "export":
@@ -185,8 +205,23 @@ func (c *conn) slotsCmd(args [][]byte) {
 			c.err("ERR FLINT.SLOTS IMPORT takes keys of its slots only, each with its value and deadline (Unix ms, 0 for none)")
 			return
 		}
-		c.write(ops[sub], 0, replyBool, append(nums, keys...)...)
+		write(ops[sub], append(nums, keys...)...)
 	}
+}
+
+// slotsFence returns the term of FLINT.SLOTS FENCE term step ..., and
+// whether args has that prefix; ok is false if the prefix is malformed or
+// not followed by a logged step.
+func slotsFence(args [][]byte) (term uint64, fenced, ok bool) {
+	if !strings.EqualFold(string(args[1]), "fence") {
+		return 0, false, true
+	}
+	if len(args) < 4 {
+		return 0, true, false
+	}
+	term, err := strconv.ParseUint(string(args[2]), 10, 64)
+	logged := []string{"leave", "gone", "drop", "import", "open", "stay", "sessions-import"}
+	return term, true, err == nil && slices.Contains(logged, strings.ToLower(string(args[3])))
 }
 
 // importArgs returns IMPORT's triples of key, value and deadline (decimal

@@ -24,6 +24,7 @@ func TestSlotMoveRouting(t *testing.T) {
 	f.Local = server.Local{S: store.New(store.Options{Group: 2})}
 	c := dialRaw(t, servertest.StartBackend(t, server.Config{}, f).Addr)
 	const try = "(error) TRYAGAIN the key's slot is moving to another group; try again"
+	const fenceErr = "(error) ERR FLINT.SLOTS FENCE takes a term, an integer, and a logged step: LEAVE, GONE, DROP, IMPORT, OPEN, STAY or SESSIONS-IMPORT"
 	for _, tc := range []struct {
 		cmd  []string
 		want string
@@ -80,6 +81,13 @@ func TestSlotMoveRouting(t *testing.T) {
 		{[]string{"FLINT.SLOTS", "LEAVE", "5", "4", "3"}, "(error) ERR slots must be 0 to 16383, first at most last, and groups and epochs integers"},
 		{[]string{"FLINT.SLOTS", "LEAVE", "1", "2"}, "(error) ERR wrong number of arguments for 'flint.slots|leave' command"},
 		{[]string{"FLINT.SLOTS", "FOO"}, "(error) ERR unknown subcommand 'FOO'. Try LEAVE, GONE, DROP, IMPORT, OPEN, STAY, SESSIONS-IMPORT, EXPORT, SESSIONS or STATUS."},
+		{[]string{"FLINT.SLOTS", "FENCE", "7", "LEAVE", "100", "100", "3"}, "1"},
+		{[]string{"FLINT.SLOTS", "FENCE", "6", "STAY", "100", "100", "3"}, "0"}, // an earlier term's: refused
+		{[]string{"FLINT.SLOTS", "STATUS"}, `[[100 100 "leaving" 3 0] [3300 3300 "open" 1 0] [7365 7365 "dropped" 3 2]]`},
+		{[]string{"FLINT.SLOTS", "FENCE", "7", "STAY", "100", "100", "3"}, "1"},
+		{[]string{"FLINT.SLOTS", "FENCE", "7", "LEAVE", "1", "2"}, "(error) ERR wrong number of arguments for 'flint.slots|leave' command"},
+		{[]string{"FLINT.SLOTS", "FENCE", "x", "LEAVE", "1", "2", "3"}, fenceErr},
+		{[]string{"FLINT.SLOTS", "FENCE", "7", "STATUS"}, fenceErr},
 		{[]string{"FLINT.SEQ", "1", "1", "1", "FLINT.SLOTS", "LEAVE", "1", "2", "3"}, "(error) ERR FLINT.SEQ runs a write command, such as SET, INCR or DEL, or EXEC"},
 		{[]string{"FLINT.MAPSET", "{}"}, "(error) ERR FLINT.MAPSET is for the managers of a sharded cluster"},
 	} {

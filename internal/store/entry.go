@@ -41,7 +41,7 @@ const (
 	OpDeadline  Op = 34 // args: key; reads its deadline, inside an OpExec (TTL and the like)
 
 	// Ops 40 to 69 are the keyspace and string ops of keyspace.go.
-	// Slot-move ops, 70 to 76: see slotmove.go.
+	// Slot-move ops, 70 to 76 and 103 (fenced): see slotmove.go.
 )
 
 // session reports whether op is a session op, which works on the session

@@ -9,7 +9,7 @@ import (
 
 // SessionsVersion is the version of the session table encoding that
 // Sessions writes.
-const SessionsVersion = 3
+const SessionsVersion = 4
 
 // ErrBadSessions means an encoded session table could not be decoded: it
 // is damaged, or from an unknown version.
@@ -53,10 +53,12 @@ var ErrBadSessions = errors.New("store: malformed session table")
 // have Subs of their own, an OpRead's; at most maxSubDepth levels); err is
 // 0 for none, else the place of Result.Err in resultErrs; int is
 // Result.Int. From version 2 on, the slot-move records follow the last
-// session (see appendMoves); in version 1 nothing does, and there are
-// none. Versions 1 and 2 kept only single writes' results: they are
+// session (see appendMoves), and from version 4 on the slot-move fence
+// after them; in version 1 nothing does, and there are none (and the
+// fence of versions 1 to 3 is 0). Version 3 is version 4 without the
+// fence. Versions 1 and 2 kept only single writes' results: they are
 // version 3 with no resultSub and the errors of resultErrs up to
-// ErrTooLarge. RestoreSessions reads all three, and refuses a table that
+// ErrTooLarge. RestoreSessions reads all four, and refuses a table that
 // breaks the invariants of sessionTable and session: ids are not 0,
 // unique, and, those the group issued (whose low 16 bits are its id; all,
 // in a store of group 0), at most last id; active times at most the clock
@@ -91,7 +93,7 @@ func (s *Store) Sessions() []byte {
 	s.sessions.Lock()
 	defer s.sessions.Unlock()
 	t := &s.sessions.t
-	return appendMoves(t.appendTo(nil, t.head, len(t.byID), (*session).nextOne), s.SlotMoves())
+	return appendMoves(t.appendTo(nil, t.head, len(t.byID), (*session).nextOne), s.SlotMoves(), s.moves.fence)
 }
 
 // RestoreSessions replaces the session table with b, one that Sessions
@@ -102,12 +104,13 @@ func (s *Store) Sessions() []byte {
 func (s *Store) RestoreSessions(b []byte) error {
 	s.sessions.Lock()
 	defer s.sessions.Unlock()
-	t, ms, err := decodeTable(b, s.sessions.t.lim, false)
+	t, ms, fence, err := decodeTable(b, s.sessions.t.lim, false)
 	if err != nil {
 		return err
 	}
 	s.sessions.t = t
 	s.moves.p.Store(&ms)
+	s.moves.fence = fence
 	return nil
 }
 
@@ -176,13 +179,14 @@ func errCode(err error) byte {
 	panic(fmt.Sprintf("store: a session kept a result with error %v, which resultErrs lacks", err))
 }
 
-// decodeTable decodes a session table of version 1, 2 or 3 (Sessions, or
-// ExportSessions if exported), with bounds lim, and its slot-move records.
-func decodeTable(b []byte, lim sessionLimits, exported bool) (sessionTable, []SlotMove, error) {
+// decodeTable decodes a session table of version 1 to 4 (Sessions, or
+// ExportSessions if exported), with bounds lim, and its slot-move records
+// and fence.
+func decodeTable(b []byte, lim sessionLimits, exported bool) (sessionTable, []SlotMove, uint64, error) {
 	d := decoder{b: b, size: len(b)}
 	v := d.byte()
 	if d.err == nil && (v < 1 || v > SessionsVersion) {
-		return sessionTable{}, nil, fmt.Errorf("%w: version %d, not 1 to %d", ErrBadSessions, v, SessionsVersion)
+		return sessionTable{}, nil, 0, fmt.Errorf("%w: version %d, not 1 to %d", ErrBadSessions, v, SessionsVersion)
 	}
 	t := newSessionTable(lim)
 	t.clock = int64(d.uint64())
@@ -194,13 +198,17 @@ func decodeTable(b []byte, lim sessionLimits, exported bool) (sessionTable, []Sl
 		}
 	}
 	var ms []SlotMove
+	var fence uint64
 	if v >= 2 {
 		ms = d.moves()
+	}
+	if v >= 4 {
+		fence = d.uvarint()
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("bytes after the last session: %d", len(d.b))
 	}
-	return t, ms, d.err
+	return t, ms, fence, d.err
 }
 
 // admit adds ss to t as its most recently active session, or returns an

@@ -34,6 +34,15 @@ import (
 // all arrived. Records stay until a later move of the same slots replaces
 // them (a Dropped one tells a node whose map is older than its Epoch where
 // the slots went); they are saved with the session table (Sessions).
+//
+// The managers that take the steps are fenced by their meta group's raft
+// term: the leader that takes them sends each wrapped in OpSlotsFenced
+// with the term it leads in. The store keeps the highest term of those it
+// applied, its fence, and refuses (changes nothing) one of a lower term: a
+// step that a deposed leader sent late, once its successor has taken a
+// step here. Unwrapped steps (a manager that keeps its map in memory, the
+// only one that takes steps) pass no fence. The fence is saved with the
+// records (session table version 4).
 
 // Phase is where a slot range's move stands in one group.
 type Phase byte
@@ -70,15 +79,30 @@ const (
 	OpSessionsImport Op = 74 // args: sessions, as ExportSessions encodes them
 	OpSlotsOpen      Op = 75 // args: first, last, peer
 	OpSlotsStay      Op = 76 // args: first, last, peer
+	// OpSlotsFenced wraps one of the ops above. args: term, the op (1
+	// byte), then that op's args.
+	OpSlotsFenced Op = 103
 )
 
 // slotOp reports whether op is a slot-move op.
-func (op Op) slotOp() bool { return op >= OpSlotsLeave && op <= OpSlotsStay }
+func (op Op) slotOp() bool { return op >= OpSlotsLeave && op <= OpSlotsStay || op == OpSlotsFenced }
+
+// Fenced returns the entry arguments of OpSlotsFenced that wrap the
+// slot-move op op, of arguments args, sent by a manager leading in term.
+func Fenced(term uint64, op Op, args ...[]byte) [][]byte {
+	return append([][]byte{Uint64Arg(term), {byte(op)}}, args...)
+}
 
 // checkSlotOp checks the arguments of a slot-move op.
 func (e entry) checkSlotOp() bool {
 	n := len(e.args)
 	switch e.op {
+	case OpSlotsFenced:
+		if n < 2 || len(e.args[0]) != 8 || len(e.args[1]) != 1 {
+			return false
+		}
+		in := entry{op: Op(e.args[1][0]), args: e.args[2:]}
+		return in.op != OpSlotsFenced && in.op.slotOp() && in.checkSlotOp()
 	case OpSessionsImport:
 		return n == 1
 	case OpSlotsDrop:
@@ -111,7 +135,8 @@ func (e entry) checkSlotOp() bool {
 // moves is the store's slot-move records. The apply goroutine changes
 // them under the sessions mutex; readers load them without a lock.
 type moves struct {
-	p atomic.Pointer[[]SlotMove] // in order of First, disjoint; nil or empty if none
+	p     atomic.Pointer[[]SlotMove] // in order of First, disjoint; nil or empty if none
+	fence uint64                     // the highest term of an OpSlotsFenced applied; under the sessions mutex
 }
 
 // SlotMoves returns the slot-move records, in order of slot. The slice
@@ -167,7 +192,10 @@ func (s *Store) refused(e entry) bool {
 // (see follows) changes nothing, so that a step taken twice, or out of
 // turn, is harmless.
 func (s *Store) applySlotOp(e entry) Result {
-	if e.op == OpSessionsImport {
+	switch e.op {
+	case OpSlotsFenced:
+		return s.applyFenced(e)
+	case OpSessionsImport:
 		return s.importSessions(e.args[0])
 	}
 	rec := SlotMove{First: int(argUint64(e, 0)), Last: int(argUint64(e, 1)), Peer: argUint64(e, 2)}
@@ -210,6 +238,31 @@ func (s *Store) applySlotOp(e entry) Result {
 	}
 	s.moves.p.Store(&ms)
 	return Result{Done: true}
+}
+
+// applyFenced applies OpSlotsFenced: the op it wraps, unless its term is
+// below the store's fence, which it raises to its term. Done says whether
+// the op it wraps changed anything.
+func (s *Store) applyFenced(e entry) Result {
+	term := argUint64(e, 0)
+	s.sessions.Lock()
+	late := term < s.moves.fence
+	if !late {
+		s.moves.fence = term
+	}
+	s.sessions.Unlock()
+	if late {
+		return Result{}
+	}
+	return s.applySlotOp(entry{op: Op(e.args[1][0]), args: e.args[2:]})
+}
+
+// SlotsFence returns the store's fence: the highest term of the
+// OpSlotsFenced it applied, 0 if none.
+func (s *Store) SlotsFence() uint64 {
+	s.sessions.Lock()
+	defer s.sessions.Unlock()
+	return s.moves.fence
 }
 
 // follows reports whether a slot's record may become rec, now m: m's phase
@@ -300,11 +353,12 @@ func (s *Store) SlotKeys(first, last int, after []byte, fn func(key string, val 
 	})
 }
 
-// appendMoves appends the encoding of ms, the records section of a
-// session table of version 2: a uvarint count, then each record's first
-// and last slot, peer and epoch as uvarints, and its phase as one byte
-// after the slots.
-func appendMoves(b []byte, ms []SlotMove) []byte {
+// appendMoves appends the encoding of ms and fence, the records section
+// of a session table of version 4: a uvarint count, then each record's
+// first and last slot, peer and epoch as uvarints, and its phase as one
+// byte after the slots; then the fence, a uvarint (versions 2 and 3 end
+// before it: their fence is 0).
+func appendMoves(b []byte, ms []SlotMove, fence uint64) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ms)))
 	for _, m := range ms {
 		b = binary.AppendUvarint(b, uint64(m.First))
@@ -313,7 +367,7 @@ func appendMoves(b []byte, ms []SlotMove) []byte {
 		b = binary.AppendUvarint(b, m.Peer)
 		b = binary.AppendUvarint(b, m.Epoch)
 	}
-	return b
+	return binary.AppendUvarint(b, fence)
 }
 
 // moves decodes a records section, checking that the records are in
@@ -405,7 +459,7 @@ func (s *Store) ExportSessions(after uint64, n, maxBytes int) ([]byte, uint64) {
 	if len(ids) > 0 {
 		after = ids[len(ids)-1]
 	}
-	return appendMoves(t.appendTo(nil, first, len(picked), next), nil), after
+	return appendMoves(t.appendTo(nil, first, len(picked), next), nil, 0), after
 }
 
 // importSessions merges into the table the sessions that b, an
@@ -418,7 +472,7 @@ func (s *Store) importSessions(b []byte) Result {
 	s.sessions.Lock()
 	defer s.sessions.Unlock()
 	t := &s.sessions.t
-	in, _, err := decodeTable(b, t.lim, true)
+	in, _, _, err := decodeTable(b, t.lim, true)
 	if err != nil {
 		return Result{Err: err}
 	}

@@ -158,3 +158,37 @@ func TestSlotMoveSteps(t *testing.T) {
 		t.Fatalf("records %+v after Stay, want %+v", a.SlotMoves(), want)
 	}
 }
+
+// TestSlotsFenced checks that a store takes a fenced step of a term at
+// least its fence, and refuses (changing nothing) one of a lower term,
+// after a restore from its session table too, and that an unfenced step
+// passes no fence.
+func TestSlotsFenced(t *testing.T) {
+	fenced := func(term uint64, op Op, first, last int, peer uint64) []byte {
+		args := [][]byte{Uint64Arg(uint64(first)), Uint64Arg(uint64(last)), Uint64Arg(peer)}
+		return AppendEntry(nil, OpSlotsFenced, 0, Fenced(term, op, args...)...)
+	}
+	a := New(Options{Group: 1})
+	if r := applyAt(t, a, Stamp{Index: 1}, batchOf(fenced(5, OpSlotsLeave, 10, 19, 2)))[0]; !r.Done {
+		t.Fatalf("a step of term 5 at fence 0: %+v", r)
+	}
+	if r := applyAt(t, a, Stamp{Index: 2}, batchOf(fenced(7, OpSlotsStay, 10, 19, 2)))[0]; !r.Done {
+		t.Fatalf("a step of term 7 at fence 5: %+v", r)
+	}
+	b := New(Options{Group: 1})
+	if err := b.RestoreSessions(a.Sessions()); err != nil || b.SlotsFence() != 7 {
+		t.Fatalf("restored: %v, fence %d, want 7", err, b.SlotsFence())
+	}
+	for _, st := range []*Store{a, b} {
+		if r := applyAt(t, st, Stamp{Index: 3}, batchOf(fenced(5, OpSlotsLeave, 10, 19, 2)))[0]; r.Done || len(st.SlotMoves()) != 0 {
+			t.Fatalf("a late step of term 5 at fence 7: %+v, records %v", r, st.SlotMoves())
+		}
+		if r := applyAt(t, st, Stamp{Index: 4}, batchOf(slotEntry(OpSlotsLeave, 10, 19, 2)))[0]; !r.Done || st.SlotsFence() != 7 {
+			t.Fatalf("an unfenced step: %+v, fence %d", r, st.SlotsFence())
+		}
+	}
+	bad := AppendEntry(nil, OpSlotsFenced, 0, Uint64Arg(9), []byte{byte(OpSlotsFenced)}, Uint64Arg(9), []byte{byte(OpSlotsLeave)})
+	if err := a.ApplyBatchAt(batchOf(bad), Stamp{Index: 5}, func(int, Result) {}); !errors.Is(err, ErrBadEntry) {
+		t.Fatalf("a fenced step wrapping a fenced step: %v, want ErrBadEntry", err)
+	}
+}
