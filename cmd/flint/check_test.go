@@ -41,7 +41,9 @@ func TestCheckCommand(t *testing.T) {
 		{"--hosted", "--nodes", "3", "--groups", "3"},                                 // hosted nodes need --spawn
 		{"--spawn", "--hosted", "--nodes", "1", "--rf", "3", "--groups", "3"},         // fewer nodes than members
 		{"--spawn", "--hosted", "--nodes", "1", "--groups", "3", "--nemesis", "wipe"}, // wipe needs replicated groups
-		{}, // neither --addr nor --spawn
+		{"--spawn", "--groups", "3", "--managers", "2"},                               // a meta group of 2 has no majority of its own
+		{"--spawn", "--managers", "3"},                                                // managers keep a sharded cluster's map
+		{},                                                                            // neither --addr nor --spawn
 	} {
 		if stdout, code := runFlint(t, flintBin, nil, append([]string{"check"}, args...)...); code != 2 {
 			t.Errorf("flint check %v: exit %d, want 2:\n%s", args, code, stdout)

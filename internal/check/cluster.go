@@ -115,15 +115,21 @@ func newGroup(cfg Config, bin, dir string, group uint64, shard []string) (*clust
 	if err := c.addMembers(cfg.Nodes); err != nil {
 		return nil, err
 	}
+	c.makeGroup()
+	return c, nil
+}
+
+// makeGroup makes c's members one replicated group, whose
+// --initial-members are they all, and gives each the flags more.
+func (c *cluster) makeGroup(more ...string) {
 	var list []string
 	for _, m := range c.members {
 		list = append(list, fmt.Sprintf("%d=%s@%s", m.id, m.srv.addr, m.relay.addr()))
 	}
 	c.initial = strings.Join(list, ",")
 	for _, m := range c.members {
-		m.srv.args = append(m.srv.args, "--initial-members", c.initial)
+		m.srv.args = append(m.srv.args, slices.Concat([]string{"--initial-members", c.initial}, more)...)
 	}
-	return c, nil
 }
 
 // addMembers gives c a new secret and n members, with ids 1 to n (see

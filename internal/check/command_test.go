@@ -186,6 +186,43 @@ func TestHostedConfig(t *testing.T) {
 	}
 }
 
+// TestManagersConfig: a sharded run has one manager unless told
+// otherwise, and 1, 3 or 5 of them; an unsharded run has none, and
+// kill-manager needs a sharded one. Each refusal names what to change.
+func TestManagersConfig(t *testing.T) {
+	for _, bad := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Spawn: true, Groups: 3, Managers: 2}, "--managers must be 1, 3 or 5"},
+		{Config{Spawn: true, Groups: 3, Managers: 7}, "--managers must be 1, 3 or 5"},
+		{Config{Spawn: true, Groups: 3, Managers: -1}, "--managers must be 1, 3 or 5"},
+		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Managers: 4}, "--managers must be 1, 3 or 5"},
+		{Config{Spawn: true, Managers: 3}, "add --groups"},
+		{Config{Spawn: true, Nodes: 3, Managers: 1}, "add --groups"},
+		{Config{Spawn: true, Nodes: 3, Nemesis: []Fault{FaultKillManager}}, "kill-manager kills a sharded cluster's manager: add --groups"},
+	} {
+		if _, err := bad.cfg.withDefaults(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("config %+v: %v, want ErrConfig saying %q", bad.cfg, err, bad.want)
+		}
+	}
+	for _, good := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{Spawn: true}, 0},
+		{Config{Spawn: true, Groups: 1, Nemesis: []Fault{FaultKillManager}}, 1},
+		{Config{Spawn: true, Groups: 3, Managers: 3, Nemesis: []Fault{FaultKillManager, FaultMoveSlots, FaultSplit}}, 3},
+		{Config{Spawn: true, Groups: 3, Nodes: 3, Managers: 5}, 5},
+		{Config{Spawn: true, Hosted: true, Nodes: 3, Groups: 3, Nemesis: []Fault{FaultKillManager}}, 1},
+	} {
+		c, err := good.cfg.withDefaults()
+		if err != nil || c.Managers != good.want {
+			t.Errorf("config %+v: %d managers, %v; want %d", good.cfg, c.Managers, err, good.want)
+		}
+	}
+}
+
 func TestLayout(t *testing.T) {
 	l := newLayout("p/", 2, 10, false, 0)
 	keys := l.universe()

@@ -24,10 +24,15 @@ type Config struct {
 	Nodes int
 	// Groups, with Spawn, starts a sharded cluster instead: that many data
 	// groups, each of Nodes members (a replicated group, as above) or,
-	// with Nodes 0, one data node that is not replicated, and a manager
-	// (in memory) whose map splits the slots evenly among them. The
-	// clients route each key to its group. 0: not sharded.
+	// with Nodes 0, one data node that is not replicated, and managers
+	// whose first map splits the slots evenly among them. The clients
+	// route each key to its group. 0: not sharded.
 	Groups int
+	// Managers, with Groups, is how many managers keep the map: a meta
+	// group of that many `flint serve --manager --initial-members`
+	// processes, each logging the map on its disk (1, 3 or 5; 0: 1). The
+	// clients know every manager's address.
+	Managers int
 	// Hosted, with Groups, hosts the data groups on Nodes processes
 	// instead, nodes as `flint cluster up --hosted` starts them: each
 	// node a `flint serve --host-nodes --host-groups` process that hosts
@@ -151,19 +156,26 @@ const (
 	// cluster of fewer than MaxGroups groups; with MaxGroups, it is a
 	// move-slots.
 	FaultSplit Fault = "split"
+	// FaultKillManager is kill -9 of the managers' leader (with one
+	// manager, of the manager), in a sharded cluster; it restarts after
+	// a while. With move-slots or split, it also strikes in the middle
+	// of half their moves.
+	FaultKillManager Fault = "kill-manager"
 )
 
 // faults are every fault, in the order the usage lists them.
-var faults = []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMembership, FaultWipe, FaultMoveSlots, FaultSplit}
+var faults = []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMembership, FaultWipe, FaultMoveSlots, FaultSplit, FaultKillManager}
 
 // groupOnly reports whether f needs a replicated group of at least three.
 func (f Fault) groupOnly() bool {
-	return f != FaultKill && f != FaultPause && f != FaultMoveSlots && f != FaultSplit
+	return f != FaultKill && f != FaultPause && !f.shardedOnly()
 }
 
 // shardedOnly reports whether f moves slots between the groups of a
-// sharded cluster, and so needs one.
-func (f Fault) shardedOnly() bool { return f == FaultMoveSlots || f == FaultSplit }
+// sharded cluster or strikes its managers, and so needs one.
+func (f Fault) shardedOnly() bool {
+	return f == FaultMoveSlots || f == FaultSplit || f == FaultKillManager
+}
 
 // ParseNemesis parses a comma-separated list of faults; "none" or "" is
 // none.
@@ -258,8 +270,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NemesisInterval == 0 {
 		c.NemesisInterval = DefaultNemesisInterval
 	}
+	if c.Managers == 0 && c.Groups > 0 {
+		c.Managers = 1
+	}
 	c = c.withOutputDefaults()
 	switch {
+	case c.Managers != 0 && c.Groups == 0:
+		return c, fmt.Errorf("%w: --managers keep a sharded cluster's map: add --groups", ErrConfig)
+	case c.Managers != 0 && c.Managers != 1 && c.Managers != 3 && c.Managers != 5:
+		return c, fmt.Errorf("%w: --managers must be 1, 3 or 5: the members of the meta group, a majority of which keeps the map", ErrConfig)
 	case c.Clients < 1 || c.Keys < 1 || c.Ops < 0 || c.Duration < 0 || c.OpTimeout < 0:
 		return c, fmt.Errorf("%w: clients and keys must be positive; ops, duration and timeouts not negative", ErrConfig)
 	case c.Hosted || c.RF != 0:
@@ -286,6 +305,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: fault move-slots moves slots between the groups of a sharded cluster: --groups 2 or more", ErrConfig)
 	case c.Groups < 1 && slices.Contains(c.Nemesis, FaultSplit):
 		return c, fmt.Errorf("%w: fault split adds a group to a sharded cluster: add --groups", ErrConfig)
+	case c.Groups < 1 && slices.Contains(c.Nemesis, FaultKillManager):
+		return c, fmt.Errorf("%w: fault kill-manager kills a sharded cluster's manager: add --groups", ErrConfig)
 	case c.Groups > 0 && c.Readers > 0:
 		return c, fmt.Errorf("%w: --readers read from one member each, which in a sharded cluster serves a part of the keys only: not yet with --groups", ErrConfig)
 	}

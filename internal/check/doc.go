@@ -23,14 +23,17 @@
 //
 // With Config.Groups the checker starts a sharded cluster: that many data
 // groups, each a group as above (Config.Nodes members) or one data node
-// that is not replicated, and a manager alone and in memory whose map
-// splits the slots evenly among them (fleet.go). The clients learn the
-// map from the manager and route each key to its group. The workload's
+// that is not replicated, and Config.Managers managers, a meta group that
+// logs the map, whose first map splits the slots evenly among them
+// (fleet.go, managers.go). The clients know every manager, learn the map
+// from them and route each key to its group. The workload's
 // groups of keys each have a hash tag, so that a multi-key command, and
 // the keys a RANGE finds, are in one slot, so one data group, and so
 // atomic as the model takes them (keys.go); the tags spread the groups of
 // keys over the data groups. Each fault strikes one data group, drawn at
-// random; the final kill strikes them all; the manager is left alone.
+// random; the final kill strikes them all; the managers are struck only
+// by kill-manager, which kills their leader, also in the middle of a slot
+// move. Before the final reads, the map must list no move.
 //
 // With Config.Hosted, the data groups are hosted by Config.Nodes nodes
 // instead, as `flint cluster up --hosted` runs them, one relay in front of

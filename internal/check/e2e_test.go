@@ -133,16 +133,23 @@ func TestReplicatedGroup(t *testing.T) {
 // group: groups of 3 members under leader kills and partitions, and data
 // nodes that are not replicated under kill -9 and restart, slot moves (to
 // the group struck) and splits (a new group takes half the struck group's
-// slots), the clients writing in sessions. And three nodes that host the
-// three groups (Config.Hosted), each fault striking nodes, so members of
-// every group at once: kill -9, pause, kill of the node that leads the
-// most groups, partitions between nodes and slot moves, the clients
-// writing in sessions; and again under the faults that change what the
-// nodes host: splits onto the nodes of a group, and new nodes that join
-// a group (membership) or every group of a node wiped. Each must pass
-// with no acknowledged write lost, and no command may be refused
-// CROSSSLOT: the keys of a multi-key command share a hash tag.
+// slots), the clients writing in sessions; and again with three managers,
+// a meta group, whose leader is killed -9 and restarted (kill-manager),
+// also in the middle of half the moves and splits, which must still end.
+// And three nodes that host the three groups (Config.Hosted), each fault
+// striking nodes, so members of every group at once: kill -9, pause, kill
+// of the node that leads the most groups, partitions between nodes and
+// slot moves, the clients writing in sessions; again under the faults
+// that change what the nodes host: splits onto the nodes of a group, and
+// new nodes that join a group (membership) or every group of a node
+// wiped; and under splits with three managers whose leader is killed, as
+// above. Each must pass with no acknowledged write lost, and no command
+// may be refused CROSSSLOT: the keys of a multi-key command share a hash
+// tag.
 func TestShardedCluster(t *testing.T) {
+	// anyMove is in the kinds of move-slots and split, which name the
+	// group struck, and not in kill-manager's, which strikes no group.
+	const anyMove = " (group "
 	if testing.Short() {
 		t.Skip("runs sharded clusters of flint serve for seconds")
 	}
@@ -157,6 +164,11 @@ func TestShardedCluster(t *testing.T) {
 		{"3x1-kill-move-slots-split-sessions", Config{Groups: 3, Sessions: true, Duration: 7 * time.Second, OpTimeout: 300 * time.Millisecond,
 			Nemesis: []Fault{FaultKill, FaultMoveSlots, FaultSplit}, NemesisInterval: 500 * time.Millisecond},
 			[]string{"kill (group ", "move-slots ", "split: new group "}},
+		// A move or a split may take seconds when the managers' leader is
+		// killed under it, so only one of them is sure to strike in time.
+		{"3x1-3-managers-kill-manager-move-slots-split-sessions", Config{Groups: 3, Managers: 3, Sessions: true, Duration: 8 * time.Second,
+			OpTimeout: 300 * time.Millisecond, Nemesis: []Fault{FaultKillManager, FaultMoveSlots, FaultSplit}, NemesisInterval: 700 * time.Millisecond},
+			[]string{"kill-manager ", anyMove}},
 		{"hosted-3-nodes-3x3-every-fault-sessions", Config{Hosted: true, Nodes: 3, Groups: 3, Sessions: true, Duration: 15 * time.Second,
 			OpTimeout: 500 * time.Millisecond, NemesisInterval: time.Second,
 			Nemesis: []Fault{FaultKill, FaultPause, FaultKillLeader, FaultPartition, FaultMoveSlots}},
@@ -165,6 +177,10 @@ func TestShardedCluster(t *testing.T) {
 			Duration: 10 * time.Second, OpTimeout: 500 * time.Millisecond, NemesisInterval: time.Second,
 			Nemesis: []Fault{FaultSplit, FaultMembership, FaultWipe}},
 			[]string{"split: new group ", "membership: added node ", "wipe node "}},
+		{"hosted-3-nodes-3x3-3-managers-kill-manager-split-sessions", Config{Hosted: true, Nodes: 3, Groups: 3, Managers: 3, Sessions: true,
+			Duration: 8 * time.Second, OpTimeout: 500 * time.Millisecond, NemesisInterval: 700 * time.Millisecond,
+			Nemesis: []Fault{FaultKillManager, FaultSplit}},
+			[]string{"kill-manager ", "split: new group "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCheck(t, bin, "", tc.cfg)

@@ -3,8 +3,6 @@ package check
 import (
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,24 +14,25 @@ import (
 
 // fleet is every process a checker that spawns runs the workload against:
 // one cluster (a server, or a replicated group), or, with Config.Groups,
-// the data groups of a sharded cluster and its manager.
+// the data groups of a sharded cluster and its managers.
 //
-// In a sharded cluster the manager is alone and in memory (`flint serve
-// --manager`, its map split evenly by --servers), and the nemesis leaves
-// it alone: it strikes the data groups, one at a time. A data node is
-// `flint serve --shard-group G --managers <manager>`, with the flags of a
-// member of a replicated group (cluster) if Config.Nodes is not 0.
+// A sharded cluster's managers are a meta group of Config.Managers
+// members (managers.go), which keep the map in their logs, and the
+// nemesis leaves them alone but for kill-manager: the other faults strike
+// the data groups, one at a time. A data node is `flint serve
+// --shard-group G --managers <every manager>`, with the flags of a member
+// of a replicated group (cluster) if Config.Nodes is not 0.
 //
 // With Config.Hosted, the data groups are hosted by nodes instead (see
-// hosted.go), and the manager is as above.
+// hosted.go), and the managers are as above.
 //
 // One goroutine at a time drives it, as for cluster.
 type fleet struct {
 	groups []*cluster // data group g is groups[g-1]; the one cluster if not sharded; none if hosted
 	// nodes are the nodes that host the data groups, as the members of one
 	// cluster (whose hosted lists each group's nodes); nil if not hosted.
-	nodes   *cluster
-	manager *server // nil if not sharded
+	nodes    *cluster
+	managers *cluster // the meta group; nil if not sharded
 	// What a sharded fleet makes a new data group with (addGroup): the
 	// run's configuration, the flint binary, and the fleet's directory.
 	cfg      Config
@@ -66,37 +65,32 @@ func startFleet(cfg Config, bin, dir string) (*fleet, error) {
 	return f, nil
 }
 
-// newSharded makes the manager and the data groups of a sharded cluster
-// in dir (the manager's log in dir/manager, group g's members in dir/g<g>),
+// newSharded makes the managers and the data groups of a sharded cluster
+// in dir (the managers' in dir/manager, group g's members in dir/g<g>),
 // not yet started.
 func newSharded(cfg Config, bin, dir string) (*fleet, error) {
-	ln, err := holdAddr()
-	if err != nil {
+	f := &fleet{cfg: cfg, bin: bin, dir: dir}
+	var err error
+	if f.managers, err = newManagers(cfg, bin, dir); err != nil {
 		return nil, err
 	}
-	f := &fleet{cfg: cfg, bin: bin, dir: dir}
 	var servers []string
 	for g := 1; g <= cfg.Groups; g++ {
-		shard := []string{"--shard-group", strconv.Itoa(g), "--managers", ln.Addr().String()}
-		c, err := newGroup(cfg, bin, filepath.Join(dir, fmt.Sprintf("g%d", g)), uint64(g), shard)
+		c, err := newGroup(cfg, bin, filepath.Join(dir, fmt.Sprintf("g%d", g)), uint64(g), f.shardFlags(uint64(g)))
 		if err != nil {
-			ln.Close()
 			f.stop()
 			return nil, err
 		}
 		f.groups = append(f.groups, c)
 		servers = append(servers, c.addrs()...)
 	}
-	mdir := filepath.Join(dir, "manager")
-	if err := os.MkdirAll(mdir, 0o755); err != nil {
-		ln.Close()
-		f.stop()
-		return nil, fmt.Errorf("%w: %w", ErrServer, err)
-	}
-	args := []string{"--manager", "--servers", strings.Join(servers, ","), "--replicas", strconv.Itoa(max(cfg.Nodes, 1))}
-	f.manager = newServer(bin, mdir, ln.Addr().String(), args, cfg.ServerEnv)
-	f.manager.held = []net.Listener{ln}
+	f.managers.makeManagers(servers, max(cfg.Nodes, 1))
 	return f, nil
+}
+
+// shardFlags returns the flags of a member of data group g.
+func (f *fleet) shardFlags(g uint64) []string {
+	return []string{"--shard-group", strconv.FormatUint(g, 10), "--managers", strings.Join(f.managers.addrs(), ",")}
 }
 
 // addGroup starts a new data group of a sharded fleet, numbered after the
@@ -104,8 +98,7 @@ func newSharded(cfg Config, bin, dir string) (*fleet, error) {
 // it is added to it (clusterctl's AddGroup): until then it serves nothing.
 func (f *fleet) addGroup() (*cluster, error) {
 	g := len(f.groups) + 1
-	shard := []string{"--shard-group", strconv.Itoa(g), "--managers", f.manager.addr}
-	c, err := newGroup(f.cfg, f.bin, filepath.Join(f.dir, fmt.Sprintf("g%d", g)), uint64(g), shard)
+	c, err := newGroup(f.cfg, f.bin, filepath.Join(f.dir, fmt.Sprintf("g%d", g)), uint64(g), f.shardFlags(uint64(g)))
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +113,11 @@ func (f *fleet) addGroup() (*cluster, error) {
 // readyTimeout bounds the wait for a new sharded cluster to serve.
 const readyTimeout = 30 * time.Second
 
-// start starts the manager, then the data groups (or the nodes that host
-// them), and waits until the manager's CLUSTER INFO says "ok": every group
+// start starts the managers, then the data groups (or the nodes that host
+// them), and waits until a manager's CLUSTER INFO says "ok": every group
 // has a leader that answers.
 func (f *fleet) start() error {
-	if err := f.manager.start(); err != nil {
+	if err := f.managers.start(); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
 	for _, c := range f.clusters() {
@@ -134,12 +127,15 @@ func (f *fleet) start() error {
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		info, err := clusterInfo(f.manager.addr)
-		if err == nil && strings.Contains(info, "cluster_state:ok") {
-			return nil
+		var info string
+		var err error
+		for _, addr := range f.managers.addrs() {
+			if info, err = clusterInfo(addr); err == nil && strings.Contains(info, "cluster_state:ok") {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: the manager's CLUSTER INFO did not say cluster_state:ok within %v: %q %v", ErrServer, readyTimeout, info, err)
+			return fmt.Errorf("%w: no manager's CLUSTER INFO said cluster_state:ok within %v: %q %v", ErrServer, readyTimeout, info, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -155,14 +151,14 @@ func clusterInfo(addr string) (string, error) {
 	return string(v.Str), nil
 }
 
-// admin returns a sharded fleet's manager, to change the map through.
+// admin returns a sharded fleet's managers, to change the map through.
 func (f *fleet) admin() *clusterctl.Group {
-	g, _ := clusterctl.Dial(clusterctl.Config{Addrs: []string{f.manager.addr}}) // fails on no address only
+	g, _ := clusterctl.Dial(clusterctl.Config{Addrs: f.managers.addrs()}) // fails on no address only
 	return g
 }
 
 // sharded reports whether the fleet is a sharded cluster.
-func (f *fleet) sharded() bool { return f.manager != nil }
+func (f *fleet) sharded() bool { return f.managers != nil }
 
 // clusters returns the clusters whose members the nemesis strikes: the
 // data groups, or the one cluster of hosted nodes.
@@ -174,12 +170,12 @@ func (f *fleet) clusters() []*cluster {
 }
 
 // addrs returns the client addresses the workload's clients know: the
-// manager's first, if sharded, then every member's, group by group (node
+// managers' first, if sharded, then every member's, group by group (node
 // by node if hosted).
 func (f *fleet) addrs() []string {
 	var as []string
-	if f.manager != nil {
-		as = append(as, f.manager.addr)
+	if f.managers != nil {
+		as = append(as, f.managers.addrs()...)
 	}
 	for _, c := range f.clusters() {
 		as = append(as, c.addrs()...)
@@ -192,8 +188,8 @@ func (f *fleet) replicated() bool { return f.clusters()[0].replicated() }
 
 // exited returns an error if a server exited without being killed.
 func (f *fleet) exited() error {
-	if f.manager != nil {
-		if err := f.manager.exited(); err != nil {
+	if f.managers != nil {
+		if err := f.managers.exited(); err != nil {
 			return fmt.Errorf("manager: %w", err)
 		}
 	}
@@ -206,8 +202,13 @@ func (f *fleet) exited() error {
 }
 
 // restartDue restarts the killed members whose time has come, in every
-// group; with all, every killed member.
+// group and of the managers; with all, every killed member.
 func (f *fleet) restartDue(all bool) error {
+	if f.managers != nil {
+		if err := f.managers.restartDue(all); err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+	}
 	for _, c := range f.clusters() {
 		if err := c.restartDue(all); err != nil {
 			return f.inGroup(c, err)
@@ -216,9 +217,13 @@ func (f *fleet) restartDue(all bool) error {
 	return nil
 }
 
-// down returns how many members are down, in all groups.
+// down returns how many members are down, in all groups and of the
+// managers.
 func (f *fleet) down() int {
 	n := 0
+	if f.managers != nil {
+		n += len(f.managers.members) - len(f.managers.running())
+	}
 	for _, c := range f.clusters() {
 		n += len(c.members) - len(c.running())
 	}
@@ -234,7 +239,7 @@ func (f *fleet) inGroup(c *cluster, err error) error {
 	return fmt.Errorf("group %d: %w", c.group, err)
 }
 
-// stop stops the data groups (see cluster.stop), then the manager.
+// stop stops the data groups (see cluster.stop), then the managers.
 func (f *fleet) stop() error {
 	var errs []error
 	for _, c := range f.clusters() {
@@ -242,14 +247,9 @@ func (f *fleet) stop() error {
 			errs = append(errs, f.inGroup(c, err))
 		}
 	}
-	if m := f.manager; m != nil {
-		for _, ln := range m.held {
-			ln.Close()
-		}
-		if m.proc != nil {
-			if err := m.stop(); err != nil {
-				errs = append(errs, fmt.Errorf("manager: %w", err))
-			}
+	if f.managers != nil {
+		if err := f.managers.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("manager: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -271,5 +271,5 @@ func (f *fleet) describe() string {
 	for _, c := range f.groups {
 		gs = append(gs, fmt.Sprintf("\n    group %d: %s", c.group, strings.Join(c.addrs(), " ")))
 	}
-	return fmt.Sprintf("spawned sharded cluster: manager %s and %d data groups, each %s%s", f.manager.addr, len(f.groups), size, strings.Join(gs, ""))
+	return fmt.Sprintf("spawned sharded cluster: %s and %d data groups, each %s%s", f.describeManagers(), len(f.groups), size, strings.Join(gs, ""))
 }

@@ -123,9 +123,8 @@ func (n *nemesis) hostedSplit(cl *cluster, g uint64) (string, error) {
 		members = append(members, shardmap.Member{ID: m.id, Addr: addr})
 		list = append(list, fmt.Sprintf("%d=%s", m.id, addr))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
-	defer cancel()
-	if err := n.fl.admin().AddHostedGroup(ctx, id, members, g); err != nil {
+	killed, err := n.duringMove(func(ctx context.Context) error { return n.fl.admin().AddHostedGroup(ctx, id, members, g) })
+	if kind += killed; err != nil {
 		return kind, err
 	}
 	for i, m := range nodes {
@@ -143,7 +142,7 @@ func (f *fleet) joined() int { return int(f.nodes.nextID) - 1 - f.cfg.Nodes }
 // if it is down (wiped), it is gone.
 func (f *fleet) replaceNode(old *member, gs []uint64) (*member, error) {
 	c := f.nodes
-	m, err := c.startJoiner(gs, f.manager.addr)
+	m, err := c.startJoiner(gs, strings.Join(f.managers.addrs(), ","))
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +175,9 @@ func (f *fleet) replaceNode(old *member, gs []uint64) (*member, error) {
 }
 
 // startJoiner starts a new hosted node, with the next id, that joins
-// groups gs, each member on a free port; the caller adds it to them.
-func (c *cluster) startJoiner(gs []uint64, manager string) (*member, error) {
+// groups gs, each member on a free port, and learns the map from managers
+// (host:port,...); the caller adds it to them.
+func (c *cluster) startJoiner(gs []uint64, managers string) (*member, error) {
 	cid, err := c.clusterID()
 	if err != nil {
 		return nil, err
@@ -208,7 +208,7 @@ func (c *cluster) startJoiner(gs []uint64, manager string) (*member, error) {
 		nodes = append(nodes, fmt.Sprintf("%d=%s", o.id, o.relay.addr()))
 	}
 	m.srv.args = append(m.srv.args, "--host-nodes", strings.Join(nodes, ","), "--host-groups", strings.Join(groups, ";"),
-		"--join-groups", strings.Join(joins, ","), "--cluster-id", cid, "--managers", manager)
+		"--join-groups", strings.Join(joins, ","), "--cluster-id", cid, "--managers", managers)
 	if err := m.srv.start(); err != nil {
 		m.relay.close()
 		return nil, fmt.Errorf("node %d: %w", m.id, err)

@@ -2,21 +2,18 @@ package check
 
 import (
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 )
 
 // A hosted run (Config.Hosted) checks the layout of `flint cluster up
 // --hosted`: Config.Nodes processes, nodes, that host the members of
 // Config.Groups data groups of Config.RF members each, group g's members
-// on nodes g, g+1, ... (mod Nodes, counting from 1), and a manager (in
-// memory) whose map splits the slots evenly among the groups. Node i is
+// on nodes g, g+1, ... (mod Nodes, counting from 1), and managers (see
+// managers.go) whose first map splits the slots evenly among the groups.
+// Node i is
 //
 //	flint serve --id i --host-nodes 1=<relay 1>,... --peer-listen <its peer port>
-//	    --host-groups "1:1=<client>,2=<client>,...;2:..." --managers <manager>
+//	    --host-groups "1:1=<client>,2=<client>,...;2:..." --managers <every manager>
 //
 // with the flags of a member of a group (memberFlags), in dir/m<i>. A node
 // has one peer port for all the groups it hosts, so one relay stands in
@@ -33,22 +30,22 @@ import (
 // up. Membership, wipe and split strike a group drawn at random, and
 // start nodes and groups (see hostchange.go).
 
-// newHosted makes the manager and the nodes of a hosted run in dir (the
-// manager's log in dir/manager), not yet started.
+// newHosted makes the managers and the nodes of a hosted run in dir (the
+// managers' in dir/manager), not yet started.
 func newHosted(cfg Config, bin, dir string) (*fleet, error) {
-	ln, err := holdAddr()
+	ms, err := newManagers(cfg, bin, dir)
 	if err != nil {
 		return nil, err
 	}
+	f := &fleet{cfg: cfg, bin: bin, dir: dir, managers: ms}
 	nodes := &cluster{bin: bin, dir: dir, args: cfg.ServeArgs, env: cfg.ServerEnv}
 	if err := nodes.addMembers(cfg.Nodes); err != nil {
-		ln.Close()
+		f.stop()
 		return nil, err
 	}
-	f := &fleet{cfg: cfg, bin: bin, dir: dir, nodes: nodes}
+	f.nodes = nodes
 	groups, err := placeMembers(nodes, cfg.Groups, cfg.RF)
 	if err != nil {
-		ln.Close()
 		f.stop()
 		return nil, err
 	}
@@ -62,17 +59,9 @@ func newHosted(cfg Config, bin, dir string) (*fleet, error) {
 	}
 	for _, m := range nodes.members {
 		m.srv.args = append(m.srv.args, "--host-nodes", strings.Join(hostNodes, ","),
-			"--host-groups", strings.Join(hostGroups, ";"), "--managers", ln.Addr().String())
+			"--host-groups", strings.Join(hostGroups, ";"), "--managers", strings.Join(ms.addrs(), ","))
 	}
-	mdir := filepath.Join(dir, "manager")
-	if err := os.MkdirAll(mdir, 0o755); err != nil {
-		ln.Close()
-		f.stop()
-		return nil, fmt.Errorf("%w: %w", ErrServer, err)
-	}
-	args := []string{"--manager", "--servers", strings.Join(servers, ","), "--replicas", strconv.Itoa(cfg.RF)}
-	f.manager = newServer(bin, mdir, ln.Addr().String(), args, cfg.ServerEnv)
-	f.manager.held = []net.Listener{ln}
+	ms.makeManagers(servers, cfg.RF)
 	return f, nil
 }
 
@@ -112,6 +101,6 @@ func (f *fleet) describeHosted() string {
 	for _, m := range f.nodes.members {
 		ns = append(ns, fmt.Sprintf("\n    node %d: %s", m.id, strings.Join(m.addrs(), " ")))
 	}
-	return fmt.Sprintf("spawned hosted cluster: manager %s and %d nodes hosting %d data groups of %d members%s",
-		f.manager.addr, len(f.nodes.members), len(f.nodes.hosted), f.cfg.RF, strings.Join(ns, ""))
+	return fmt.Sprintf("spawned hosted cluster: %s and %d nodes hosting %d data groups of %d members%s",
+		f.describeManagers(), len(f.nodes.members), len(f.nodes.hosted), f.cfg.RF, strings.Join(ns, ""))
 }

@@ -22,8 +22,9 @@ import (
 // every fault strikes within any len(faults) strikes in a row from the
 // start of a round. Config's Fault constants say what each fault does. In
 // a sharded cluster each fault strikes one data group, chosen at random,
-// as it would strike the group alone; the manager is left alone. On hosted
-// nodes, faults strike nodes (see hosted.go).
+// as it would strike the group alone; the managers are left alone but for
+// kill-manager (see managers.go). On hosted nodes, faults strike nodes
+// (see hosted.go).
 //
 // Faults that take members down (kill, kill-leader) leave at most a
 // minority of a group down at once, so that the group can go on; the
@@ -84,7 +85,8 @@ func (n *nemesis) next() Fault {
 }
 
 // settle ends the faults still under way: it restarts the members that
-// are down.
+// are down and, in a sharded cluster, waits until the managers' map lists
+// no move.
 func (n *nemesis) settle() error {
 	start := n.rec.now()
 	down := n.fl.down()
@@ -93,6 +95,11 @@ func (n *nemesis) settle() error {
 	}
 	if down > 0 {
 		n.record("restart", start)
+	}
+	if n.fl.sharded() {
+		if err := n.fl.awaitMoves(); err != nil {
+			return err
+		}
 	}
 	return n.fl.exited()
 }
@@ -112,6 +119,9 @@ func (n *nemesis) inject(f Fault, cl *cluster) error {
 	}
 	var err error
 	switch {
+	case f == FaultKillManager:
+		group = 0
+		kind, err = n.killManager()
 	case f == FaultKill:
 		kind, err = n.kill(cl, kind, n.pick(cl.running()))
 	case f == FaultKillLeader:
@@ -221,8 +231,8 @@ func (n *nemesis) pause(m *member) error {
 // finalKill kills every member of every group with SIGKILL once the
 // workload is over and restarts them, so that the final reads show what
 // survives a crash at a quiet moment, when every write the servers hold
-// was acknowledged. A sharded cluster's manager, which holds no keys,
-// stays up.
+// was acknowledged. A sharded cluster's managers, which hold no keys,
+// stay up.
 func (n *nemesis) finalKill() error {
 	start := n.rec.now()
 	for _, cl := range n.fl.clusters() {
@@ -381,10 +391,8 @@ func (n *nemesis) moveSlots(to uint64) (string, error) {
 		first = max(n.hot[n.rng.IntN(len(n.hot))]-n.rng.IntN(128), 0)
 	}
 	last := min(first+n.rng.IntN(256), slot.Count-1)
-	kind := fmt.Sprintf("move-slots %d-%d", first, last)
-	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
-	defer cancel()
-	return kind, n.fl.admin().MoveSlots(ctx, first, last, to)
+	killed, err := n.duringMove(func(ctx context.Context) error { return n.fl.admin().MoveSlots(ctx, first, last, to) })
+	return fmt.Sprintf("move-slots %d-%d%s", first, last, killed), err
 }
 
 // split starts a new data group and moves half of cl's slots to it, as
@@ -406,9 +414,8 @@ func (n *nemesis) split(cl *cluster) (string, error) {
 	for i, m := range c.members {
 		members = append(members, shardmap.Member{ID: max(m.id, uint64(i+1)), Addr: m.srv.addr})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), moveSlotsTimeout)
-	defer cancel()
-	return kind, n.fl.admin().AddGroup(ctx, c.group, members, cl.group)
+	killed, err := n.duringMove(func(ctx context.Context) error { return n.fl.admin().AddGroup(ctx, c.group, members, cl.group) })
+	return kind + killed, err
 }
 
 func (n *nemesis) record(kind string, start int64) {
