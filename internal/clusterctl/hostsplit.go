@@ -31,7 +31,7 @@ const groupRuns = "runs on this node already, with these members"
 // with these members already is passed over. Called again once the split
 // is done, with from 0, it changes nothing and returns ErrSplitDone.
 func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
-	sh, err := g.ShardStatus(ctx)
+	sh, err := g.shardStatusWait(ctx)
 	if err != nil {
 		return err
 	}

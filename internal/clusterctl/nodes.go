@@ -24,7 +24,7 @@ import (
 // addrs), to the group, as Add does, then to the map. Called again after
 // a failure, it resumes: a member that votes already is not added again.
 func (g *Group) AddNode(ctx context.Context, group, id uint64, addrs string) error {
-	sh, err := g.ShardStatus(ctx)
+	sh, err := g.shardStatusWait(ctx)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (g *Group) AddNode(ctx context.Context, group, id uint64, addrs string) err
 // after a failure, it resumes: a member that its group no longer has is
 // only taken out of the map.
 func (g *Group) RemoveNode(ctx context.Context, group uint64, node string) (key shardmap.MemberKey, movedTo uint64, err error) {
-	sh, err := g.ShardStatus(ctx)
+	sh, err := g.shardStatusWait(ctx)
 	if err != nil {
 		return key, 0, err
 	}

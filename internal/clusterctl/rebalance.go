@@ -24,7 +24,7 @@ import (
 func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
-	sh, err := g.ShardStatus(ctx)
+	sh, err := g.shardStatusWait(ctx)
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func largest(m *shardmap.Map, id uint64) *shardmap.Group {
 func (g *Group) Rebalance(ctx context.Context) (int, error) {
 	moved := 0
 	for {
-		sh, err := g.ShardStatus(ctx)
+		sh, err := g.shardStatusWait(ctx)
 		if err != nil {
 			return moved, err
 		}

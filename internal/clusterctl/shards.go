@@ -7,9 +7,11 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/ask"
+	"github.com/flintkv/flint/internal/backoff"
 	"github.com/flintkv/flint/internal/shardmap"
 	"github.com/flintkv/flint/internal/slot"
 )
@@ -66,7 +68,26 @@ func (g *Group) ShardStatus(ctx context.Context) (Shards, error) {
 	if mapErr != nil {
 		return Shards{}, mapErr
 	}
-	return Shards{}, fmt.Errorf("clusterctl: no node answers at %s: %w", strings.Join(g.cfg.Addrs, ","), replyErr(err))
+	return Shards{}, fmt.Errorf("%w at %s: %w", errNoAnswer, strings.Join(g.cfg.Addrs, ","), replyErr(err))
+}
+
+// errNoAnswer says that no address given answered ShardStatus.
+var errNoAnswer = errors.New("clusterctl: no node answers")
+
+// shardStatusWait is ShardStatus, asked again while no address answers (a
+// lone manager restarting, say), until ctx ends: for the commands that
+// begin by reading the map, which would otherwise fail at once where
+// their later steps wait.
+func (g *Group) shardStatusWait(ctx context.Context) (Shards, error) {
+	for wait := backoff.New(backoff.DefaultMin, 500*time.Millisecond); ; {
+		sh, err := g.ShardStatus(ctx)
+		if !errors.Is(err, errNoAnswer) {
+			return sh, err
+		}
+		if wait.Wait(ctx) != nil {
+			return sh, fmt.Errorf("%w (asked until: %v)", err, ctx.Err())
+		}
+	}
 }
 
 // askMyID returns the node id of the node at addr (CLUSTER MYID).

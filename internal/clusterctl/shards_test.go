@@ -47,3 +47,38 @@ func TestShardStatusPassesOverManagerWithoutMap(t *testing.T) {
 		t.Fatalf("ShardStatus of a manager alone without the map = %v, want ErrNoMap", err)
 	}
 }
+
+// TestShardStatusWaitsForAnAnswer: while no manager answers (the only one
+// restarting), ShardStatus fails at once, and shardStatusWait, which the
+// commands that begin by reading the map use, asks again until one does.
+func TestShardStatusWaitsForAnAnswer(t *testing.T) {
+	m, err := shardmap.Even([][]shardmap.Member{{{ID: 1, Addr: "127.0.0.1:7101"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := fakeManager(t, m)
+	mgr.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, _ := Dial(Config{Addrs: []string{mgr.Addr}})
+	if _, err := g.ShardStatus(ctx); !errors.Is(err, errNoAnswer) {
+		t.Fatalf("ShardStatus with the manager down = %v, want errNoAnswer", err)
+	}
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		time.Sleep(300 * time.Millisecond)
+		mgr.Restart(t)
+	}()
+	sh, err := g.shardStatusWait(ctx)
+	<-restarted
+	if err != nil || sh.Map.Epoch != m.Epoch {
+		t.Fatalf("shardStatusWait = %+v, %v; want the map once the manager is back", sh, err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	mgr.Stop()
+	if _, err := g.shardStatusWait(short); !errors.Is(err, errNoAnswer) {
+		t.Fatalf("shardStatusWait until its context ends = %v, want errNoAnswer", err)
+	}
+}
