@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/flintkv/flint/client"
@@ -31,18 +30,9 @@ const groupRuns = "runs on this node already, with these members"
 // with these members already is passed over. Called again once the split
 // is done, with from 0, it changes nothing and returns ErrSplitDone.
 func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
-	sh, err := g.shardStatusWait(ctx)
+	sh, err := g.splitMay(ctx, id, members, from)
 	if err != nil {
 		return err
-	}
-	if err := splitDone(sh.Map, id, members, from); err != nil {
-		return err
-	}
-	if err := refuseMoves(sh.Map, func(o shardmap.Move) bool { return o.To == id && !o.Abort }); err != nil {
-		return err
-	}
-	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {
-		return fmt.Errorf("clusterctl: group %d is in the map already, with other members", id)
 	}
 	src := sh.Map.Group(from)
 	switch {

@@ -10,6 +10,28 @@ import (
 	"github.com/flintkv/flint/internal/shardmap"
 )
 
+// splitMay reads the map, with shardStatusWait, and returns it if a split
+// that adds group id with members, taking slots from group from (0: the
+// group with the most), may go on; else why not: it is done (ErrSplitDone,
+// see splitDone), the map lists a move to another group (see refuseMoves),
+// or it has group id with other members.
+func (g *Group) splitMay(ctx context.Context, id uint64, members []shardmap.Member, from uint64) (Shards, error) {
+	sh, err := g.shardStatusWait(ctx)
+	if err != nil {
+		return sh, err
+	}
+	if err := splitDone(sh.Map, id, members, from); err != nil {
+		return sh, err
+	}
+	if err := refuseMoves(sh.Map, func(o shardmap.Move) bool { return o.To == id && !o.Abort }); err != nil {
+		return sh, err
+	}
+	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {
+		return sh, fmt.Errorf("clusterctl: group %d is in the map already, with other members", id)
+	}
+	return sh, nil
+}
+
 // AddGroup adds data group id, whose members are already running (`flint
 // serve --shard-group id --managers ...`), to the map with no slots, then
 // moves to it the upper half of the slots of group from (0: the group
@@ -24,18 +46,9 @@ import (
 func (g *Group) AddGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
 	mv := &mover{g: g, pool: ask.NewPool(g.cfg.Password)}
 	defer mv.pool.Close()
-	sh, err := g.shardStatusWait(ctx)
+	sh, err := g.splitMay(ctx, id, members, from)
 	if err != nil {
 		return err
-	}
-	if err := splitDone(sh.Map, id, members, from); err != nil {
-		return err
-	}
-	if err := refuseMoves(sh.Map, func(o shardmap.Move) bool { return o.To == id && !o.Abort }); err != nil {
-		return err
-	}
-	if old := sh.Map.Group(id); old != nil && !slices.Equal(old.Members, members) {
-		return fmt.Errorf("clusterctl: group %d is in the map already, with other members", id)
 	}
 	added, err := mv.changeMap(ctx, func(cur *shardmap.Map) (*shardmap.Map, error) {
 		if cur.Group(id) != nil {
