@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/flintkv/flint/client"
 	"github.com/flintkv/flint/internal/ask"
+	"github.com/flintkv/flint/internal/backoff"
 	"github.com/flintkv/flint/internal/shardmap"
 )
 
@@ -25,9 +27,10 @@ const groupRuns = "runs on this node already, with these members"
 // with other members, a group from the map does not have, a node that
 // hosts no member in the map, fewer members than the group whose slots
 // it takes has, and, as MoveSlots does, a split while the map lists a
-// move to another group. Called again with the
-// same arguments after a failure, it resumes: a node that runs the group
-// with these members already is passed over. Called again once the split
+// move to another group. A node that cannot be reached (restarting) is
+// asked again until ctx ends. Called again with the same arguments after
+// a failure, it resumes: a node that runs the group with these members
+// already is passed over. Called again once the split
 // is done, with from 0, it changes nothing and returns ErrSplitDone.
 func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardmap.Member, from uint64) error {
 	sh, err := g.splitMay(ctx, id, members, from)
@@ -57,11 +60,7 @@ func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardma
 	}
 	var started []string
 	for i, m := range members {
-		_, err := ask.Wait(ctx, nodes[i], g.cfg.Password, args...)
-		if re := new(client.ReplyError); errors.As(err, &re) && strings.HasSuffix(re.Msg, groupRuns) {
-			err = nil
-		}
-		if err != nil {
+		if err := g.startGroup(ctx, nodes[i], args); err != nil {
 			msg := "none started it"
 			if len(started) > 0 {
 				msg = "it runs on nodes " + strings.Join(started, ", ") + " (run the command again, with the same members, once fixed)"
@@ -71,6 +70,27 @@ func (g *Group) AddHostedGroup(ctx context.Context, id uint64, members []shardma
 		started = append(started, fmt.Sprint(m.ID))
 	}
 	return g.AddGroup(ctx, id, members, from)
+}
+
+// startGroup sends FLINT.GROUP START, args, to the node at addr, again
+// while the node cannot be reached (it may be restarting), until ctx
+// ends. A node that runs the group with these members already has started
+// it: the command is idempotent, so a send whose outcome is unknown may go
+// again.
+func (g *Group) startGroup(ctx context.Context, addr string, args []string) error {
+	for wait := backoff.New(backoff.DefaultMin, 500*time.Millisecond); ; {
+		_, err := ask.Wait(ctx, addr, g.cfg.Password, args...)
+		re := new(client.ReplyError)
+		switch {
+		case errors.As(err, &re) && strings.HasSuffix(re.Msg, groupRuns):
+			return nil
+		case err == nil || errors.As(err, &re):
+			return err
+		}
+		if wait.Wait(ctx) != nil {
+			return err
+		}
+	}
 }
 
 // nodeAddr returns the client address of a member that node id hosts in

@@ -3,6 +3,8 @@ package clusterctl
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,5 +82,38 @@ func TestShardStatusWaitsForAnAnswer(t *testing.T) {
 	mgr.Stop()
 	if _, err := g.shardStatusWait(short); !errors.Is(err, errNoAnswer) {
 		t.Fatalf("shardStatusWait until its context ends = %v, want errNoAnswer", err)
+	}
+}
+
+// TestStartGroupWaitsForNode: FLINT.GROUP START goes again while its node
+// cannot be reached (restarting), and not after the node's refusal; a
+// node that runs the group already has started it.
+func TestStartGroupWaitsForNode(t *testing.T) {
+	var reply atomic.Value
+	reply.Store("+OK\r\n")
+	node := resptest.Start(t, func([]string) string { return reply.Load().(string) })
+	node.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, _ := Dial(Config{Addrs: []string{node.Addr}})
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		time.Sleep(300 * time.Millisecond)
+		node.Restart(t)
+	}()
+	args := []string{"FLINT.GROUP", "START", "3", "1=127.0.0.1:1"}
+	err := g.startGroup(ctx, node.Addr, args)
+	<-restarted
+	if err != nil {
+		t.Fatalf("startGroup while the node restarts = %v, want it started once the node is back", err)
+	}
+	reply.Store(resptest.Err("ERR group 3 " + groupRuns))
+	if err := g.startGroup(ctx, node.Addr, args); err != nil {
+		t.Fatalf("startGroup of a group the node runs = %v, want nil", err)
+	}
+	reply.Store(resptest.Err("ERR group 3: a group id is 1 to 65535"))
+	if err := g.startGroup(ctx, node.Addr, args); err == nil || !strings.Contains(err.Error(), "a group id is") {
+		t.Fatalf("startGroup refused = %v, want the refusal", err)
 	}
 }
