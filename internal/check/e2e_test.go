@@ -98,8 +98,9 @@ func TestInjectedBugs(t *testing.T) {
 // must: 3 members with partitions and leader kills (and a reader of a
 // follower, READONLY); 5 members whose leaders are killed one after
 // another, two down at once; and 3 members under every
-// fault, the clients writing in sessions. Each must pass, with no
-// acknowledged write lost.
+// fault, the clients writing in sessions, up to 5,000 operations. Each
+// must pass, with no acknowledged write lost; one whose search runs out of
+// time (UNKNOWN, no verdict) runs once more.
 func TestReplicatedGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs groups of flint serve for seconds")
@@ -115,12 +116,19 @@ func TestReplicatedGroup(t *testing.T) {
 			Nemesis: []Fault{FaultPartition, FaultKillLeader}, NemesisInterval: time.Second}, []string{"partition", "kill-leader"}},
 		{"5-two-down", Config{Nodes: 5, Conflict: true, Duration: 6 * time.Second,
 			Nemesis: []Fault{FaultKillLeader}, NemesisInterval: 700 * time.Millisecond}, []string{"kill-leader", ", 2 down"}},
-		{"3-every-fault-sessions", Config{Nodes: 3, Conflict: true, Sessions: true, Duration: 10 * time.Second,
+		{"3-every-fault-sessions", Config{Nodes: 3, Conflict: true, Sessions: true, Duration: 10 * time.Second, Ops: 5000,
 			Nemesis: slices.DeleteFunc(slices.Clone(faults), Fault.shardedOnly), NemesisInterval: time.Second}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.OpTimeout = 500 * time.Millisecond
 			res := runCheck(t, bin, "", tc.cfg)
+			if res.Verdict == Unknown && res.Err == nil {
+				// The search of one part of all the shared keys ran out of
+				// time (a quiet machine records more operations): that is
+				// no verdict, and the run goes once more.
+				t.Logf("UNKNOWN, the search out of time: running again")
+				res = runCheck(t, bin, "", tc.cfg)
+			}
 			assertPassWithFaults(t, res, tc.want)
 			assertApplied(t, res, tc.cfg)
 			t.Logf("faults: %q", faultKinds(res.history))
