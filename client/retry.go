@@ -147,6 +147,7 @@ type retrier struct {
 	final   []bool  // whether replies[i] has come
 	pending []int   // the commands with no final reply yet, in order
 	hops    []hop   // each command's way
+	ends    []int   // txEnds(req)
 	txs     []txSpan
 	last    error // the last failure or refusal, for when the call gives up
 	// maybe is why an earlier attempt of a write may have taken effect (a
@@ -181,7 +182,8 @@ func newRetrier(c *Client, req request, to func(i int) *pool) *retrier {
 	n := req.len()
 	rt := &retrier{c: c, req: req, wait: backoff.Default()}
 	rt.replies, rt.final = make([]Value, n), make([]bool, n)
-	rt.txs = txSpans(req)
+	rt.ends = txEnds(req)
+	rt.txs = txSpans(rt.ends)
 	rt.pending, rt.hops = make([]int, n), make([]hop, n)
 	for i := range n {
 		p := to(i)
@@ -301,10 +303,10 @@ func (rt *retrier) inTx(i int) bool {
 // MULTI and of its EXEC (in FLINT.SEQ or not).
 type txSpan struct{ multi, exec int }
 
-// txSpans returns the transactions that req holds whole, in order.
-func txSpans(req request) []txSpan {
+// txSpans returns the transactions that a request holds whole, in order,
+// given its txEnds.
+func txSpans(ends []int) []txSpan {
 	var txs []txSpan
-	ends := txEnds(req)
 	for i := 0; i < len(ends); i++ {
 		if ends[i] >= 0 { // the first command after a MULTI
 			txs = append(txs, txSpan{multi: i - 1, exec: ends[i]})
@@ -443,16 +445,12 @@ var txCommands = map[string]bool{"MULTI": true, "EXEC": true, "DISCARD": true, "
 // transaction command, or queued in a transaction that is one session
 // write, so that it may be sent again whatever its outcome.
 func (rt *retrier) reads(cmds []int) bool {
-	var ends []int // txEnds(rt.req), once needed
 	for _, i := range cmds {
 		name := commandName(rt.req.command(i))
 		if readOnly[name] || sessionCommands[name] || txCommands[name] {
 			continue
 		}
-		if ends == nil {
-			ends = txEnds(rt.req)
-		}
-		if e := ends[i]; e < 0 || commandName(rt.req.command(e)) != "FLINT.SEQ" {
+		if e := rt.ends[i]; e < 0 || commandName(rt.req.command(e)) != "FLINT.SEQ" {
 			return false
 		}
 	}

@@ -10,12 +10,7 @@ import (
 // write twice, and an unknown outcome in one that did, since it tells only
 // of the last attempt.
 func TestAbortedAfterResend(t *testing.T) {
-	var b Batch
-	b.Do("MULTI")
-	b.Set("k", []byte("v"))
-	b.Do("EXEC")
-	b.Get("k")
-	req := request{cmd: b.cmd, ends: b.ends}
+	req := txThenGet()
 	ok := Value{Kind: KindSimple, Str: []byte("OK")}
 	abort := Value{Kind: KindError, Str: []byte("EXECABORT Transaction discarded because of previous errors.")}
 	moved := Value{Kind: KindError, Str: []byte("MOVED 1 127.0.0.1:1")}
@@ -40,12 +35,7 @@ func TestAbortedAfterResend(t *testing.T) {
 // (one inside MULTI would be queued, and its reply would join EXEC's); a
 // command outside the transaction gets its own.
 func TestTxAskedOnce(t *testing.T) {
-	var b Batch
-	b.Do("MULTI")
-	b.Set("k", []byte("v"))
-	b.Do("EXEC")
-	b.Get("k")
-	req := request{cmd: b.cmd, ends: b.ends}
+	req := txThenGet()
 	p := &pool{addr: "127.0.0.1:1"}
 	rt := newRetrier(nil, req, func(int) *pool { return p })
 	for i := range rt.hops {
@@ -55,4 +45,14 @@ func TestTxAskedOnce(t *testing.T) {
 	if len(legs) != 1 || fmt.Sprint(legs[0].asked) != "[true false false true]" {
 		t.Fatalf("legs %+v, want one, asked [true false false true]", legs)
 	}
+}
+
+// txThenGet returns the request of MULTI, SET k v, EXEC, GET k.
+func txThenGet() request {
+	var b Batch
+	b.Do("MULTI")
+	b.Set("k", []byte("v"))
+	b.Do("EXEC")
+	b.Get("k")
+	return request{cmd: b.cmd, ends: b.ends}
 }
